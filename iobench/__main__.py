@@ -1,0 +1,36 @@
+"""The one exit of iobench: ``main(argv) -> int``.
+
+Only here are the project's errors turned into a one-line message (exit 2) and Ctrl-C
+into exit 130; everything below raises.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from iobench.errors import IOBenchError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the process exit status."""
+    from iobench.cli import dispatch
+
+    try:
+        return dispatch(list(sys.argv[1:] if argv is None else argv))
+    except IOBenchError as exc:
+        print(f"iobench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("iobench: interrupted; finished trials are kept (continue with --resume RUN_DIR)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 141
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,173 @@
+"""Facts about the machine a run measured: filesystems of each role, host, versions, pip's
+configuration, GPU, and the environment with secrets redacted.
+
+Why: a time-to-ready figure means nothing without the storage it was measured on. Every
+role records its filesystem type, mount point, mount options and free space, read from
+/proc/self/mountinfo (longest mount-point prefix of the resolved path).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from iobench import __version__
+
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+_URL_CRED = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/@\s]+)@")
+
+
+def redact_value(value: str) -> str:
+    """Hide credentials inside URLs (``https://user:pw@host`` -> ``https://***@host``)."""
+    return _URL_CRED.sub(lambda m: m.group("scheme") + "***@", value)
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """Copy of ``env`` with secret-looking names' values and URL credentials as ``***``."""
+    return {k: ("***" if _SECRET_NAME.search(k) else redact_value(v)) for k, v in sorted(env.items())}
+
+
+def _unescape(s: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+
+
+def mount_of(path: Path) -> dict:
+    """Filesystem facts of the mount holding ``path``."""
+    real = str(Path(path).resolve())
+    best: dict = {}
+    best_len = -1
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                parts = left.split()
+                mnt = _unescape(parts[4])
+                rparts = right.split()
+                if real == mnt or real.startswith(mnt.rstrip("/") + "/") or mnt == "/":
+                    if len(mnt) >= best_len:
+                        best_len = len(mnt)
+                        best = {
+                            "mountpoint": mnt,
+                            "fstype": rparts[0],
+                            "device": _unescape(rparts[1]) if len(rparts) > 1 else "",
+                            "mount_options": parts[5]
+                            + ("," + rparts[2] if len(rparts) > 2 else ""),
+                        }
+    except OSError:
+        pass
+    try:
+        st = os.statvfs(real)
+        best["total_bytes"] = st.f_blocks * st.f_frsize
+        best["free_bytes"] = st.f_bavail * st.f_frsize
+    except OSError:
+        pass
+    best["path"] = real
+    return best
+
+
+def fstype_of(path: Path) -> str:
+    return str(mount_of(path).get("fstype", "unknown"))
+
+
+def host_info() -> dict:
+    cpu_model = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory_bytes": psutil.virtual_memory().total,
+    }
+
+
+def _version_of(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 and (out.stdout or out.stderr) else None
+
+
+def versions() -> dict:
+    import virtualenv
+
+    from iobench.installers import uv_binary
+
+    uv = uv_binary()
+    return {
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "iobench": __version__,
+        "virtualenv": getattr(virtualenv, "__version__", "unknown"),
+        "pip_host": _version_of([sys.executable, "-m", "pip", "--version"]),
+        "uv": _version_of([uv, "--version"]) if uv else None,
+    }
+
+
+def pip_config(isolated: bool) -> dict:
+    """pip's configuration as this machine's pip sees it, and whether trials ignored it."""
+    listed = []
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30
+        )
+        listed = [redact_value(line) for line in out.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    files = []
+    for candidate in (
+        "/etc/pip.conf",
+        "/etc/xdg/pip/pip.conf",
+        str(Path.home() / ".config/pip/pip.conf"),
+        str(Path.home() / ".pip/pip.conf"),
+        os.environ.get("PIP_CONFIG_FILE", ""),
+    ):
+        if candidate and os.path.isfile(candidate):
+            files.append(candidate)
+    return {
+        "isolated": isolated,
+        "note": (
+            "trials ran with PIP_CONFIG_FILE=/dev/null and no PIP_* variables (local index)"
+            if isolated
+            else "trials used this pip configuration (remote index)"
+        ),
+        "config_list": listed,
+        "files": files,
+        "env": {k: redact_value(v) for k, v in os.environ.items() if k.startswith("PIP_")},
+    }
+
+
+def gpu_info() -> dict | None:
+    """The GPU as iobench.gpu detects it (None on a machine without one)."""
+    try:
+        from iobench import gpu
+    except ImportError:
+        return None
+    try:
+        found = gpu.detect()
+    except Exception:  # noqa: BLE001 - a broken driver must not stop a storage benchmark
+        return None
+    if found is None:
+        return None
+    if hasattr(found, "to_dict"):
+        return found.to_dict()
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(found) if is_dataclass(found) else {"name": str(found)}

@@ -1,0 +1,249 @@
+"""Scenarios: TOML files that say what to install, how to check it, and in which configs.
+
+A scenario is validated once into frozen dataclasses; every error names the file and the
+key (``scenarios/x.toml: configs.naive.cache_state: 'hot' is not one of cold, warm``), so
+a typo fails before anything is created. Configs come from ``[configs.NAME]`` tables, from
+a ``[matrix]`` (the product of axes, minus ``exclude``), or both.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from iobench.errors import ScenarioError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+INSTALLERS = ("pip", "uv")
+CACHE_STATES = ("cold", "warm")
+ON_OFF = ("on", "off")
+KINDS = ("install",)
+_CONFIG_KEYS = {"venv", "tmpdir", "cache", "cache_state", "installer", "compile", "description"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where each thing lives, by role, and how the install is done."""
+
+    name: str
+    venv: str
+    tmpdir: str
+    cache: str  # a role, or "off"
+    cache_state: str = "cold"
+    installer: str = "pip"
+    compile: str = "on"
+    description: str = ""
+
+    def roles(self) -> set[str]:
+        return {self.venv, self.tmpdir} | ({self.cache} if self.cache != "off" else set())
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario."""
+
+    name: str
+    source: str
+    kind: str
+    packages: tuple[str, ...]
+    wheels: str | None  # synthetic profile name/path, served from the loopback index
+    ready: str
+    repeats: int
+    configs: tuple[Config, ...]
+    description: str = ""
+    size_mb: float | None = None  # estimated installed size, for the free-space check
+    extra: dict = field(default_factory=dict)
+
+    def config(self, name: str) -> Config:
+        for c in self.configs:
+            if c.name == name:
+                return c
+        raise ScenarioError(
+            f"unknown config '{name}' in scenario {self.name} "
+            f"(known: {', '.join(c.name for c in self.configs)})"
+        )
+
+    def select(self, names: list[str] | None) -> Scenario:
+        """The same scenario with only the named configs, in the order given."""
+        if not names:
+            return self
+        picked = tuple(self.config(n) for n in names)
+        return Scenario(**{**self.__dict__, "configs": picked})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _where(src: str, key: str) -> str:
+    return f"{src}: {key}"
+
+
+def _choice(value: object, allowed: tuple[str, ...], src: str, key: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ScenarioError(f"{_where(src, key)}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _role(value: object, src: str, key: str, allow_off: bool = False) -> str:
+    if not isinstance(value, str) or not value:
+        raise ScenarioError(f"{_where(src, key)}: expected a role name (e.g. target, tmp)")
+    if value == "off" and not allow_off:
+        raise ScenarioError(f"{_where(src, key)}: 'off' is only allowed for cache")
+    return value
+
+
+def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Config:
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{_where(src, key)}: expected a table")
+    unknown = set(table) - _CONFIG_KEYS
+    if unknown:
+        raise ScenarioError(f"{_where(src, key)}: unknown key(s) {', '.join(sorted(unknown))}")
+    t = {**defaults, **table}
+    for required in ("venv", "tmpdir", "cache"):
+        if required not in t:
+            raise ScenarioError(f"{_where(src, key + '.' + required)}: missing")
+    cfg = Config(
+        name=name,
+        venv=_role(t["venv"], src, f"{key}.venv"),
+        tmpdir=_role(t["tmpdir"], src, f"{key}.tmpdir"),
+        cache=_role(t["cache"], src, f"{key}.cache", allow_off=True),
+        cache_state=_choice(t.get("cache_state", "cold"), CACHE_STATES, src, f"{key}.cache_state"),
+        installer=_choice(t.get("installer", "pip"), INSTALLERS, src, f"{key}.installer"),
+        compile=_choice(t.get("compile", "on"), ON_OFF, src, f"{key}.compile"),
+        description=str(t.get("description", "")),
+    )
+    if cfg.cache == "off" and cfg.cache_state == "warm":
+        raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
+    return cfg
+
+
+def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
+    axes = {k: v for k, v in table.items() if k not in ("exclude", "name")}
+    for k, v in axes.items():
+        if k not in _CONFIG_KEYS - {"description"}:
+            raise ScenarioError(f"{_where(src, 'matrix.' + k)}: not a config axis")
+        if not isinstance(v, list) or not v:
+            raise ScenarioError(f"{_where(src, 'matrix.' + k)}: expected a non-empty list")
+    excludes = table.get("exclude", [])
+    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
+        raise ScenarioError(f"{_where(src, 'matrix.exclude')}: expected a list of tables")
+    pattern = table.get("name", "")
+    keys = list(axes)
+    out = []
+    for combo in itertools.product(*(axes[k] for k in keys)):
+        values = dict(zip(keys, combo))
+        if any(all(values.get(k) == v for k, v in e.items()) for e in excludes):
+            continue
+        full = {**defaults, **values}
+        if full.get("cache") == "off" and full.get("cache_state") == "warm":
+            continue  # impossible combination, not an error in a product
+        if pattern:
+            try:
+                name = pattern.format(**{k: full.get(k, "") for k in _CONFIG_KEYS})
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ScenarioError(f"{_where(src, 'matrix.name')}: bad pattern ({exc})") from None
+        else:
+            name = "-".join(f"{k}={values[k]}" for k in keys)
+        out.append(_config(name, values, defaults, src, f"matrix[{name}]"))
+    return out
+
+
+def scenario_from_dict(data: dict, src: str) -> Scenario:
+    """Validate a parsed TOML document (``src`` names it in errors)."""
+    s = data.get("scenario")
+    if not isinstance(s, dict):
+        raise ScenarioError(f"{src}: missing [scenario] table")
+    name = s.get("name")
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(f"{_where(src, 'scenario.name')}: missing or not a string")
+    kind = _choice(s.get("kind", "install"), KINDS, src, "scenario.kind")
+    packages = s.get("packages")
+    if not isinstance(packages, list) or not packages or not all(isinstance(p, str) for p in packages):
+        raise ScenarioError(f"{_where(src, 'scenario.packages')}: expected a non-empty list of requirement strings")
+    wheels = s.get("wheels")
+    if wheels is not None and not isinstance(wheels, str):
+        raise ScenarioError(f"{_where(src, 'scenario.wheels')}: expected a profile name or path")
+    ready = s.get("ready")
+    if not isinstance(ready, str) or not ready.strip():
+        raise ScenarioError(f"{_where(src, 'scenario.ready')}: expected Python code to run in the new venv")
+    try:
+        compile(ready, f"{src}:scenario.ready", "exec")
+    except SyntaxError as exc:
+        raise ScenarioError(f"{_where(src, 'scenario.ready')}: not valid Python ({exc.msg})") from None
+    repeats = s.get("repeats", 3)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ScenarioError(f"{_where(src, 'scenario.repeats')}: expected an integer >= 1")
+    size_mb = s.get("size_mb")
+    if size_mb is not None and (not isinstance(size_mb, (int, float)) or size_mb < 0):
+        raise ScenarioError(f"{_where(src, 'scenario.size_mb')}: expected a number >= 0")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
+    configs: list[Config] = []
+    raw_configs = data.get("configs", {})
+    if not isinstance(raw_configs, dict):
+        raise ScenarioError(f"{_where(src, 'configs')}: expected tables [configs.NAME]")
+    for cname, table in raw_configs.items():
+        configs.append(_config(cname, table, defaults, src, f"configs.{cname}"))
+    if "matrix" in data:
+        if not isinstance(data["matrix"], dict):
+            raise ScenarioError(f"{_where(src, 'matrix')}: expected a table")
+        configs.extend(_matrix(data["matrix"], defaults, src))
+    if not configs:
+        raise ScenarioError(f"{src}: no configs (add [configs.NAME] tables or a [matrix])")
+    seen: set[str] = set()
+    for c in configs:
+        if c.name in seen:
+            raise ScenarioError(f"{_where(src, 'configs')}: config name '{c.name}' used twice")
+        seen.add(c.name)
+    return Scenario(
+        name=name,
+        source=src,
+        kind=kind,
+        packages=tuple(packages),
+        wheels=wheels,
+        ready=ready,
+        repeats=repeats,
+        configs=tuple(configs),
+        description=str(s.get("description", "")),
+        size_mb=float(size_mb) if size_mb is not None else None,
+    )
+
+
+def shipped() -> list[str]:
+    """Names of the scenarios that come with iobench."""
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """Load a shipped scenario by name, or any scenario TOML by path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml" and not path.exists():
+        path = SCENARIO_DIR / f"{name_or_path}.toml"
+        if not path.is_file():
+            raise ScenarioError(
+                f"unknown scenario '{name_or_path}' (shipped: {', '.join(shipped())}; or give a .toml path)"
+            )
+    if not path.is_file():
+        raise ScenarioError(f"scenario file {path} does not exist")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot be read ({exc})") from None
+    return scenario_from_dict(data, str(path))
+
+
+def scenario_from_meta(data: dict) -> Scenario:
+    """Rebuild the resolved scenario stored in a run's meta.json (for --resume)."""
+    fields = dict(data)
+    fields["configs"] = tuple(Config(**c) for c in data["configs"])
+    fields["packages"] = tuple(data["packages"])
+    return Scenario(**fields)
