@@ -169,6 +169,8 @@ def scenario_from_dict(data: dict, src: str) -> Scenario:
     wheels = s.get("wheels")
     if wheels is not None and not isinstance(wheels, str):
         raise ScenarioError(f"{_where(src, 'scenario.wheels')}: expected a profile name or path")
+    if wheels and wheels.endswith(".toml") and not Path(wheels).is_absolute():
+        wheels = str((Path(src).parent / wheels).resolve())  # relative to the scenario file
     ready = s.get("ready")
     if not isinstance(ready, str) or not ready.strip():
         raise ScenarioError(f"{_where(src, 'scenario.ready')}: expected Python code to run in the new venv")

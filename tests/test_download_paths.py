@@ -1,0 +1,73 @@
+"""Served from the loopback index, downloads go through the config's TMPDIR and fill its cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conftest import only_run_dir, read_csv
+from test_run_e2e import TINY_PROFILE, _wheel_bytes
+
+from iobench.__main__ import main
+
+SCENARIO = f"""
+[scenario]
+name = "paths"
+packages = ["tiny-core"]
+wheels = "{TINY_PROFILE}"
+ready = "import tiny_core; tiny_core.check()"
+repeats = 1
+size_mb = 10
+
+[configs.cold]
+venv = "target"
+tmpdir = "tmp"
+cache = "cachefs"
+
+[configs.off]
+venv = "target"
+tmpdir = "tmp"
+cache = "off"
+
+[configs.warm]
+venv = "target"
+tmpdir = "tmp"
+cache = "cachefs"
+cache_state = "warm"
+"""
+
+
+def _used(path: Path) -> int:
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def test_tmpdir_and_cache_really_used(tmpfs, tmp_path: Path, monkeypatch) -> None:
+    target, tmp, cachefs = tmpfs(name="target"), tmpfs(name="tmp"), tmpfs(name="cache")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # pip's default cache would land here if used
+    scenario = tmp_path / "paths.toml"
+    scenario.write_text(SCENARIO)
+    whl_bytes, _ = _wheel_bytes()
+    cache_before = _used(cachefs)
+    rc = main([
+        "run", "--scenario", str(scenario), "--target", str(target), "--tmp", str(tmp),
+        "--path", f"cachefs={cachefs}", "--results", str(tmp_path / "r"), "--sample-hz", "50",
+        "--no-report", "--quiet",
+    ])
+    assert rc == 0
+    rows = {r["config"]: r for r in read_csv(only_run_dir(tmp_path / "r") / "trials.csv")}
+    assert all(r["status"] == "ok" for r in rows.values()), rows
+    # TMPDIR's filesystem (holding nothing else) held at least every downloaded wheel
+    for name in ("cold", "off"):
+        assert int(rows[name]["tmpdir_peak_bytes"]) >= whl_bytes, rows[name]
+        assert int(rows[name]["index_bytes"]) == whl_bytes
+    # the cold trial filled the cache role with (at least) the wheels' bytes
+    assert int(rows["cold"]["cache_bytes"]) >= whl_bytes
+    # a warm trial downloads nothing (pip still copies each cached wheel into TMPDIR)
+    assert int(rows["warm"]["index_bytes"]) == 0
+    # cache = off: no cache anywhere (not the cache role, not pip's default under HOME)
+    assert rows["off"]["cache_role"] == "off" and rows["off"]["cache_bytes"] == ""
+    assert not (home / ".cache" / "pip").exists()
+    assert _used(cachefs) - cache_before < 64 * 1024  # trial scratch removed, no cache left

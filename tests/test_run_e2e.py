@@ -1,0 +1,121 @@
+"""End to end: `iobench run` on two real filesystems, every column checked against reality."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import TINY, only_run_dir, read_csv
+
+from iobench.__main__ import main
+from iobench.metadata import fstype_of
+from iobench.results import TRIAL_COLUMNS
+from iobench.runner import percentile
+from iobench.sampler import SAMPLE_COLUMNS
+from iobench.wheels import cached_wheels, load_profile
+
+TINY_PROFILE = Path(__file__).parent / "data" / "tiny-profile.toml"
+
+
+def _wheel_bytes() -> tuple[int, int]:
+    """(total .whl bytes, files in the wheels) of the tiny profile as the index serves them."""
+    house = cached_wheels(load_profile(str(TINY_PROFILE)))
+    wheels = sorted(house.glob("*.whl"))
+    files = sum(len(zipfile.ZipFile(w).infolist()) for w in wheels)
+    return sum(w.stat().st_size for w in wheels), files
+
+
+def _run(argv: list[str]) -> int:
+    return main(["run", "--scenario", str(TINY), "--no-report", "--quiet", *argv])
+
+
+def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_path: Path) -> None:
+    target = tmpfs(size="200m", name="target")
+    assert fstype_of(target) == "tmpfs"
+    if fstype_of(disk_dir) == "tmpfs":
+        pytest.skip("the test's temp folder is itself a tmpfs; need a disk filesystem")
+    disk_fs = fstype_of(disk_dir)
+    results = tmp_path / "results"
+    rc = _run(["--target", str(target), "--tmp", str(disk_dir), "--results", str(results), "--sample-hz", "20"])
+    assert rc == 0
+    run = only_run_dir(results)
+    rows = read_csv(run / "trials.csv")
+    assert list(rows[0].keys()) == list(TRIAL_COLUMNS)
+    assert [r["trial_id"] for r in rows] == ["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"]
+    whl_bytes, whl_files = _wheel_bytes()
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["schema_version"] == 1 and meta["status"] == "complete"
+    assert meta["roles"]["target"]["fstype"] == "tmpfs"
+    assert meta["roles"]["tmp"]["fstype"] == disk_fs
+    assert meta["roles"]["target"]["free_bytes"] > 0 and meta["roles"]["target"]["mount_options"]
+    assert meta["pip_config"]["isolated"] is True
+    assert meta["index"]["kind"] == "local"
+    for r in rows:
+        tid = r["trial_id"]
+        assert r["status"] == "ok", r["error"]
+        assert r["run_id"] == meta["run_id"]
+        assert r["error"] == ""
+        fs = {"target": "tmpfs", "tmp": disk_fs}
+        assert r["venv_fstype"] == fs[r["venv_role"]]
+        assert r["tmpdir_fstype"] == fs[r["tmpdir_role"]]
+        assert r["cache_fstype"] == (fs[r["cache_role"]] if r["cache_role"] != "off" else "")
+        phases = [float(r[f"{p}_s"]) for p in ("venv", "download", "install", "compile", "import")]
+        ttr = float(r["time_to_ready_s"])
+        assert all(p >= 0 for p in phases)
+        assert phases[0] > 0 and phases[2] > 0 and phases[4] > 0
+        # phases add up to the total; the rest is process start-up gaps between phases
+        assert sum(phases) <= ttr + 1e-3
+        assert ttr - sum(phases) < 0.05 * ttr + 0.05, (tid, ttr, phases)
+        if r["compile"] == "off":
+            assert float(r["compile_s"]) == 0
+        else:
+            assert float(r["compile_s"]) > 0
+        # every installed file is written: bytes at least the unpacked wheel content, calls > files
+        assert int(r["files_installed"]) >= whl_files - 10
+        assert int(r["write_bytes"]) > 1_000_000
+        assert int(r["write_calls"]) > int(r["files_installed"])
+        assert int(r["read_bytes"]) > 0 and int(r["read_calls"]) > 0
+        assert 0 < float(r["cpu_s"]) < ttr * os.cpu_count()
+        assert float(r["offcpu_frac"]) == pytest.approx(max(0.0, 1 - float(r["cpu_s"]) / ttr), abs=2e-3)
+        assert int(r["rss_max_bytes"]) > 5_000_000
+        assert int(r["stalls"]) == 0
+        assert float(r["sampler_cpu_s"]) > 0
+        # the venv was really on the filesystem its role names: that filesystem grew by
+        # about the installed size, while it was on the tmpfs or the disk
+        assert int(r["venv_bytes"]) > 1_000_000 or r["venv_role"] == "tmp"
+        samples = read_csv(run / "samples" / f"{tid}.csv")
+        assert list(samples[0].keys()) == list(SAMPLE_COLUMNS)
+        assert len(samples) >= 5
+        ts = [float(s["t"]) for s in samples]
+        assert ts == sorted(ts) and ts[-1] <= ttr + 0.2
+        order = [s["phase"] for s in samples]
+        seen = list(dict.fromkeys(order))
+        expected = [p for p in ("venv", "download", "install", "compile", "import") if p in seen]
+        assert seen == expected and "venv" in seen
+        iow = [float(s["iowait_pct"]) for s in samples]
+        assert float(r["iowait_mean_pct"]) == pytest.approx(sum(iow) / len(iow), abs=1e-3)
+        assert float(r["iowait_p95_pct"]) == pytest.approx(percentile(iow, 95), abs=1e-3)
+        assert 0 <= max(iow) <= 100.0
+        assert int(r["blocked_max"]) == max(int(s["procs_blocked"]) for s in samples)
+        assert int(r["dstate_max"]) == max(int(s["tree_dstate"]) for s in samples)
+        assert int(r["rss_max_bytes"]) == max(int(s["tree_rss_bytes"]) for s in samples)
+        wc = [int(s["tree_write_calls"]) for s in samples]
+        assert wc == sorted(wc) and wc[-1] <= int(r["write_calls"])
+        assert max(int(s["tree_procs"]) for s in samples) >= 1
+        if r["venv_role"] == "target":  # the tmpfs target filled while the venv was made
+            used = [int(s["fs_used_venv"]) for s in samples]
+            assert max(used) - used[0] > 1_000_000
+        log = run / "logs" / f"{tid}.log"
+        assert "Installing collected packages" in log.read_text()
+    by = {r["config"]: r for r in rows}
+    # downloads: the cold trials fetched every wheel from the index, the warm one nothing
+    assert int(by["naive"]["index_bytes"]) == whl_bytes
+    assert int(by["nocache"]["index_bytes"]) == whl_bytes
+    assert int(by["warm"]["index_bytes"]) == 0
+    # nothing left behind in either role but the sentinel-marked scratch folder
+    for role_dir in (target, disk_dir):
+        assert [p.name for p in role_dir.iterdir()] == [".iobench-scratch"]
+        assert {p.name for p in (role_dir / ".iobench-scratch").iterdir()} <= {".iobench-sentinel", "lock.json"}
