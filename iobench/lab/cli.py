@@ -1,0 +1,107 @@
+"""``iobench lab up|down|status``: the command line of the emulated slow volume.
+
+``register(sub)`` adds the ``lab`` subcommand to the core's argparse subparsers. Every
+number is validated (:meth:`VolumeOptions.validate`, raising ``UsageError``) before
+anything is mounted; handlers return an exit code and leave errors to ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from iobench.lab import manage
+from iobench.lab.options import KINDS, VolumeOptions
+
+
+def register(sub: Any) -> None:
+    """Add ``lab`` with its ``up``, ``down`` and ``status`` subcommands to ``sub``."""
+    lab = sub.add_parser(
+        "lab",
+        help="an emulated slow network volume (FUSE with added latency, or sshfs)",
+        description="Mount a volume that is slow the way network volumes are slow, to "
+        "reproduce slow installs and to test against. Needs root and /dev/fuse.",
+    )
+    lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status}")
+    lab_sub.required = True
+
+    p = lab_sub.add_parser("up", help="mount a slow volume and return once it is live")
+    p.add_argument("mountpoint", help="empty folder to mount on (created if missing)")
+    p.add_argument("--kind", choices=KINDS, default="fuse",
+                   help="fuse: Python FUSE passthrough with delays (default); "
+                        "sshfs: sshd in a private network namespace")
+    p.add_argument("--backing", metavar="DIR",
+                   help="folder holding the files (default: a tmpfs the lab mounts itself)")
+    p.add_argument("--latency-ms", type=float, default=0.0, metavar="L",
+                   help="added to every metadata operation (lookup, create, open, ...)")
+    p.add_argument("--data-latency-ms", type=float, default=0.0, metavar="L",
+                   help="added to every read and write call")
+    p.add_argument("--iops", type=float, metavar="N", help="token bucket: operations per second")
+    p.add_argument("--mbps", type=float, metavar="M", help="bandwidth cap for reads and writes, MB/s")
+    p.add_argument("--burst-mbps", type=float, metavar="B",
+                   help="EFS-Bursting-like: rate while credits last (needs --mbps as the baseline)")
+    p.add_argument("--burst-credits-mb", type=float, metavar="C",
+                   help="credits: MB moved at the burst rate before falling to --mbps")
+    p.add_argument("--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount")
+    p.set_defaults(func=handle_up)
+
+    p = lab_sub.add_parser("down", help="unmount a slow volume and end its daemon")
+    p.add_argument("mountpoint")
+    p.set_defaults(func=handle_down)
+
+    p = lab_sub.add_parser("status", help="list the volumes iobench has mounted")
+    p.set_defaults(func=handle_status)
+
+
+def options_from_args(args: argparse.Namespace) -> VolumeOptions:
+    """The validated options of ``lab up`` (raises UsageError on a bad number)."""
+    return VolumeOptions(
+        latency_ms=args.latency_ms,
+        data_latency_ms=args.data_latency_ms,
+        iops=args.iops,
+        mbps=args.mbps,
+        burst_mbps=args.burst_mbps,
+        burst_credits_mb=args.burst_credits_mb,
+    ).validate(args.kind)
+
+
+def handle_up(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    lab = manage.up(
+        args.mountpoint, kind=args.kind, backing=args.backing, stats=args.stats,
+        **options.to_dict(),
+    )
+    backing = "tmpfs" if lab.backing_tmpfs else lab.backing
+    print(f"mounted {lab.mountpoint} ({lab.kind}, {options.describe()}, backing {backing}, pid {lab.pid})")
+    print(f"unmount with: iobench lab down {lab.mountpoint}")
+    return 0
+
+
+def handle_down(args: argparse.Namespace) -> int:
+    stats = manage.down(args.mountpoint)
+    line = f"unmounted {manage.mount_path(args.mountpoint)}"
+    if stats:
+        line += f" ({stats.get('total_ops', 0)} operations, {stats.get('delayed_s', 0):.1f} s delayed)"
+    print(line)
+    return 0
+
+
+def handle_status(args: argparse.Namespace) -> int:
+    for line in status_lines(manage.status()):
+        print(line)
+    return 0
+
+
+def status_lines(entries: list[manage.LabStatus]) -> list[str]:
+    """One line per volume: mountpoint, kind, options, pid, health and counters."""
+    if not entries:
+        return ["no iobench lab volumes"]
+    lines = []
+    for e in entries:
+        opts = VolumeOptions(**e.options).describe() if e.options else "?"
+        health = e.problem or "ok"
+        line = f"{e.mountpoint}  {e.kind}  {opts}  pid {e.pid or '-'}  {health}"
+        if e.stats:
+            line += f"  {e.stats.get('total_ops', 0)} ops, {e.stats.get('delayed_s', 0):.1f} s delayed"
+        lines.append(line)
+    return lines

@@ -1,0 +1,554 @@
+"""A FUSE passthrough filesystem that is slow the way network volumes are slow.
+
+Method: every request the kernel sends is served from a backing folder and then held until
+
+    deadline = start + transfer + latency
+
+where ``start`` is when the daemon received it, or later when the ``--iops`` token bucket
+(:class:`~iobench.lab.shaping.TokenBucket`) says so; ``transfer`` is the time the request's
+bytes need on the shared byte link (:class:`~iobench.lab.shaping.ByteLink`, ``--mbps`` with
+optional EFS-Bursting credits; reads and writes only); and ``latency`` is ``latency_ms`` for
+metadata requests and ``data_latency_ms`` for read/write. The backing call itself runs
+before the wait, so failing requests (a negative lookup) pay the round trip too.
+
+Choices, and why:
+- The wait is a ``time.sleep`` in the FUSE worker thread that serves the request, not a
+  global lock: a real network volume has many requests in flight, so two processes (or the
+  kernel's asynchronous ``release``) overlap their round trips. libfuse's multithreaded
+  loop serves up to ``max_threads`` requests at once. Timer slack is set to 1 µs so that a
+  0.5 ms sleep is not stretched by the default 50 µs slack.
+- ``attr_timeout``, ``entry_timeout`` and ``negative_timeout`` default to 0: the kernel
+  revalidates every path component and attribute with the daemon, so each lookup and
+  getattr pays the round trip, like NFS with a small ``actimeo`` (worst case, and what
+  the pods' volumes behave like under many-file workloads). Data stays in the page cache
+  between opens only within one open; writes are write-through (no ``writeback_cache``), so
+  every ``write()`` reaches the daemon and the bandwidth cap.
+- ``use_ino``: inode numbers of the backing folder pass through, so hard links and
+  ``os.path.samefile`` behave.
+- The filesystem never follows a symlink inside the backing folder (``O_NOFOLLOW``,
+  ``follow_symlinks=False``): venvs hold absolute symlinks to the host's Python, and the
+  kernel resolves those on the client side, as with any network filesystem.
+
+Counters (requests and time spent waiting, per operation; bytes read and written) are kept
+under one lock and written as JSON: periodically to a live file and once on unmount.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+if "FUSE_LIBRARY_PATH" not in os.environ:
+    # mfusepy prefers libfuse2 when installed; this project needs libfuse3.
+    os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
+
+import mfusepy  # noqa: E402
+
+from iobench.lab.options import VolumeOptions  # noqa: E402
+from iobench.lab.shaping import ByteLink, TokenBucket  # noqa: E402
+
+STATS_SCHEMA = 1  # 1: first version (ops: count, delayed_s; bytes_read, bytes_written)
+
+#: Operation names, in the order of the counters; those in DATA_OPS pay ``data_latency``.
+OPS = (
+    "getattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link",
+    "chmod", "chown", "truncate", "open", "read", "write", "statfs", "flush", "release",
+    "fsync", "opendir", "readdir", "releasedir", "fsyncdir", "access", "create", "utimens",
+    "fallocate", "entry_getattr",
+)
+DATA_OPS = frozenset({"read", "write"})
+_OP = {name: i for i, name in enumerate(OPS)}
+_ENTRY_GETATTR = _OP["entry_getattr"]
+
+_MAX_EARLY = 0.0003
+_libc = ctypes.CDLL(None, use_errno=True)
+_AT_FDCWD = -100
+_PR_SET_TIMERSLACK = 29
+
+
+def set_timer_slack(ns: int = 1000) -> None:
+    """Make sleeps of this thread (and threads it starts later) precise to about ``ns``."""
+    _libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
+
+
+class SlowFS(mfusepy.Operations):
+    """Passthrough of ``backing`` with per-request delays (see module docstring)."""
+
+    use_ns = True
+
+    def __init__(
+        self,
+        backing: str | Path,
+        options: VolumeOptions,
+        stats_path: str | Path | None = None,
+        live_stats_path: str | Path | None = None,
+    ) -> None:
+        self.root = os.path.realpath(backing)
+        if not os.path.isdir(self.root):
+            raise NotADirectoryError(self.root)
+        self.options = options
+        self._latency = options.latency_ms / 1000.0
+        self._data_latency = options.data_latency_ms / 1000.0
+        self._bucket = TokenBucket(options.iops) if options.iops else None
+        self._link = (
+            ByteLink(
+                options.mbps * 1e6,
+                options.burst_mbps * 1e6 if options.burst_mbps else None,
+                options.burst_credits_mb * 1e6 if options.burst_credits_mb else None,
+            )
+            if options.mbps
+            else None
+        )
+        # Thread idents, not threading.local: ctypes gives a libfuse worker thread a fresh
+        # Python thread state (and so fresh thread-locals) on every callback.
+        self._entry_threads: set[int] = set()
+        self._lock = threading.Lock()
+        self._counts = [0] * len(OPS)
+        self._delayed = [0.0] * len(OPS)
+        self._bytes_read = 0
+        self._bytes_written = 0
+        self._started = time.time()
+        self._stats_paths = [Path(p) for p in (stats_path, live_stats_path) if p]
+        self._live_path = Path(live_stats_path) if live_stats_path else None
+        self._stop = threading.Event()
+        self._early = 0.0  # seconds; adapted in _pay (races between threads are harmless)
+        self._written_total = -1
+
+    # ---- delays and counters -------------------------------------------------------------
+
+    def _pay(self, op: int, t0: float, latency: float, nbytes: int = 0) -> None:
+        """Hold the current request until its deadline, then count it."""
+        start = self._bucket.reserve(t0) if self._bucket is not None else t0
+        if nbytes and self._link is not None:
+            start = self._link.reserve(start, nbytes)
+        deadline = start + latency
+        slept = 0.0
+        now = time.monotonic()
+        if deadline > now:
+            # Wake up early by the mean lateness seen so far (timer and scheduler wake-up,
+            # ~50-100 µs on a VM), so the mean wait matches the configured latency.
+            early = self._early
+            if deadline - now > early:
+                time.sleep(deadline - now - early)
+            woke = time.monotonic()
+            self._early = min(_MAX_EARLY, max(0.0, early + 0.05 * (woke - deadline)))
+            slept = woke - now
+        with self._lock:
+            self._counts[op] += 1
+            self._delayed[op] += slept
+
+    def stats(self) -> dict[str, Any]:
+        """Counters so far, as the JSON object written to ``--stats``."""
+        with self._lock:
+            counts = list(self._counts)
+            delayed = list(self._delayed)
+            bytes_read, bytes_written = self._bytes_read, self._bytes_written
+        return {
+            "schema": STATS_SCHEMA,
+            "backing": self.root,
+            "options": self.options.to_dict(),
+            "started": self._started,
+            "updated": time.time(),
+            "ops": {
+                name: {"count": counts[i], "delayed_s": round(delayed[i], 6)}
+                for i, name in enumerate(OPS)
+                if counts[i]
+            },
+            "total_ops": sum(counts),
+            "delayed_s": round(sum(delayed), 6),
+            "bytes_read": bytes_read,
+            "bytes_written": bytes_written,
+            "link_credits_mb": round(self._link.credits / 1e6, 3) if self._link else None,
+        }
+
+    def write_stats(self, final: bool = False) -> None:
+        """Write the counters (atomically) to the stats files; skip when nothing changed."""
+        data = self.stats()
+        if not final and data["total_ops"] == self._written_total:
+            return
+        self._written_total = data["total_ops"]
+        data["final"] = final
+        paths = self._stats_paths if final else [p for p in (self._live_path,) if p]
+        for path in paths:
+            tmp = path.with_name(path.name + ".tmp")
+            try:
+                tmp.write_text(json.dumps(data, indent=1) + "\n")
+                os.replace(tmp, path)
+            except OSError:
+                pass  # stats are a convenience; the volume keeps working
+
+    def _stats_loop(self) -> None:
+        while not self._stop.wait(0.25):
+            self.write_stats()
+
+    def init(self, path: str) -> None:
+        if self._live_path is not None:
+            threading.Thread(target=self._stats_loop, name="stats", daemon=True).start()
+
+    def destroy(self, path: str) -> None:
+        self._stop.set()
+        self.write_stats(final=True)
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _p(self, path: str) -> str:
+        return self.root + path
+
+    def _entry_made(self) -> None:
+        """Note that this thread just created an entry: libfuse's next getattr is not a round trip.
+
+        libfuse's high-level API answers create/mkdir/symlink/mknod/link by calling getattr on
+        the new path in the same thread; a network protocol returns those attributes in the
+        create reply (NFS post-op attributes), so that getattr is counted as
+        ``entry_getattr`` and not delayed.
+        """
+        self._entry_threads.add(threading.get_ident())
+
+    # ---- metadata --------------------------------------------------------------------------
+
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        t0 = time.monotonic()
+        free = False
+        if self._entry_threads:
+            ident = threading.get_ident()
+            if ident in self._entry_threads:
+                self._entry_threads.discard(ident)
+                free = True
+        try:
+            st = os.lstat(self.root + path) if path is not None else os.fstat(fh)
+        finally:
+            if free:
+                self._pay(_ENTRY_GETATTR, t0, 0.0)
+            else:
+                self._pay(0, t0, self._latency)
+        return {
+            "st_mode": st.st_mode,
+            "st_ino": st.st_ino,
+            "st_nlink": st.st_nlink,
+            "st_uid": st.st_uid,
+            "st_gid": st.st_gid,
+            "st_size": st.st_size,
+            "st_rdev": st.st_rdev,
+            "st_blocks": st.st_blocks,
+            "st_blksize": st.st_blksize,
+            "st_atime": st.st_atime_ns,
+            "st_mtime": st.st_mtime_ns,
+            "st_ctime": st.st_ctime_ns,
+        }
+
+    def readlink(self, path: str) -> str:
+        t0 = time.monotonic()
+        try:
+            return os.readlink(self.root + path)
+        finally:
+            self._pay(_OP["readlink"], t0, self._latency)
+
+    def mknod(self, path: str, mode: int, dev: int) -> int:
+        t0 = time.monotonic()
+        try:
+            full = self.root + path
+            os.mknod(full, mode, dev)
+            self._entry_made()
+            return 0
+        finally:
+            self._pay(_OP["mknod"], t0, self._latency)
+
+    def mkdir(self, path: str, mode: int) -> int:
+        t0 = time.monotonic()
+        try:
+            full = self.root + path
+            os.mkdir(full, mode)
+            self._entry_made()
+            return 0
+        finally:
+            self._pay(_OP["mkdir"], t0, self._latency)
+
+    def unlink(self, path: str) -> int:
+        t0 = time.monotonic()
+        try:
+            os.unlink(self.root + path)
+            return 0
+        finally:
+            self._pay(_OP["unlink"], t0, self._latency)
+
+    def rmdir(self, path: str) -> int:
+        t0 = time.monotonic()
+        try:
+            os.rmdir(self.root + path)
+            return 0
+        finally:
+            self._pay(_OP["rmdir"], t0, self._latency)
+
+    def symlink(self, target: str, source: str) -> int:
+        """Create ``target`` pointing at ``source``, stored verbatim (absolute stays absolute)."""
+        t0 = time.monotonic()
+        try:
+            full = self.root + target
+            os.symlink(source, full)
+            self._entry_made()
+            return 0
+        finally:
+            self._pay(_OP["symlink"], t0, self._latency)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> int:
+        t0 = time.monotonic()
+        try:
+            if flags:
+                res = _libc.renameat2(
+                    _AT_FDCWD, os.fsencode(self.root + old), _AT_FDCWD,
+                    os.fsencode(self.root + new), ctypes.c_uint(flags),
+                )
+                if res != 0:
+                    e = ctypes.get_errno()
+                    raise OSError(e, os.strerror(e))
+            else:
+                os.rename(self.root + old, self.root + new)
+            return 0
+        finally:
+            self._pay(_OP["rename"], t0, self._latency)
+
+    def link(self, target: str, source: str) -> int:
+        t0 = time.monotonic()
+        try:
+            os.link(self.root + source, self.root + target, follow_symlinks=False)
+            self._entry_made()
+            return 0
+        finally:
+            self._pay(_OP["link"], t0, self._latency)
+
+    def chmod(self, path: str, mode: int) -> int:
+        t0 = time.monotonic()
+        try:
+            full = self.root + path
+            if stat.S_ISLNK(os.lstat(full).st_mode):
+                raise OSError(errno.EOPNOTSUPP, "symlinks have no mode")
+            os.chmod(full, stat.S_IMODE(mode))
+            return 0
+        finally:
+            self._pay(_OP["chmod"], t0, self._latency)
+
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        t0 = time.monotonic()
+        try:
+            os.chown(self.root + path, uid, gid, follow_symlinks=False)
+            return 0
+        finally:
+            self._pay(_OP["chown"], t0, self._latency)
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> int:
+        t0 = time.monotonic()
+        try:
+            if fh:
+                os.ftruncate(fh, length)
+            else:
+                fd = os.open(self.root + path, os.O_WRONLY | os.O_NOFOLLOW)
+                try:
+                    os.ftruncate(fd, length)
+                finally:
+                    os.close(fd)
+            return 0
+        finally:
+            self._pay(_OP["truncate"], t0, self._latency)
+
+    def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        t0 = time.monotonic()
+        try:
+            if times is None:
+                os.utime(self.root + path, follow_symlinks=False)
+            else:
+                os.utime(self.root + path, ns=(int(times[0]), int(times[1])), follow_symlinks=False)
+            return 0
+        finally:
+            self._pay(_OP["utimens"], t0, self._latency)
+
+    def access(self, path: str, amode: int) -> int:
+        t0 = time.monotonic()
+        try:
+            if not os.access(self.root + path, amode, follow_symlinks=False):
+                raise OSError(errno.EACCES, "access denied")
+            return 0
+        finally:
+            self._pay(_OP["access"], t0, self._latency)
+
+    def statfs(self, path: str) -> dict[str, int]:
+        t0 = time.monotonic()
+        try:
+            sv = os.statvfs(self.root)
+        finally:
+            self._pay(_OP["statfs"], t0, self._latency)
+        return {
+            "f_bsize": sv.f_bsize, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks,
+            "f_bfree": sv.f_bfree, "f_bavail": sv.f_bavail, "f_files": sv.f_files,
+            "f_ffree": sv.f_ffree, "f_favail": sv.f_favail, "f_flag": sv.f_flag,
+            "f_namemax": sv.f_namemax,
+        }
+
+    # ---- directories -----------------------------------------------------------------------
+
+    def opendir(self, path: str) -> int:
+        t0 = time.monotonic()
+        try:
+            if not os.path.isdir(self.root + path):
+                raise OSError(errno.ENOTDIR, "not a directory")
+            return 0
+        finally:
+            self._pay(_OP["opendir"], t0, self._latency)
+
+    def readdir(self, path: str, fh: int) -> list[Any]:
+        t0 = time.monotonic()
+        try:
+            entries: list[Any] = [".", ".."]
+            with os.scandir(self.root + path) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        mode = stat.S_IFDIR
+                    elif e.is_symlink():
+                        mode = stat.S_IFLNK
+                    elif e.is_file(follow_symlinks=False):
+                        mode = stat.S_IFREG
+                    else:
+                        mode = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
+                    entries.append((e.name, {"st_mode": mode, "st_ino": e.inode()}, 0))
+            return entries
+        finally:
+            self._pay(_OP["readdir"], t0, self._latency)
+
+    def releasedir(self, path: str, fh: int) -> int:
+        t0 = time.monotonic()
+        self._pay(_OP["releasedir"], t0, self._latency)
+        return 0
+
+    def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
+        t0 = time.monotonic()
+        self._pay(_OP["fsyncdir"], t0, self._latency)
+        return 0
+
+    # ---- files -----------------------------------------------------------------------------
+
+    def create(self, path: str, mode: int, flags: int) -> int:
+        t0 = time.monotonic()
+        try:
+            full = self.root + path
+            fd = os.open(full, flags | os.O_CREAT | os.O_NOFOLLOW, mode)
+            self._entry_made()
+            return fd
+        finally:
+            self._pay(_OP["create"], t0, self._latency)
+
+    def open(self, path: str, flags: int) -> int:
+        t0 = time.monotonic()
+        try:
+            return os.open(self.root + path, flags | os.O_NOFOLLOW)
+        finally:
+            self._pay(_OP["open"], t0, self._latency)
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        t0 = time.monotonic()
+        data = b""
+        try:
+            data = os.pread(fh, size, offset)
+            return data
+        finally:
+            with self._lock:
+                self._bytes_read += len(data)
+            self._pay(13, t0, self._data_latency, len(data))
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        t0 = time.monotonic()
+        n = 0
+        try:
+            n = os.pwrite(fh, data, offset)
+            return n
+        finally:
+            with self._lock:
+                self._bytes_written += n
+            self._pay(14, t0, self._data_latency, n)
+
+    def flush(self, path: str, fh: int) -> int:
+        t0 = time.monotonic()
+        self._pay(_OP["flush"], t0, self._latency)
+        return 0
+
+    def release(self, path: str, fh: int) -> int:
+        t0 = time.monotonic()
+        try:
+            os.close(fh)
+            return 0
+        finally:
+            self._pay(_OP["release"], t0, self._latency)
+
+    def fsync(self, path: str, datasync: int, fh: int) -> int:
+        t0 = time.monotonic()
+        try:
+            if datasync:
+                os.fdatasync(fh)
+            else:
+                os.fsync(fh)
+            return 0
+        finally:
+            self._pay(_OP["fsync"], t0, self._latency)
+
+    def fallocate(self, path: str, mode: int, offset: int, size: int, fh: int) -> int:
+        t0 = time.monotonic()
+        try:
+            if mode:
+                raise OSError(errno.EOPNOTSUPP, "only plain fallocate")
+            os.posix_fallocate(fh, offset, size)
+            return 0
+        finally:
+            self._pay(_OP["fallocate"], t0, self._latency)
+
+
+assert OPS[0] == "getattr" and OPS[13] == "read" and OPS[14] == "write"
+
+
+class _LabFUSE(mfusepy.FUSE):
+    """mfusepy's FUSE with ``renameat2`` flags passed on (mfusepy drops them), and a create
+    without mfusepy's per-call ``inspect.signature``."""
+
+    def create(self, path: bytes, mode: int, fip: Any) -> int:
+        fi = fip.contents
+        fi.fh = self.operations.create(path.decode(self.encoding, self.errors), mode, fi.flags)
+        return 0
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        return self.operations.rename(
+            old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
+        )
+
+
+def serve(
+    backing: str | Path,
+    mountpoint: str | Path,
+    options: VolumeOptions,
+    stats_path: str | Path | None = None,
+    live_stats_path: str | Path | None = None,
+    cache_timeout_s: float = 0.0,
+    max_threads: int = 64,
+) -> None:
+    """Mount the slow volume on ``mountpoint`` and serve it until it is unmounted (blocks)."""
+    set_timer_slack()
+    ops = SlowFS(backing, options, stats_path, live_stats_path)
+    try:
+        _LabFUSE(
+            ops,
+            str(mountpoint),
+            foreground=True,
+            fsname="iobench-lab",
+            subtype="iobench-lab",
+            use_ino=True,
+            attr_timeout=cache_timeout_s,
+            entry_timeout=cache_timeout_s,
+            negative_timeout=cache_timeout_s,
+            max_threads=max_threads,
+            max_idle_threads=max_threads,
+        )
+    finally:
+        ops.write_stats(final=True)
