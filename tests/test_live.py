@@ -1,0 +1,162 @@
+"""Live progress: values visibly move between ticks on a terminal; plain output stays plain."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+
+from rich.console import Console
+
+from iobench.live import LiveProgress, fmt_duration
+from iobench.progress import PlainProgress
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def _sample(t: float, mb: int, calls: int, iowait: float = 2.0, dstate: int = 0) -> dict:
+    return {"t": t, "tree_write_bytes": mb * 1_000_000, "tree_write_calls": calls,
+            "iowait_pct": iowait, "tree_dstate": dstate}
+
+
+def _live(buf: io.StringIO) -> LiveProgress:
+    console = Console(file=buf, force_terminal=True, width=160, color_system="standard")
+    return LiveProgress(console=console, auto_refresh=False)
+
+
+def _frames(out: str) -> list[str]:
+    """Each redraw of the live area (rich erases the previous one first), escape codes removed."""
+    return [ANSI.sub("", f) for f in out.split("\r\x1b[2K") if f]
+
+
+def test_fmt_duration() -> None:
+    assert fmt_duration(0) == "0:00"
+    assert fmt_duration(75.4) == "1:15"
+    assert fmt_duration(3725) == "1:02:05"
+    assert fmt_duration(None) == "-"
+    assert fmt_duration(float("nan")) == "-"
+
+
+def test_ticks_move_the_numbers_and_finished_trials_stay() -> None:
+    buf = io.StringIO()
+    p = _live(buf)
+    p.run_started("results/x", 2, 0)
+    p.trial_started(1, 2, "naive-r1")
+    p.phase("naive-r1", "install")
+    seen = []
+    for i in range(1, 5):
+        start = len(buf.getvalue())
+        p.tick("naive-r1", "install", 0.25 * i, _sample(0.25 * i, 10 * i, 100 * i), 0.0)
+        seen.append(ANSI.sub("", buf.getvalue()[start:]))
+    assert "\x1b[" in buf.getvalue()  # drawn as a live area, not as lines
+    for i, frame in enumerate(seen, start=1):
+        assert f"wrote {10 * i:.1f} MB in {100 * i:,} calls" in frame, frame
+        assert "[1/2] naive-r1" in frame and "install" in frame
+    assert "40.0 MB/s" in seen[-1]  # 10 MB per 0.25 s of samples
+    assert "STALL" not in buf.getvalue()
+
+    # a stall shows a warning line in the live area (and once as a permanent line)
+    start = len(buf.getvalue())
+    p.tick("naive-r1", "install", 31.0, _sample(31.0, 40, 400, iowait=55.0, dstate=3), 30.0)
+    stalled = ANSI.sub("", buf.getvalue()[start:])
+    assert "STALL: no write progress for 30 s in install (D-state 3, iowait 55 %)" in stalled
+    assert "0.0 kB/s" in stalled or "0 B/s" in stalled  # rate fell to zero
+    assert stalled.count("naive-r1: no write progress") == 1
+
+    p.trial_finished(1, 2, {"trial_id": "naive-r1", "status": "ok", "time_to_ready_s": 1.5,
+                            "write_bytes": 40e6, "write_calls": 400})
+    start = len(buf.getvalue())
+    p.trial_started(2, 2, "naive-r2")
+    last = ANSI.sub("", buf.getvalue()[start:])
+    assert "1/2 trials" in last and "ETA" in last and "after the first trial" not in last
+    assert "STALL" not in last  # the new trial starts clean
+    p.run_finished()
+    text = ANSI.sub("", buf.getvalue())
+    assert "[1/2] naive-r1" in text and "ready    1.50 s" in text
+    assert buf.getvalue().endswith("\n") and "\x1b[?25h" in buf.getvalue()  # cursor shown again
+
+
+def test_eta_uses_finished_trial_durations() -> None:
+    p = LiveProgress(console=Console(file=io.StringIO()), auto_refresh=False)
+    p.n_trials, p.done_before = 10, 2
+    assert p.eta_s() is None
+    p.durations, p.finished = [10.0, 20.0], 2
+    assert p.eta_s() == 6 * 15.0
+
+
+def test_plain_progress_has_no_escape_codes() -> None:
+    buf = io.StringIO()
+    p = PlainProgress(stream=buf, verbose=True)
+    p.run_started("results/x", 1, 0)
+    p.trial_started(1, 1, "naive-r1")
+    p.phase("naive-r1", "install")
+    for i in range(1, 4):
+        p.tick("naive-r1", "install", i, _sample(i, i, i), 0.0)
+    p.tick("naive-r1", "install", 40, _sample(40, 3, 3), 31.0)
+    p.trial_finished(1, 1, {"trial_id": "naive-r1", "status": "failed", "error": "boom"})
+    p.run_finished()
+    out = buf.getvalue()
+    assert "\x1b" not in out and "\r" not in out
+    assert "naive-r1" in out and "stall" in out
+
+
+def _run_in_pty(code: str, timeout: float = 8.0) -> tuple[int, str]:
+    """Run python code with stdout on a real pseudo-terminal; return exit code and output."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "150", "LINES": "30", "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=slave, stderr=slave,
+                            stdin=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    return proc.returncode, b"".join(chunks).decode(errors="replace")
+
+
+def test_live_progress_moves_on_a_real_terminal() -> None:
+    # the production path: rich's own refresh thread, stdout a real tty
+    rc, out = _run_in_pty("from iobench.live import demo; demo(seconds=1.8, trials=2)")
+    assert rc == 0, out
+    assert "\x1b[?25l" in out and out.rstrip().endswith("trial(s) in 0:02")  # live area, then closed
+    frames = _frames(out)
+    written = {m for f in frames for m in re.findall(r"wrote (\d+\.\d MB)", f)}
+    assert len(written) >= 4, written  # the MB figure changed between refreshes
+    assert any("STALL" in f for f in frames)
+    assert "[1/2] demo-r1" in ANSI.sub("", out) and "[2/2] demo-r2" in ANSI.sub("", out)
+
+
+def test_plain_progress_on_a_real_terminal_has_no_escape_codes() -> None:
+    code = (
+        "from iobench.progress import PlainProgress\n"
+        "p = PlainProgress()\n"
+        "p.run_started('r', 1, 0); p.trial_started(1, 1, 't-r1')\n"
+        "p.tick('t-r1', 'install', 1.0, {'tree_write_bytes': 5}, 0.0)\n"
+        "p.trial_finished(1, 1, {'trial_id': 't-r1', 'status': 'ok', 'time_to_ready_s': 1})\n"
+        "p.run_finished()\n"
+    )
+    rc, out = _run_in_pty(code)
+    assert rc == 0, out
+    assert "t-r1" in out and "\x1b" not in out
