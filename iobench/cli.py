@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 import tempfile
@@ -124,7 +123,7 @@ def _make_progress(args: argparse.Namespace):  # noqa: ANN202
 
 def cmd_run(args: argparse.Namespace) -> int:
     from iobench.results import RunDir
-    from iobench.runner import RunOptions, Runner
+    from iobench.runner import Runner, RunOptions
     from iobench.scenario import load_scenario, scenario_from_meta
 
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
