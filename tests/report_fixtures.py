@@ -146,7 +146,9 @@ def _samples(spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.
     on_target = spec.venv == "target"
     cpu_share = fig["cpu_s"] / ttr
     lat = spec.profile == "latency"
-    iowait = np.where(install, rng.uniform(25, 45, n) if lat else rng.uniform(0, 4, n), rng.uniform(0, 3, n))
+    iowait = np.where(
+        install, rng.uniform(25, 45, n) if lat else rng.uniform(0, 4, n), rng.uniform(0, 3, n)
+    )
     blocked = np.where(install & lat, rng.integers(0, 5, n), 0)
     dstate = np.where(install & lat, rng.integers(0, 3, n), 0)
     net_recv = np.where(download, WHEEL_BYTES / max(fig["download_s"], 1e-9), 0.0)
@@ -166,7 +168,9 @@ def _samples(spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.
         "tree_cpu_s": np.round(np.linspace(0, fig["cpu_s"], n), 3),
         "tree_read_bytes": np.round(np.linspace(0, 3e8, n)).astype(np.int64),
         "tree_write_bytes": np.round(tree_write).astype(np.int64),
-        "tree_write_calls": np.round(tree_write / max(fig["write_bytes"], 1) * fig["write_calls"]).astype(np.int64),
+        "tree_write_calls": np.round(
+            tree_write / max(fig["write_bytes"], 1) * fig["write_calls"]
+        ).astype(np.int64),
         "tree_dstate": dstate,
         "tree_rss_bytes": np.full(n, 180_000_000, dtype=np.int64),
     }

@@ -1,0 +1,195 @@
+"""Find out which NVIDIA GPUs this machine has, so idle time can be priced.
+
+Two sources, tried in order: NVML through nvidia-ml-py (``import pynvml``), which is exact
+and fast when the package is installed, then ``nvidia-smi --query-gpu=...`` (ships with
+the driver, so it is present on nearly every GPU pod). No GPU, no driver, a hung tool or
+garbage output all give ``None``: detection is a hint for the cost model, never a reason
+to fail a run.
+
+On EC2 the instance type (``p5.48xlarge``) is read from DMI as well, because AWS bills
+whole instances, and the instance price is the honest one there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NVIDIA_SMI_QUERY = (
+    "--query-gpu=name,driver_version,memory.total",
+    "--format=csv,noheader,nounits",
+)
+_DMI = Path("/sys/devices/virtual/dmi/id")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What the cost model needs to know about the GPUs: model, how many, and where from."""
+
+    name: str
+    count: int
+    driver: str | None = None
+    memory_mib: int | None = None
+    source: str = "nvidia-smi"  # "nvml" | "nvidia-smi" | "meta"
+    instance_type: str | None = None
+
+    def to_meta(self) -> dict[str, Any]:
+        """The ``gpu`` object of meta.json (contract keys first, optional extras after)."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "count": self.count,
+            "driver": self.driver,
+            "source": self.source,
+        }
+        if self.memory_mib is not None:
+            out["memory_mib"] = self.memory_mib
+        if self.instance_type:
+            out["instance_type"] = self.instance_type
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Alias of :meth:`to_meta` (the name metadata.py looks for)."""
+        return self.to_meta()
+
+    @classmethod
+    def from_meta(cls, data: object) -> GpuInfo | None:
+        """Rebuild from meta.json's ``gpu`` (null, or a dict); tolerant of missing keys."""
+        if not isinstance(data, dict) or not data.get("name"):
+            return None
+        try:
+            count = int(data.get("count") or 1)
+        except (TypeError, ValueError):
+            count = 1
+        mem = data.get("memory_mib")
+        return cls(
+            name=str(data["name"]),
+            count=max(count, 1),
+            driver=str(data["driver"]) if data.get("driver") else None,
+            memory_mib=int(mem) if isinstance(mem, (int, float)) else None,
+            source=str(data.get("source") or "meta"),
+            instance_type=str(data["instance_type"]) if data.get("instance_type") else None,
+        )
+
+
+def detect_gpus(timeout_s: float = 10.0) -> GpuInfo | None:
+    """Detect NVIDIA GPUs via NVML, else nvidia-smi; ``None`` when there are none."""
+    info = _from_nvml() or _from_nvidia_smi(timeout_s)
+    if info is None:
+        return None
+    instance = ec2_instance_type()
+    if instance:
+        info = GpuInfo(info.name, info.count, info.driver, info.memory_mib, info.source, instance)
+    return info
+
+
+detect = detect_gpus  # the short name metadata.py calls
+
+
+def ec2_instance_type(dmi_dir: Path = _DMI) -> str | None:
+    """The EC2 instance type from DMI (``Amazon EC2`` vendor), else ``None``."""
+    try:
+        vendor = (dmi_dir / "sys_vendor").read_text().strip()
+        product = (dmi_dir / "product_name").read_text().strip()
+    except OSError:
+        return None
+    if vendor != "Amazon EC2" or "." not in product:
+        return None
+    return product
+
+
+def _summarise(names: list[str], driver: str | None, mem: list[int]) -> GpuInfo | None:
+    """Several GPUs become one GpuInfo: the most common model and the total count."""
+    names = [n.strip() for n in names if n and n.strip()]
+    if not names:
+        return None
+    name, _ = Counter(names).most_common(1)[0]
+    return GpuInfo(
+        name=name,
+        count=len(names),
+        driver=driver or None,
+        memory_mib=max(mem) if mem else None,
+    )
+
+
+def _from_nvml() -> GpuInfo | None:
+    """NVML via nvidia-ml-py; any import or NVML error means "try nvidia-smi instead"."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except Exception:  # ImportError, or a broken install
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        names: list[str] = []
+        mem: list[int] = []
+        for i in range(int(pynvml.nvmlDeviceGetCount())):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            names.append(_text(pynvml.nvmlDeviceGetName(handle)))
+            try:
+                mem.append(int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024))
+            except Exception:
+                pass
+        info = _summarise(names, driver, mem)
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    if info is None:
+        return None
+    return GpuInfo(info.name, info.count, info.driver, info.memory_mib, "nvml")
+
+
+def _from_nvidia_smi(timeout_s: float) -> GpuInfo | None:
+    """Parse ``nvidia-smi --query-gpu`` CSV; absent, failing or hung tool gives None."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, *NVIDIA_SMI_QUERY],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return parse_nvidia_smi(proc.stdout)
+
+
+def parse_nvidia_smi(text: str) -> GpuInfo | None:
+    """Parse ``name, driver_version, memory.total`` lines (with or without ``MiB`` units)."""
+    names: list[str] = []
+    mem: list[int] = []
+    driver: str | None = None
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 2 or not parts[0] or parts[0].lower() == "name":
+            continue
+        names.append(parts[0])
+        driver = driver or parts[1] or None
+        if len(parts) >= 3:
+            digits = parts[2].split()[0] if parts[2].split() else ""
+            if digits.isdigit():
+                mem.append(int(digits))
+    info = _summarise(names, driver, mem)
+    return info
+
+
+def _text(value: object) -> str:
+    """Old nvidia-ml-py returns bytes, new returns str."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

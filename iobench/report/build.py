@@ -1,0 +1,180 @@
+"""``build_report``: one run directory in, summary.csv/json, charts and report.html out.
+
+A short pipeline of verb-named steps (load, price, summarize, recommend, write), each
+raising an ``IOBenchError`` subclass when it cannot go on, so ``iobench run`` (at its end)
+and ``iobench report`` (any time later) share it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.cost import CostOptions, resolve_price
+from iobench.errors import RunDirError
+from iobench.report import charts, formats
+from iobench.report import html as html_page
+from iobench.report.load import Run, load_run
+from iobench.report.recommend import Recommendation, recommend
+from iobench.report.summary import Summary, collect_sample_figures, summarize
+
+
+@dataclass
+class ReportResult:
+    """What a report produced: where the files are, the winner, and console lines."""
+
+    run_dir: Path
+    out_dir: Path
+    summary: Summary
+    recommendation: Recommendation | None
+    meta: dict
+    paths: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def winner(self) -> str | None:
+        return self.summary.winner
+
+    @property
+    def lines(self) -> list[str]:
+        """The console answer in the default (table) format, plus where the files went."""
+        return self.format("table")
+
+    @property
+    def console_lines(self) -> list[str]:
+        """Short lines for the end of ``iobench run`` (which prints its own table first)."""
+        lines = formats.answer_lines(self.summary, self.recommendation)
+        lines += [f"warning: {w}" for w in self.warnings[:3]]
+        lines.append(f"Report: {self.paths.get('html')}")
+        return lines
+
+    def format(self, fmt: str = "table") -> list[str]:
+        """Console output as lines: ``table``, ``markdown`` or ``json``."""
+        if fmt == "json":
+            data = formats.summary_dict(self.summary, self.meta, self.recommendation, self.warnings)
+            return formats.json_text(data).splitlines()
+        if fmt == "markdown":
+            return formats.markdown_lines(self.summary, self.meta, self.recommendation)
+        lines = formats.table_lines(self.summary, self.meta, self.recommendation)
+        lines += [f"warning: {w}" for w in self.warnings[:5]]
+        if len(self.warnings) > 5:
+            lines.append(f"warning: ... and {len(self.warnings) - 5} more (see report.html)")
+        n_png = sum(1 for p in self.paths.values() if p.suffix == ".png")
+        lines.append(
+            f"Report: {self.paths.get('html')} (+ summary.csv, summary.json, {n_png} charts)"
+        )
+        return lines
+
+
+def slug(name: str) -> str:
+    """A config name made safe for a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "config"
+
+
+def check_has_successes(run: Run) -> None:
+    """Refuse a run in which no trial succeeded, quoting the first error."""
+    if (run.trials["status"] == "ok").any():
+        return
+    counts = run.trials["status"].value_counts()
+    what = ", ".join(f"{n} {s}" for s, n in counts.items())
+    errors = run.trials["error"].dropna().astype(str)
+    errors = errors[errors.str.strip() != ""]
+    first = f"; first error: {errors.iloc[0].strip()[:300]}" if len(errors) else ""
+    raise RunDirError(
+        f"{run.path}: no successful trial to report ({what}){first} (see {run.path / 'logs'})"
+    )
+
+
+def write_summary_files(result: ReportResult) -> None:
+    """summary.csv (one row per config) and summary.json (the same plus context)."""
+    csv_path = result.out_dir / "summary.csv"
+    result.summary.table.to_csv(csv_path, index=False, float_format="%.6g")
+    json_path = result.out_dir / "summary.json"
+    data = formats.summary_dict(result.summary, result.meta, result.recommendation, result.warnings)
+    json_path.write_text(formats.json_text(data) + "\n", encoding="utf-8")
+    result.paths.update({"summary_csv": csv_path, "summary_json": json_path})
+
+
+def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
+    """time_to_ready.png, cost.png and one timeline-<config>.png per config (median trial)."""
+    s = result.summary
+    out = result.out_dir
+    host = (run.meta.get("host") or {}).get("hostname", "?")
+    n_rep = (run.meta.get("scenario") or {}).get("repeats")
+    reps = f", {n_rep} repeats" if n_rep else ""
+    result.paths["time_to_ready_png"] = charts.time_to_ready_chart(
+        s.table, run.trials, s.median_trials, s.baseline, s.winner,
+        f"Time-to-ready per config — {run.scenario_name} on {host}{reps}",
+        out / "time_to_ready.png",
+    )  # fmt: skip
+    if s.price is not None:
+        cost = charts.cost_chart(
+            s.table,
+            f"What waiting costs — {s.price.label}",
+            s.options.starts_per_month,
+            out / "cost.png",
+        )
+        if cost is not None:
+            result.paths["cost_png"] = cost
+    timelines: dict[str, Path] = {}
+    table = s.table.set_index("config")
+    for config, trial_id in s.median_trials.items():
+        samples = run.read_samples(trial_id)
+        if samples is None:
+            continue
+        row = table.loc[config]
+        sub = (f"{formats.placement(row)} · {row['installer']} · time-to-ready "
+               f"{formats.fmt_s(float(run.trials.set_index('trial_id').loc[trial_id, 'time_to_ready_s']))} · "
+               f"{row['bottleneck']}")  # fmt: skip
+        path = charts.timeline_chart(
+            samples, config, trial_id, sub, out / f"timeline-{slug(config)}.png"
+        )
+        timelines[config] = path
+        result.paths[f"timeline:{config}"] = path
+    return timelines
+
+
+def build_report(
+    run_dir: Path | str,
+    cost: CostOptions | None = None,
+    out_dir: Path | str | None = None,
+) -> ReportResult:
+    """Rebuild everything derived from one run directory; returns paths, winner and lines.
+
+    Files go into the run directory unless ``out_dir`` is given (e.g. a read-only run).
+    """
+    run = load_run(run_dir)
+    check_has_successes(run)
+    options = cost or CostOptions()
+    price, price_notes = resolve_price(options, run.gpu)
+    samples = collect_sample_figures(run)
+    summary = summarize(run, price, options, samples)
+    summary.notes[:0] = price_notes
+    rec = recommend(summary, run.meta)
+    out = Path(out_dir) if out_dir is not None else run.path
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(
+            f"{out}: cannot write the report there ({exc.strerror}); use --out DIR"
+        ) from None
+    result = ReportResult(run.path, out, summary, rec, run.meta, warnings=run.warnings)
+    try:
+        write_summary_files(result)
+        timelines = write_charts(result, run)
+        chart_paths = {
+            "time_to_ready": result.paths.get("time_to_ready_png"),
+            "cost": result.paths.get("cost_png"),
+        }
+        page = html_page.render_report(
+            summary, run.meta, rec, chart_paths, timelines, result.warnings
+        )
+        html_path = out / "report.html"
+        html_path.write_text(page, encoding="utf-8")
+        result.paths["html"] = html_path
+    except PermissionError as exc:
+        raise RunDirError(
+            f"{out}: cannot write the report there ({exc.strerror}); use --out DIR"
+        ) from None
+    return result

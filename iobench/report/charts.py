@@ -1,0 +1,500 @@
+"""PNG charts for the report: time-to-ready, a timeline per config, cost, and comparisons.
+
+matplotlib's object API with the Agg canvas is used directly (no pyplot), so making charts
+never changes a global backend, never opens a window and never leaks figures. Colours are
+the Okabe-Ito palette (Okabe & Ito, "Color Universal Design", 2008), which stays
+distinguishable for the common forms of colour blindness; every chart has a title, axis
+units and config names.
+
+Charts stay cheap for big runs: the time-to-ready chart draws one bar per config and at most
+``MAX_DOTS`` trial dots per config, and a timeline shows only each config's median trial.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+from iobench.report.diagnose import find_drop, find_stalls, install_write_rates
+from iobench.report.load import PHASES
+
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+}
+PHASE_COLOURS = {
+    "venv": OKABE_ITO["blue"],
+    "download": OKABE_ITO["sky"],
+    "install": OKABE_ITO["orange"],
+    "compile": OKABE_ITO["purple"],
+    "import": OKABE_ITO["green"],
+    "other": "#BBBBBB",
+}
+SERIES_COLOURS = [
+    OKABE_ITO["blue"],
+    OKABE_ITO["orange"],
+    OKABE_ITO["green"],
+    OKABE_ITO["vermillion"],
+    OKABE_ITO["purple"],
+    OKABE_ITO["sky"],
+    OKABE_ITO["yellow"],
+    OKABE_ITO["black"],
+]
+DPI = 110
+MAX_DOTS = 60
+_rng = np.random.default_rng(12345)  # jitter only; fixed so charts are reproducible
+
+
+def _tx(text: str) -> str:
+    """Escape ``$`` so matplotlib does not read prices as mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=DPI, facecolor="white")
+    return path
+
+
+def _style(ax) -> None:
+    ax.spines["top"].set_visible(False)
+    ax.spines["right"].set_visible(False)
+    ax.grid(axis="x", color="#DDDDDD", linewidth=0.8)
+    ax.set_axisbelow(True)
+
+
+def _fmt_s(x: float) -> str:
+    if not math.isfinite(x):
+        return "—"
+    return f"{x:.1f} s" if x < 100 else f"{x:,.0f} s"
+
+
+def time_to_ready_chart(
+    table: pd.DataFrame,
+    trials: pd.DataFrame,
+    median_trials: dict[str, str],
+    baseline: str | None,
+    winner: str | None,
+    title: str,
+    path: Path,
+) -> Path:
+    """Stacked phases of each config's median trial, p10-p90 whisker, one dot per trial."""
+    rows = table[table["n_ok"] > 0].sort_values("median_time_to_ready_s", ascending=False)
+    n = max(len(rows), 1)
+    fig = Figure(figsize=(10, 2.2 + 0.62 * n))
+    ax = fig.add_subplot()
+    _style(ax)
+    by_id = trials.set_index("trial_id")
+    xmax = 0.0
+    for y, (_, row) in enumerate(rows.iterrows()):
+        config = row["config"]
+        tid = median_trials.get(config)
+        left = 0.0
+        if tid is not None and tid in by_id.index:
+            trial = by_id.loc[tid]
+            for p in PHASES:
+                width = float(trial.get(f"{p}_s", 0.0) or 0.0)
+                if math.isfinite(width) and width > 0:
+                    ax.barh(
+                        y,
+                        width,
+                        left=left,
+                        color=PHASE_COLOURS[p],
+                        height=0.6,
+                        edgecolor="white",
+                        linewidth=0.5,
+                    )
+                    left += width
+            rest = float(trial["time_to_ready_s"]) - left
+            if rest > 0:
+                ax.barh(y, rest, left=left, color=PHASE_COLOURS["other"], height=0.6)
+                left += rest
+        ok = trials[(trials["config"] == config) & (trials["status"] == "ok")][
+            "time_to_ready_s"
+        ].to_numpy(dtype=float)
+        ok = ok[np.isfinite(ok)]
+        if len(ok) > MAX_DOTS:
+            ok = np.quantile(ok, np.linspace(0, 1, MAX_DOTS))
+        ax.scatter(
+            ok,
+            y + _rng.uniform(-0.2, 0.2, len(ok)),
+            s=16,
+            color="black",
+            alpha=0.75,
+            zorder=3,
+            edgecolors="white",
+            linewidths=0.5,
+        )
+        p10, p90, med = (
+            row["p10_time_to_ready_s"],
+            row["p90_time_to_ready_s"],
+            row["median_time_to_ready_s"],
+        )
+        ax.errorbar(
+            med,
+            y,
+            xerr=[[med - p10], [p90 - med]],
+            fmt="none",
+            ecolor="black",
+            elinewidth=1.2,
+            capsize=4,
+            zorder=4,
+        )
+        xmax = max(xmax, float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
+        speed = row.get("speedup_vs_naive", math.nan)
+        note = f"{_fmt_s(med)}"
+        if baseline and config != baseline and math.isfinite(speed):
+            note += f"  {speed:.1f}x faster" if speed >= 1 else f"  {1 / speed:.1f}x slower"
+        elif config == baseline:
+            note += "  (baseline)"
+        right_end = max(float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
+        ax.text(
+            right_end,
+            y,
+            "  " + _tx(note),
+            va="center",
+            fontsize=9,
+            fontweight="bold" if config == winner else "normal",
+        )
+    labels = [_tx(f"{c}  ★" if c == winner else str(c)) for c in rows["config"]]
+    ax.set_yticks(range(len(rows)), labels=labels)
+    ax.set_xlim(0, xmax * 1.32 if xmax > 0 else 1)
+    ax.set_xlabel("time-to-ready (s): venv creation start to ready check success")
+    ax.set_title(_tx(title), loc="left", fontsize=12)
+    handles = [Patch(color=PHASE_COLOURS[p], label=p) for p in (*PHASES, "other")]
+    fig.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.2, 0.01),
+        ncol=6,
+        fontsize=9,
+        frameon=False,
+        title="phases of the median trial (dots: every trial; whisker: p10–p90)",
+        title_fontsize=9,
+        alignment="left",
+    )
+    h = fig.get_figheight()
+    fig.subplots_adjust(left=0.2, right=0.98, top=1 - 0.5 / h, bottom=1.2 / h)
+    return _save(fig, path)
+
+
+def _phase_spans(t: np.ndarray, phase: np.ndarray) -> list[tuple[str, float, float]]:
+    """Contiguous (phase, start, end) runs in a samples table."""
+    spans: list[tuple[str, float, float]] = []
+    if len(t) == 0:
+        return spans
+    start = 0
+    for i in range(1, len(t) + 1):
+        if i == len(t) or phase[i] != phase[start]:
+            end = t[i] if i < len(t) else t[-1]
+            spans.append((str(phase[start]), float(t[start]), float(end)))
+            start = i
+    return spans
+
+
+def _binned(
+    t: np.ndarray, y: np.ndarray, width: float, how: str = "mean"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Values per time bin of ``width`` seconds (mean or max), plotted at bin centres.
+
+    At 10 Hz a raw 10-minute series is 6,000 jagged points that print as a solid block;
+    bins keep the shape (a stall, a step down) readable.
+    """
+    ok = np.isfinite(t) & np.isfinite(y)
+    t, y = t[ok], y[ok]
+    if len(t) == 0:
+        return t, y
+    idx = np.floor((t - t[0]) / width).astype(int)
+    n = int(idx.max()) + 1
+    if how == "max":
+        out = np.full(n, -np.inf)
+        np.maximum.at(out, idx, y)
+    else:
+        sums = np.bincount(idx, weights=y, minlength=n)
+        counts = np.bincount(idx, minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = sums / counts
+    keep = np.isfinite(out)
+    centres = t[0] + (np.arange(n) + 0.5) * width
+    return centres[keep], out[keep]
+
+
+NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600)
+
+
+def _bin_width(t: np.ndarray) -> float:
+    """The smallest round width giving at most ~300 bins; never finer than 1 s."""
+    span = float(t[-1] - t[0]) if len(t) > 1 else 1.0
+    for w in NICE_BINS_S:
+        if span / w <= 300:
+            return float(w)
+    return float(NICE_BINS_S[-1])
+
+
+def _rate(t: np.ndarray, cum: np.ndarray, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rate (per second) of a cumulative counter over windows of ``width`` s, at window centres."""
+    ok = np.isfinite(t) & np.isfinite(cum)
+    t, cum = t[ok], cum[ok]
+    if len(t) < 2:
+        return t, np.zeros_like(t)
+    edges = np.arange(t[0], t[-1] + width, width)
+    at = np.interp(edges, t, cum)
+    r = np.diff(at) / width
+    return edges[:-1] + width / 2, np.clip(r, 0, None)
+
+
+def _legend_right(ax) -> None:
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0
+    )
+
+
+def timeline_chart(
+    samples: pd.DataFrame, config: str, trial_id: str, subtitle: str, path: Path
+) -> Path:
+    """iowait/CPU %, write MB/s and blocked processes over one trial, with phase bands."""
+    t = samples["t"].to_numpy(dtype=float)
+    phase = (
+        samples["phase"].to_numpy(dtype=str) if "phase" in samples.columns else np.full(len(t), "")
+    )
+    width = _bin_width(t)
+    fig = Figure(figsize=(11, 6.6))
+    axes = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": [1, 1.3, 0.8]})
+    spans = _phase_spans(t, phase)
+    total = float(t[-1] - t[0]) if len(t) > 1 else 1.0
+    for ax in axes:
+        _style(ax)
+        ax.grid(axis="y", color="#EEEEEE", linewidth=0.8)
+        for name, a, b in spans:
+            ax.axvspan(a, b, color=PHASE_COLOURS.get(name, "#DDDDDD"), alpha=0.15, linewidth=0)
+    for name, a, b in spans:
+        if b - a > 0.035 * total:
+            axes[0].text(
+                (a + b) / 2,
+                1.02,
+                name,
+                transform=axes[0].get_xaxis_transform(),
+                ha="center",
+                va="bottom",
+                fontsize=9,
+                color="#333333",
+            )
+
+    def col(name: str) -> np.ndarray:
+        if name in samples.columns:
+            return samples[name].to_numpy(dtype=float)
+        return np.full(len(t), np.nan)
+
+    per = f"{width:g} s"
+    ax = axes[0]
+    ax.plot(
+        *_binned(t, col("iowait_pct"), width),
+        color=OKABE_ITO["vermillion"],
+        linewidth=1.3,
+        label=f"iowait % ({per} mean)",
+    )
+    ax.plot(
+        *_binned(t, col("cpu_user_pct") + col("cpu_system_pct"), width),
+        color=OKABE_ITO["blue"],
+        linewidth=1.3,
+        label=f"CPU user+system % ({per} mean)",
+    )
+    ax.set_ylabel("% of all CPUs")
+    ax.set_ylim(0, 100)
+    _legend_right(ax)
+
+    ax = axes[1]
+    tw = col("tree_write_bytes")
+    if np.isfinite(tw).any():
+        ax.plot(
+            *(lambda x, y: (x, y / 1e6))(*_rate(t, tw, width)),
+            color=OKABE_ITO["orange"],
+            linewidth=1.6,
+            label="installer writes",
+        )
+    dw = col("disk_write_bps")
+    if np.nan_to_num(dw).max() > 0:
+        bx, by = _binned(t, dw, width)
+        ax.plot(
+            bx,
+            by / 1e6,
+            color=OKABE_ITO["black"],
+            linewidth=0.8,
+            alpha=0.7,
+            linestyle="--",
+            label="block-device writes",
+        )
+    nr = col("net_recv_bps")
+    if np.nan_to_num(nr).max() > 0:
+        bx, by = _binned(t, nr, width)
+        ax.plot(bx, by / 1e6, color=OKABE_ITO["sky"], linewidth=1.0, label="network receive")
+    starts, rates = install_write_rates(samples)
+    for a, b in find_stalls(starts, rates):
+        ax.axvspan(
+            a, b, facecolor="none", edgecolor=OKABE_ITO["vermillion"], hatch="///", linewidth=0
+        )
+        ax.annotate(
+            f"stall {b - a:.0f} s",
+            xy=((a + b) / 2, 0.5),
+            xycoords=("data", "axes fraction"),
+            ha="center",
+            fontsize=8,
+            color=OKABE_ITO["vermillion"],
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
+    drop = find_drop(starts, rates)
+    if drop is not None:
+        at, before, after = drop
+        ax.axvline(at, color=OKABE_ITO["vermillion"], linestyle=":", linewidth=1.6)
+        ax.annotate(
+            f"write rate fell {before:.0f} → {after:.0f} MB/s",
+            xy=(at, 0.9),
+            xycoords=("data", "axes fraction"),
+            xytext=(6, 0),
+            textcoords="offset points",
+            fontsize=8,
+            color=OKABE_ITO["vermillion"],
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
+    ax.set_ylabel(f"MB/s ({per} windows)")
+    ax.set_ylim(bottom=0)
+    _legend_right(ax)
+
+    ax = axes[2]
+    bx, by = _binned(t, col("procs_blocked"), width, "max")
+    ax.step(
+        bx,
+        by,
+        where="mid",
+        color=OKABE_ITO["purple"],
+        linewidth=1.2,
+        label=f"blocked processes\n(system, {per} max)",
+    )
+    bx, by = _binned(t, col("tree_dstate"), width, "max")
+    ax.step(
+        bx,
+        by,
+        where="mid",
+        color=OKABE_ITO["green"],
+        linewidth=1.2,
+        label=f"installer threads\nin D state ({per} max)",
+    )
+    top = np.nan_to_num(np.concatenate([col("procs_blocked"), col("tree_dstate")])).max()
+    ax.set_ylim(0, max(1.0, float(top)) * 1.15)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("count")
+    _legend_right(ax)
+    ax.set_xlabel("seconds since the trial started")
+    if len(t):
+        ax.set_xlim(t[0], t[-1])
+    fig.suptitle(
+        _tx(f"{config}: timeline of its median trial ({trial_id})"), x=0.07, ha="left", fontsize=12
+    )
+    fig.text(0.07, 0.935, _tx(subtitle), fontsize=9, color="#444444")
+    fig.subplots_adjust(left=0.07, right=0.79, top=0.87, bottom=0.08, hspace=0.14)
+    return _save(fig, path)
+
+
+def cost_chart(table: pd.DataFrame, title: str, starts_per_month: float, path: Path) -> Path | None:
+    """Monthly cost of slow starts per config (GPU idle, plus metered storage if priced)."""
+    rows = table[np.isfinite(table["cost_per_start_usd"].to_numpy(dtype=float))]
+    if rows.empty:
+        return None
+    rows = rows.sort_values("monthly_cost_usd", ascending=True)
+    n = len(rows)
+    fig = Figure(figsize=(10, 1.5 + 0.55 * n))
+    ax = fig.add_subplot()
+    _style(ax)
+    gpu = np.nan_to_num(rows["gpu_idle_cost_usd"].to_numpy(dtype=float)) * starts_per_month
+    store = np.nan_to_num(rows["storage_cost_usd"].to_numpy(dtype=float)) * starts_per_month
+    y = np.arange(n)[::-1]
+    ax.barh(y, gpu, color=OKABE_ITO["vermillion"], height=0.6, label="GPU idle while waiting")
+    if store.any():
+        ax.barh(y, store, left=gpu, color=OKABE_ITO["sky"], height=0.6, label="metered storage")
+    top = float(np.max(gpu + store)) if n else 1.0
+    for yi, (_, row), total in zip(y, rows.iterrows(), gpu + store, strict=True):
+        ax.text(
+            total,
+            yi,
+            _tx(
+                f"  ${row['cost_per_start_usd']:.3f} per start · ${row['monthly_cost_usd']:.2f} per month"
+            ),
+            va="center",
+            fontsize=9,
+        )
+    ax.set_yticks(y, labels=[_tx(c) for c in rows["config"]])
+    ax.set_xlim(0, top * 1.45 if top > 0 else 1)
+    ax.set_xlabel(f"USD per month at {starts_per_month:g} cold starts")
+    ax.set_title(_tx(title), loc="left", fontsize=11)
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    fig.subplots_adjust(
+        left=0.2, right=0.98, top=1 - 0.5 / fig.get_figheight(), bottom=0.75 / fig.get_figheight()
+    )
+    return _save(fig, path)
+
+
+def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, path: Path) -> Path:
+    """Grouped bars: each config's median time-to-ready on each run, p10-p90 whiskers."""
+    configs = list(dict.fromkeys(merged["config"]))
+    k = max(len(run_labels), 1)
+    n = max(len(configs), 1)
+    fig = Figure(figsize=(10, 1.6 + n * (0.3 + 0.32 * k)))
+    ax = fig.add_subplot()
+    _style(ax)
+    height = 0.8 / k
+    xmax = 0.0
+    for j, label in enumerate(run_labels):
+        sub = merged[merged["run_label"] == label].set_index("config")
+        colour = SERIES_COLOURS[j % len(SERIES_COLOURS)]
+        for i, config in enumerate(configs):
+            if config not in sub.index:
+                continue
+            r = sub.loc[config]
+            med = float(r["median_time_to_ready_s"])
+            if not math.isfinite(med):
+                continue
+            y = (n - 1 - i) + (k - 1 - j - (k - 1) / 2) * height
+            ax.barh(y, med, height=height * 0.9, color=colour)
+            lo, hi = float(r["p10_time_to_ready_s"]), float(r["p90_time_to_ready_s"])
+            ax.errorbar(
+                med,
+                y,
+                xerr=[[med - lo], [hi - med]],
+                fmt="none",
+                ecolor="black",
+                elinewidth=1,
+                capsize=3,
+            )
+            ratio = r.get("ratio_vs_ref", math.nan)
+            text = f"  {_fmt_s(med)}"
+            if j > 0 and math.isfinite(ratio):
+                text += f"  ({ratio:.2f}x of {run_labels[0]})"
+            ax.text(max(hi, med), y, _tx(text), va="center", fontsize=8)
+            xmax = max(xmax, hi, med)
+    ax.set_yticks(range(n), labels=[_tx(c) for c in configs[::-1]])
+    ax.set_xlim(0, xmax * 1.5 if xmax > 0 else 1)
+    ax.set_xlabel("median time-to-ready (s); whiskers p10–p90")
+    ax.set_title(_tx(title), loc="left", fontsize=12)
+    handles = [
+        Patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=_tx(lab))
+        for j, lab in enumerate(run_labels)
+    ]
+    ax.legend(handles=handles, loc="lower right", fontsize=9, frameon=False)
+    fig.subplots_adjust(
+        left=0.2, right=0.98, top=1 - 0.55 / fig.get_figheight(), bottom=0.8 / fig.get_figheight()
+    )
+    return _save(fig, path)

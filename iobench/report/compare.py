@@ -1,0 +1,276 @@
+"""``iobench compare``: several runs (pods, storage types, labels) in one table and chart.
+
+Like asv's ``compare``, this only reads stored results. Each run is summarised on its own
+(its own GPU price, when it recorded a GPU and no ``--gpu`` is given), then configs are
+matched by name. Ratios are median time-to-ready relative to the first run given (the
+reference): 0.5 means twice as fast as the reference, 2.0 twice as slow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from iobench.cost import CostOptions, resolve_price
+from iobench.errors import RunDirError, UsageError
+from iobench.report import charts, formats
+from iobench.report import html as html_page
+from iobench.report.build import check_has_successes
+from iobench.report.load import Run, load_runs
+from iobench.report.summary import Summary, collect_sample_figures, summarize
+
+LONG_COLUMNS = [
+    "run_label", "run_id", "host", "config", "placement", "venv_fstype", "n_ok", "n_failed",
+    "median_time_to_ready_s", "p10_time_to_ready_s", "p90_time_to_ready_s", "ratio_vs_ref",
+    "speedup_vs_naive", "cost_per_start_usd", "monthly_cost_usd", "bottleneck",
+]  # fmt: skip
+
+
+@dataclass
+class CompareResult:
+    """The merged tables, the files written and the labels in order (reference first)."""
+
+    out_dir: Path
+    labels: list[str]
+    long: pd.DataFrame
+    wide: pd.DataFrame
+    summaries: dict[str, Summary]
+    runs: list[Run]
+    paths: dict[str, Path] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def format(self, fmt: str = "table") -> list[str]:
+        """Console output: ``table``, ``markdown`` or ``json``."""
+        if fmt == "json":
+            return json.dumps(compare_dict(self), indent=2, allow_nan=False).splitlines()
+        if fmt == "markdown":
+            return compare_markdown(self)
+        lines = compare_table(self)
+        lines += [f"note: {n}" for n in self.notes]
+        if "html" in self.paths:
+            lines.append(
+                f"Comparison: {self.paths['html']} (+ compare.csv, compare.json, compare.png)"
+            )
+        return lines
+
+    @property
+    def lines(self) -> list[str]:
+        return self.format("table")
+
+
+def unique_labels(runs: Sequence[Run]) -> list[str]:
+    """Each run's label (else host, else id), made unique with the run id when needed."""
+    labels = [r.label for r in runs]
+    out = []
+    for r, lab in zip(runs, labels, strict=True):
+        out.append(f"{lab} ({r.run_id})" if labels.count(lab) > 1 else lab)
+    if len(set(out)) < len(out):  # the same run directory given twice
+        out = [f"{lab} #{i + 1}" for i, lab in enumerate(out)]
+    return out
+
+
+def merge(summaries: dict[str, Summary], runs: dict[str, Run], labels: list[str]) -> pd.DataFrame:
+    """One row per (run, config) with the ratio of its median to the reference run's."""
+    rows = []
+    ref = summaries[labels[0]].table.set_index("config")["median_time_to_ready_s"]
+    for label in labels:
+        s = summaries[label]
+        run = runs[label]
+        for _, r in s.table.iterrows():
+            ref_med = float(ref.get(r["config"], math.nan))
+            med = float(r["median_time_to_ready_s"])
+            ratio = (
+                med / ref_med
+                if math.isfinite(med) and math.isfinite(ref_med) and ref_med > 0
+                else math.nan
+            )
+            rows.append({
+                "run_label": label, "run_id": run.run_id,
+                "host": (run.meta.get("host") or {}).get("hostname"),
+                "config": r["config"], "placement": formats.placement(r),
+                "venv_fstype": r["venv_fstype"], "n_ok": r["n_ok"], "n_failed": r["n_failed"],
+                "median_time_to_ready_s": med, "p10_time_to_ready_s": r["p10_time_to_ready_s"],
+                "p90_time_to_ready_s": r["p90_time_to_ready_s"], "ratio_vs_ref": ratio,
+                "speedup_vs_naive": r["speedup_vs_naive"],
+                "cost_per_start_usd": r["cost_per_start_usd"],
+                "monthly_cost_usd": r["monthly_cost_usd"], "bottleneck": r["bottleneck"],
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=LONG_COLUMNS)
+
+
+def widen(long: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """config x run: median, ratio to the reference, monthly cost (configs in first-seen order)."""
+    configs = list(dict.fromkeys(long["config"]))
+    rows = []
+    for config in configs:
+        row: dict[str, Any] = {"config": config}
+        for lab in labels:
+            hit = long[(long["run_label"] == lab) & (long["config"] == config)]
+            first = hit.iloc[0] if len(hit) else None
+            row[f"{lab}: median_s"] = (
+                float(first["median_time_to_ready_s"]) if first is not None else math.nan
+            )
+            row[f"{lab}: ratio"] = float(first["ratio_vs_ref"]) if first is not None else math.nan
+            row[f"{lab}: monthly_usd"] = (
+                float(first["monthly_cost_usd"]) if first is not None else math.nan
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def compare_dict(result: CompareResult) -> dict[str, Any]:
+    """The content of compare.json."""
+    return formats.clean({
+        "format": "iobench-compare",
+        "format_version": 1,
+        "reference": result.labels[0],
+        "runs": [
+            {"label": lab, "run_id": run.run_id, "path": str(run.path),
+             "host": (run.meta.get("host") or {}).get("hostname"),
+             "winner": result.summaries[lab].winner,
+             "price_label": result.summaries[lab].price.label if result.summaries[lab].price else None}
+            for lab, run in zip(result.labels, result.runs, strict=True)
+        ],
+        "rows": result.long.to_dict("records"),
+        "notes": result.notes,
+    })  # fmt: skip
+
+
+def compare_table(result: CompareResult) -> list[str]:
+    """Aligned text: config, then each run's median, then ratios to the reference."""
+    labels = result.labels
+    header = [
+        "config",
+        *[f"{lab}" for lab in labels],
+        *[f"{lab}/{labels[0]}" for lab in labels[1:]],
+    ]
+    rows = [header]
+    for _, r in result.wide.iterrows():
+        rows.append([
+            str(r["config"]),
+            *[formats.fmt_s(r[f"{lab}: median_s"]) for lab in labels],
+            *[formats.fmt_x(r[f"{lab}: ratio"]) for lab in labels[1:]],
+        ])  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        f"iobench compare: {len(labels)} runs, reference {labels[0]} (median time-to-ready)",
+        "",
+    ]
+    for row in rows:
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+        )
+    lines.append("")
+    for lab in labels:
+        s = result.summaries[lab]
+        if s.winner:
+            med = float(s.table.set_index("config").loc[s.winner, "median_time_to_ready_s"])
+            lines.append(f"Fastest on {lab}: {s.winner} ({formats.fmt_s(med)})")
+    return lines
+
+
+def compare_markdown(result: CompareResult) -> list[str]:
+    labels = result.labels
+    head = [
+        "config",
+        *[f"{lab} median" for lab in labels],
+        *[f"{lab} / {labels[0]}" for lab in labels[1:]],
+    ]
+    lines = [
+        f"### iobench compare (reference: {labels[0]})",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|" + "---:|" * (len(head) - 1),
+    ]
+    for _, r in result.wide.iterrows():
+        cells = [
+            str(r["config"]),
+            *[formats.fmt_s(r[f"{lab}: median_s"]) for lab in labels],
+            *[formats.fmt_x(r[f"{lab}: ratio"]) for lab in labels[1:]],
+        ]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines.append("")
+    for lab in labels:
+        s = result.summaries[lab]
+        if s.winner:
+            lines.append(f"- fastest on {lab}: **{s.winner}**")
+    return lines
+
+
+def _runs_rows(result: CompareResult) -> list[list[str]]:
+    e = html_page.e
+    rows = []
+    for lab, run in zip(result.labels, result.runs, strict=True):
+        roles = run.meta.get("roles") or {}
+        target = roles.get("target") or {}
+        gpu = run.meta.get("gpu") or {}
+        s = result.summaries[lab]
+        rows.append([
+            f"<b>{e(lab)}</b>", f"<code>{e(run.run_id)}</code>",
+            e((run.meta.get("host") or {}).get("hostname")),
+            e(f"{target.get('fstype', '?')} at {target.get('path', '?')}"),
+            e(f"{gpu.get('count', 1)} x {gpu.get('name')}" if gpu else "none"),
+            e(len(run.trials)), e(s.winner),
+        ])  # fmt: skip
+    return rows
+
+
+def build_compare(
+    run_dirs: Sequence[Path | str],
+    out_dir: Path | str | None = None,
+    cost: CostOptions | None = None,
+) -> CompareResult:
+    """Merge several runs; writes compare.csv, compare.json, compare.png and compare.html."""
+    if len(run_dirs) < 2:
+        raise UsageError("compare needs at least two run directories")
+    runs = load_runs(run_dirs)
+    for run in runs:
+        check_has_successes(run)
+    options = cost or CostOptions()
+    labels = unique_labels(runs)
+    summaries: dict[str, Summary] = {}
+    notes: list[str] = []
+    for lab, run in zip(labels, runs, strict=True):
+        price, price_notes = resolve_price(options, run.gpu)
+        s = summarize(run, price, options, collect_sample_figures(run))
+        summaries[lab] = s
+        notes += [f"{lab}: {n}" for n in [*price_notes, *s.notes]]
+        notes += [f"{lab}: {w}" for w in run.warnings]
+    by_label = dict(zip(labels, runs, strict=True))
+    long = merge(summaries, by_label, labels)
+    wide = widen(long, labels)
+    out = (
+        Path(out_dir)
+        if out_dir is not None
+        else Path(runs[0].path).parent / time.strftime("compare-%Y%m%d-%H%M%S")
+    )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(
+            f"{out}: cannot write the comparison there ({exc.strerror}); use --out DIR"
+        ) from None
+    result = CompareResult(out, labels, long, wide, summaries, runs, notes=notes)
+    long.to_csv(out / "compare.csv", index=False, float_format="%.6g")
+    (out / "compare.json").write_text(
+        json.dumps(compare_dict(result), indent=2, allow_nan=False) + "\n"
+    )
+    title = "iobench compare: " + " vs ".join(labels)
+    chart = charts.compare_chart(long, labels, title, out / "compare.png")
+    page = html_page.render_compare(title, _runs_rows(result), wide, labels, chart, notes)
+    (out / "compare.html").write_text(page, encoding="utf-8")
+    result.paths.update({
+        "csv": out / "compare.csv", "json": out / "compare.json",
+        "png": chart, "html": out / "compare.html",
+    })  # fmt: skip
+    return result

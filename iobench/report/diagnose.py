@@ -1,0 +1,368 @@
+"""Name each config's bottleneck from its trials and samples, quoting the figures used.
+
+Inputs per config are medians over its successful trials: phase times and installer
+counters from trials.csv, and per-trial figures computed here from samples/<trial>.csv.
+
+Rules, applied in this order (first match wins):
+
+1. **network bound** — the download phase takes >= 40 % of time-to-ready
+   (``NETWORK_SHARE``). Quotes the download time and the median received MB/s.
+2. **CPU bound** — the installer's process tree is on CPU >= 75 % of the wall time
+   (``cpu_s / time_to_ready_s``, i.e. ``offcpu_frac`` <= 0.25; ``CPU_SHARE``): a core is
+   busy unzipping, hashing or compiling, and faster storage will not help much.
+3. storage wait — off CPU >= 50 % of the time (``WAIT_OFFCPU``), or installer threads in
+   uninterruptible sleep (D state) in >= 20 % of the samples (``DSTATE_SHARE``). Then:
+
+   * **bandwidth bound** — the install-phase write rate is flat near its ceiling
+     (median of 1-second rates >= 60 % of their 95th percentile, ``PLATEAU``) *and* writes
+     are large (>= 32 KiB per write call on average, ``BIG_WRITE``): bytes, not operations,
+     set the pace;
+   * **latency/metadata bound** — otherwise: many small writes, a low and uneven MB/s,
+     time spent waiting per file (cost ~= files x per-operation latency). Network
+     filesystems usually land here.
+4. **mixed** — none of the above; names the longest phase.
+
+CPU iowait is quoted but never decides alone: FUSE and NFS waits often do not count as
+iowait (see DESIGN.md), while off-CPU time and D state do show them.
+
+Throughput drops (e.g. an EFS volume running out of burst credits) are found with a
+single change point on the install phase's 1-second write rates (seconds with no progress
+at all are left out; they are stalls, shown separately): the split that
+minimises the summed squared error of two constant segments (least-squares binary
+segmentation with one split; Killick & Eckley, "changepoint", JSS 2014, describe the
+family). A drop is reported when the later segment's mean is below half the earlier one's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+NETWORK_SHARE = 0.40
+CPU_SHARE = 0.75
+WAIT_OFFCPU = 0.50
+DSTATE_SHARE = 0.20
+PLATEAU = 0.60
+BIG_WRITE = 32 * 1024
+DROP_RATIO = 0.5
+MIN_DROP_MBPS = 1.0  # ignore "drops" between rates too small to matter
+STALL_MIN_S = 5.0  # no write progress this long is drawn as a stall on timelines
+
+
+@dataclass(frozen=True)
+class SampleFigures:
+    """What one trial's time series says (NaN where the samples cannot say it)."""
+
+    install_write_mbps: float = math.nan  # mean app-level write rate during install
+    write_plateau: float = math.nan  # median / p95 of 1-second write rates in install
+    net_recv_mbps: float = math.nan  # median system receive rate during download
+    dstate_share: float = math.nan  # share of ticks with an installer thread in D state
+    drop_before_mbps: float = math.nan
+    drop_after_mbps: float = math.nan
+    drop_at_s: float = math.nan  # seconds since trial start; NaN = no drop
+
+
+@dataclass(frozen=True)
+class ConfigFigures:
+    """Medians of one config's successful trials: the evidence for the diagnosis."""
+
+    time_to_ready_s: float
+    download_s: float = math.nan
+    install_s: float = math.nan
+    import_s: float = math.nan
+    cpu_s: float = math.nan
+    offcpu_frac: float = math.nan
+    write_bytes: float = math.nan
+    write_calls: float = math.nan
+    files_installed: float = math.nan
+    dstate_max: float = math.nan
+    iowait_p95_pct: float = math.nan
+    stalls: float = 0.0
+    stall_longest_s: float = math.nan
+    phases: tuple[tuple[str, float], ...] = ()
+    samples: SampleFigures = SampleFigures()
+    drop_trials: int = 0  # trials whose samples show a throughput drop
+    sampled_trials: int = 0
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A bottleneck name and one line that quotes the figures behind it."""
+
+    bottleneck: str
+    why: str
+
+
+# --- per-trial figures from samples ---------------------------------------------------------
+
+
+def _window_rates(
+    t: np.ndarray, cum: np.ndarray, window_s: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rates of a cumulative counter over ~``window_s`` windows: (window start t, rate/s)."""
+    if len(t) < 2:
+        return np.array([]), np.array([])
+    dt = float(np.median(np.diff(t)))
+    step = max(1, int(round(window_s / dt))) if dt > 0 else 1
+    tt, cc = t[::step], cum[::step]
+    if len(tt) < 2:
+        tt, cc = t[[0, -1]], cum[[0, -1]]
+    span = np.diff(tt)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(span > 0, np.diff(cc) / span, np.nan)
+    keep = np.isfinite(rate)
+    return tt[:-1][keep], np.clip(rate[keep], 0, None)
+
+
+def change_point(values: np.ndarray, min_seg: int = 3) -> tuple[int, float, float] | None:
+    """Best single split of ``values`` into two constant segments (least squares).
+
+    Returns (index of the first value after the split, mean before, mean after), or None
+    when there are too few values for two segments of ``min_seg``.
+    """
+    n = len(values)
+    if n < 2 * min_seg:
+        return None
+    x = np.asarray(values, dtype=float)
+    c1 = np.concatenate(([0.0], np.cumsum(x)))
+    c2 = np.concatenate(([0.0], np.cumsum(x * x)))
+    ks = np.arange(min_seg, n - min_seg + 1)
+    left_n, right_n = ks, n - ks
+    left_sse = c2[ks] - c1[ks] ** 2 / left_n
+    right_sse = (c2[n] - c2[ks]) - (c1[n] - c1[ks]) ** 2 / right_n
+    k = int(ks[np.argmin(left_sse + right_sse)])
+    return k, float(x[:k].mean()), float(x[k:].mean())
+
+
+def install_write_rates(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """1-second installer write rates (MB/s) during install: (window start s, MB/s)."""
+    if "tree_write_bytes" not in df.columns:
+        return np.array([]), np.array([])
+    t = df["t"].to_numpy(dtype=float)
+    phase = df["phase"].to_numpy(dtype=str) if "phase" in df.columns else np.full(len(df), "")
+    install = phase == "install"
+    if install.sum() < 2:
+        install = np.ones(len(df), dtype=bool)
+    w = df["tree_write_bytes"].to_numpy(dtype=float)
+    ti, wi = t[install], w[install]
+    ok = np.isfinite(wi) & np.isfinite(ti)
+    starts, rates = _window_rates(ti[ok], wi[ok])
+    return starts, rates / 1e6
+
+
+def find_drop(starts: np.ndarray, rates_mb: np.ndarray) -> tuple[float, float, float] | None:
+    """(time, MB/s before, MB/s after) of a lasting fall in write rate, or None.
+
+    Windows with no progress at all are left out: those are stalls, reported on their own,
+    and would otherwise pull the change point to the stall instead of the lasting drop.
+    """
+    moving = rates_mb > 0
+    cp = change_point(rates_mb[moving])
+    if cp is None:
+        return None
+    k, before, after = cp
+    if before >= MIN_DROP_MBPS and after < DROP_RATIO * before:
+        return float(starts[moving][k]), before, after
+    return None
+
+
+def find_stalls(
+    starts: np.ndarray, rates_mb: np.ndarray, min_s: float = STALL_MIN_S
+) -> list[tuple[float, float]]:
+    """Stretches of at least ``min_s`` seconds in which the installer wrote nothing."""
+    out: list[tuple[float, float]] = []
+    if len(starts) < 2:
+        return out
+    step = float(np.median(np.diff(starts)))
+    i = 0
+    while i < len(rates_mb):
+        if rates_mb[i] <= 0:
+            j = i
+            while j + 1 < len(rates_mb) and rates_mb[j + 1] <= 0:
+                j += 1
+            a, b = float(starts[i]), float(starts[j]) + step
+            if b - a >= min_s:
+                out.append((a, b))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def sample_figures(df: pd.DataFrame) -> SampleFigures:
+    """Reduce one trial's samples to the few figures the rules use."""
+    t = df["t"].to_numpy(dtype=float)
+    phase = df["phase"].to_numpy(dtype=str) if "phase" in df.columns else np.full(len(df), "")
+    install = phase == "install"
+    if install.sum() < 2:
+        install = np.ones(len(df), dtype=bool)
+    out: dict[str, float] = {}
+    if "tree_write_bytes" in df.columns:
+        w = df["tree_write_bytes"].to_numpy(dtype=float)
+        ti, wi = t[install], w[install]
+        ok = np.isfinite(wi)
+        ti, wi = ti[ok], wi[ok]
+        if len(ti) >= 2 and ti[-1] > ti[0]:
+            out["install_write_mbps"] = (wi[-1] - wi[0]) / (ti[-1] - ti[0]) / 1e6
+            starts, rates_mb = install_write_rates(df)
+            if len(rates_mb):
+                p95 = float(np.percentile(rates_mb, 95))
+                if p95 > 0:
+                    out["write_plateau"] = float(np.median(rates_mb)) / p95
+                drop = find_drop(starts, rates_mb)
+                if drop is not None:
+                    out["drop_at_s"], out["drop_before_mbps"], out["drop_after_mbps"] = drop
+    if "net_recv_bps" in df.columns:
+        dl = phase == "download"
+        if dl.any():
+            recv = df["net_recv_bps"].to_numpy(dtype=float)[dl]
+            recv = recv[np.isfinite(recv)]
+            if len(recv):
+                out["net_recv_mbps"] = float(np.median(recv)) / 1e6
+    if "tree_dstate" in df.columns:
+        d = df["tree_dstate"].to_numpy(dtype=float)
+        d = d[np.isfinite(d)]
+        if len(d):
+            out["dstate_share"] = float((d > 0).mean())
+    return SampleFigures(**out)
+
+
+def combine_sample_figures(figs: list[SampleFigures]) -> tuple[SampleFigures, int]:
+    """Medians over trials; a drop is kept when at least half of the trials show one."""
+    if not figs:
+        return SampleFigures(), 0
+
+    def med(name: str, subset: list[SampleFigures]) -> float:
+        vals = [getattr(f, name) for f in subset if not math.isnan(getattr(f, name))]
+        return float(np.median(vals)) if vals else math.nan
+
+    drops = [f for f in figs if not math.isnan(f.drop_at_s)]
+    keep_drop = len(drops) * 2 >= len(figs)
+    combined = SampleFigures(
+        install_write_mbps=med("install_write_mbps", figs),
+        write_plateau=med("write_plateau", figs),
+        net_recv_mbps=med("net_recv_mbps", figs),
+        dstate_share=med("dstate_share", figs),
+        drop_before_mbps=med("drop_before_mbps", drops) if keep_drop else math.nan,
+        drop_after_mbps=med("drop_after_mbps", drops) if keep_drop else math.nan,
+        drop_at_s=med("drop_at_s", drops) if keep_drop else math.nan,
+    )
+    return combined, len(drops)
+
+
+# --- the rules --------------------------------------------------------------------------------
+
+
+def _s(x: float) -> str:
+    return f"{x:.1f} s" if x < 100 else f"{x:,.0f} s"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _known(*values: float) -> bool:
+    return all(v is not None and not math.isnan(v) for v in values)
+
+
+def classify(fig: ConfigFigures) -> Diagnosis:
+    """Apply the module's rules to one config's figures."""
+    ttr = fig.time_to_ready_s
+    if not _known(ttr) or ttr <= 0:
+        return Diagnosis("no data", "no successful trial to diagnose")
+    s = fig.samples
+    on_cpu = math.nan
+    if _known(fig.cpu_s):
+        on_cpu = fig.cpu_s / ttr
+    elif _known(fig.offcpu_frac):
+        on_cpu = 1.0 - fig.offcpu_frac
+    offcpu = (
+        fig.offcpu_frac
+        if _known(fig.offcpu_frac)
+        else (1.0 - on_cpu if _known(on_cpu) else math.nan)
+    )
+    extras = _extras(fig)
+
+    if _known(fig.download_s) and fig.download_s / ttr >= NETWORK_SHARE:
+        why = f"download {_s(fig.download_s)} of {_s(ttr)} ({_pct(fig.download_s / ttr)})"
+        if _known(s.net_recv_mbps):
+            why += f", receiving {s.net_recv_mbps:.1f} MB/s"
+        return Diagnosis("network bound", why + extras)
+
+    if _known(on_cpu) and on_cpu >= CPU_SHARE:
+        if on_cpu >= 1.0:
+            why = f"installer kept {on_cpu:.1f} cores busy ({fig.cpu_s:.1f} CPU-s in {_s(ttr)})"
+        elif _known(fig.cpu_s):
+            why = f"installer on CPU {_pct(on_cpu)} of {_s(ttr)} ({fig.cpu_s:.1f} CPU-s)"
+        else:
+            why = f"installer on CPU {_pct(on_cpu)} of {_s(ttr)}"
+        return Diagnosis("CPU bound", why + extras)
+
+    waiting = (_known(offcpu) and offcpu >= WAIT_OFFCPU) or (
+        _known(s.dstate_share) and s.dstate_share >= DSTATE_SHARE
+    )
+    if waiting:
+        per_call = (
+            fig.write_bytes / fig.write_calls
+            if _known(fig.write_bytes, fig.write_calls) and fig.write_calls > 0
+            else math.nan
+        )
+        mbps = s.install_write_mbps
+        if not _known(mbps) and _known(fig.write_bytes, fig.install_s) and fig.install_s > 0:
+            mbps = fig.write_bytes / fig.install_s / 1e6
+        wait = _wait_text(offcpu, s.dstate_share, fig.dstate_max, fig.iowait_p95_pct)
+        flat = _known(s.write_plateau) and s.write_plateau >= PLATEAU
+        big = _known(per_call) and per_call >= BIG_WRITE
+        if flat and big:
+            why = (
+                f"writes held near {mbps:.1f} MB/s (median {s.write_plateau:.2f} of peak) "
+                f"in {per_call / 1024:.0f} KiB calls; {wait}"
+            )
+            return Diagnosis("bandwidth bound", why + extras)
+        parts = []
+        if _known(fig.write_calls):
+            size = f" of {per_call / 1024:.1f} KiB" if _known(per_call) else ""
+            parts.append(f"{fig.write_calls:,.0f} write calls{size}")
+        if _known(fig.files_installed) and fig.files_installed > 0 and _known(fig.install_s):
+            ms = 1000 * fig.install_s / fig.files_installed
+            parts.append(f"{fig.files_installed:,.0f} files at {ms:.2f} ms each")
+        if _known(mbps):
+            parts.append(f"only {mbps:.1f} MB/s")
+        parts.append(wait)
+        return Diagnosis("latency/metadata bound", "; ".join(parts) + extras)
+
+    longest = max(fig.phases, key=lambda kv: kv[1] if _known(kv[1]) else -1, default=None)
+    why = f"no single limit: on CPU {_pct(on_cpu)}" if _known(on_cpu) else "no single limit"
+    if longest and _known(longest[1]):
+        why += f", longest phase {longest[0]} {_s(longest[1])} of {_s(ttr)}"
+    return Diagnosis("mixed", why + extras)
+
+
+def _wait_text(offcpu: float, dshare: float, dmax: float, iowait95: float) -> str:
+    bits = []
+    if _known(offcpu):
+        bits.append(f"off CPU {_pct(offcpu)}")
+    if _known(dshare) and dshare > 0:
+        bits.append(f"D state in {_pct(dshare)} of samples")
+    if _known(dmax) and dmax > 0:
+        bits.append(f"up to {dmax:.0f} thread(s) in D")
+    if _known(iowait95):
+        bits.append(f"iowait p95 {iowait95:.0f}%")
+    return ", ".join(bits) if bits else "waiting"
+
+
+def _extras(fig: ConfigFigures) -> str:
+    s = fig.samples
+    out = ""
+    if _known(s.drop_at_s):
+        out += (
+            f"; write rate fell from {s.drop_before_mbps:.1f} to {s.drop_after_mbps:.1f} MB/s "
+            f"at {s.drop_at_s:.0f} s ({fig.drop_trials}/{fig.sampled_trials} trials)"
+        )
+    if fig.stalls and fig.stalls > 0:
+        longest = f", longest {_s(fig.stall_longest_s)}" if _known(fig.stall_longest_s) else ""
+        out += f"; {fig.stalls:.0f} stall(s){longest}"
+    return out

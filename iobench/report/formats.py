@@ -1,0 +1,267 @@
+"""Text outputs of a summary: a console table, Markdown for an issue or wiki, and JSON.
+
+Every function returns lines or a string and prints nothing (pyperf's habit), so the CLI
+decides where text goes and tests compare strings. ``summary.json`` is the machine-readable
+export: plain JSON with NaN written as ``null``; its ``format_version`` changes when a key
+changes meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from iobench.report.recommend import Recommendation
+from iobench.report.summary import Summary
+
+SUMMARY_FORMAT = "iobench-summary"
+#: 1: first version (configs = summary.csv rows; cost; recommendation).
+SUMMARY_FORMAT_VERSION = 1
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python, containers recursively."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is pd.NA or value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def fmt_s(x: float) -> str:
+    """Seconds for people: one decimal below 100 s, whole seconds above."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"{x:.1f} s" if abs(x) < 100 else f"{x:,.0f} s"
+
+
+def fmt_usd(x: float, digits: int = 3) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"${x:,.{digits}f}"
+
+
+def fmt_x(x: float) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"{x:.2f}x"
+
+
+def placement(row: pd.Series | dict[str, Any]) -> str:
+    """``venv target (nfs4), tmp tmp (overlay), cache off`` — where things lived."""
+    parts = []
+    for what, role_col, fs_col in (
+        ("venv", "venv_role", "venv_fstype"),
+        ("tmp", "tmpdir_role", "tmpdir_fstype"),
+        ("cache", "cache_role", "cache_fstype"),
+    ):
+        role = str(row.get(role_col) or "?")
+        fs = str(row.get(fs_col) or "")
+        parts.append(f"{what} {role}" + (f" ({fs})" if fs and role != "off" else ""))
+    return ", ".join(parts)
+
+
+def _ordered(summary: Summary) -> pd.DataFrame:
+    """Fastest first; configs without a successful trial last."""
+    t = summary.table.copy()
+    t["_key"] = t["median_time_to_ready_s"].fillna(math.inf)
+    return t.sort_values(["_key"], kind="stable").drop(columns="_key")
+
+
+def summary_dict(
+    summary: Summary,
+    meta: dict[str, Any],
+    rec: Recommendation | None,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """The content of summary.json."""
+    price = summary.price
+    return clean(
+        {
+            "format": SUMMARY_FORMAT,
+            "format_version": SUMMARY_FORMAT_VERSION,
+            "run_id": meta.get("run_id"),
+            "label": meta.get("label"),
+            "scenario": (meta.get("scenario") or {}).get("name"),
+            "status": meta.get("status"),
+            "started_at": meta.get("started_at"),
+            "ended_at": meta.get("ended_at"),
+            "host": meta.get("host"),
+            "gpu": meta.get("gpu"),
+            "baseline": summary.baseline,
+            "winner": summary.winner,
+            "cheapest": summary.cheapest,
+            "cost": {
+                "price_label": price.label if price else None,
+                "usd_per_hour": price.usd_per_hour if price else None,
+                "gpus": price.gpus if price else None,
+                "source": price.source if price else None,
+                "starts_per_month": summary.options.starts_per_month,
+                "storage_usd_per_gb": summary.options.storage_usd_per_gb,
+            },
+            "recommendation": None
+            if rec is None
+            else {
+                "config": rec.config,
+                "baseline": rec.baseline,
+                "shell": rec.shell,
+                "dockerfile": rec.dockerfile,
+                "notes": rec.notes,
+                "saving_s": rec.saving_s,
+                "saving_pct": rec.saving_pct,
+                "saving_usd_per_start": rec.saving_usd_per_start,
+                "saving_usd_per_month": rec.saving_usd_per_month,
+            },
+            "configs": summary.table.to_dict("records"),
+            "notes": summary.notes,
+            "warnings": warnings,
+        }
+    )
+
+
+def json_text(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, allow_nan=False)
+
+
+def _cost_line(summary: Summary) -> str | None:
+    if summary.price is None:
+        return None
+    return (
+        f"Price: {summary.price.label}; {summary.options.starts_per_month:g} cold starts a month."
+    )
+
+
+def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | None) -> list[str]:
+    """An aligned plain-text table plus the answer, for a terminal or a log."""
+    host = (meta.get("host") or {}).get("hostname", "?")
+    scenario = (meta.get("scenario") or {}).get("name", "?")
+    n_trials = int(summary.table["n_ok"].sum() + summary.table["n_failed"].sum())
+    lines = [
+        f"iobench report: {scenario} on {host} (run {meta.get('run_id', '?')}, "
+        f"{n_trials} trials, {meta.get('status', '?')})",
+        "",
+    ]
+    header = ["config", "ok", "median", "p10–p90", "speed-up", "$/start", "$/month", "bottleneck"]
+    rows = [header]
+    for _, r in _ordered(summary).iterrows():
+        star = " *" if r["config"] == summary.winner else ""
+        spread = (
+            f"{r['p10_time_to_ready_s']:.1f}–{r['p90_time_to_ready_s']:.1f} s"
+            if math.isfinite(r["p10_time_to_ready_s"])
+            else "—"
+        )
+        rows.append(
+            [
+                f"{r['config']}{star}",
+                f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
+                fmt_s(r["median_time_to_ready_s"]),
+                spread,
+                fmt_x(r["speedup_vs_naive"]),
+                fmt_usd(r["cost_per_start_usd"]),
+                fmt_usd(r["monthly_cost_usd"], 2),
+                str(r["bottleneck"]),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    right = {1, 2, 3, 4, 5, 6}
+    for row in rows:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    lines.append("")
+    lines.extend(answer_lines(summary, rec))
+    return lines
+
+
+def answer_lines(summary: Summary, rec: Recommendation | None) -> list[str]:
+    """The winner, the saving, the price basis, the recommendation and the notes."""
+    lines: list[str] = []
+    if rec is not None:
+        label = summary.price.label if summary.price else None
+        lines.append(rec.headline(label, summary.options.starts_per_month))
+        if rec.changes:
+            lines.append(f"Compared with {rec.baseline}: " + "; ".join(rec.changes) + ".")
+        if (
+            summary.cheapest
+            and summary.cheapest != summary.winner
+            and summary.options.storage_usd_per_gb is not None
+        ):
+            lines.append(f"Cheapest per start with metered storage: {summary.cheapest}.")
+        lines.append("Set (start script):")
+        lines.extend(f"    {line}" for line in rec.shell)
+    cost = _cost_line(summary)
+    if cost:
+        lines.append(cost)
+    for note in summary.notes:
+        lines.append(f"note: {note}")
+    return lines
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def markdown_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | None) -> list[str]:
+    """A Markdown section (table, answer, code blocks) to paste into an issue or a wiki."""
+    host = (meta.get("host") or {}).get("hostname", "?")
+    scenario = (meta.get("scenario") or {}).get("name", "?")
+    lines = [
+        f"### iobench: {scenario} on {host}",
+        "",
+        f"Run `{meta.get('run_id', '?')}` ({meta.get('status', '?')}). Medians over successful "
+        "trials; p10–p90 spread.",
+        "",
+        "| config | placement | ok | median time-to-ready | p10–p90 | speed-up vs "
+        f"{summary.baseline or 'baseline'} | $/start | $/month | bottleneck |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for _, r in _ordered(summary).iterrows():
+        name = f"**{r['config']}**" if r["config"] == summary.winner else str(r["config"])
+        spread = (
+            f"{r['p10_time_to_ready_s']:.1f}–{r['p90_time_to_ready_s']:.1f} s"
+            if math.isfinite(r["p10_time_to_ready_s"])
+            else "—"
+        )
+        lines.append(
+            "| "
+            + " | ".join(
+                _md_escape(c)
+                for c in (
+                    name,
+                    placement(r),
+                    f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
+                    fmt_s(r["median_time_to_ready_s"]),
+                    spread,
+                    fmt_x(r["speedup_vs_naive"]),
+                    fmt_usd(r["cost_per_start_usd"]),
+                    fmt_usd(r["monthly_cost_usd"], 2),
+                    r["bottleneck"],
+                )
+            )
+            + " |"
+        )
+    lines.append("")
+    if rec is not None:
+        label = summary.price.label if summary.price else None
+        lines += [f"**{rec.headline(label, summary.options.starts_per_month)}**", ""]
+        if rec.changes:
+            lines += [f"Compared with {rec.baseline}: " + "; ".join(rec.changes) + ".", ""]
+        lines += ["Start script:", "", "```sh", *rec.shell, "```", ""]
+        lines += ["Dockerfile:", "", "```dockerfile", *rec.dockerfile, "```", ""]
+    cost = _cost_line(summary)
+    if cost:
+        lines += [cost, ""]
+    lines += [f"- {n}" for n in summary.notes]
+    return lines

@@ -1,0 +1,260 @@
+"""Read run directories (see results/README.md) into pandas, refusing what is not one.
+
+The report only ever reads: meta.json, trials.csv and samples/<trial_id>.csv. Everything
+that can go wrong with those files becomes a ``RunDirError`` that names the folder and the
+file (one line for the user), except a missing or corrupt *sample* file, which is reported
+as a warning and skipped — a lost time series must not hide the trials that finished
+(pytest-benchmark's habit with corrupt result files).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from iobench.errors import RunDirError
+from iobench.gpu import GpuInfo
+
+#: meta.json schema versions this reader understands.
+#: 1: first format (results/README.md).
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+
+PHASES = ("venv", "download", "install", "compile", "import")
+PHASE_COLUMNS = tuple(f"{p}_s" for p in PHASES)
+
+#: trials.csv columns without which there is nothing to report.
+REQUIRED_TRIAL_COLUMNS = ("trial_id", "config", "status", "time_to_ready_s")
+
+#: numeric trials.csv columns (absent ones are added as NaN so later code stays simple).
+NUMERIC_TRIAL_COLUMNS = (
+    "repeat",
+    *PHASE_COLUMNS,
+    "time_to_ready_s",
+    "read_bytes",
+    "write_bytes",
+    "read_calls",
+    "write_calls",
+    "disk_write_bytes",
+    "cpu_s",
+    "offcpu_frac",
+    "iowait_mean_pct",
+    "iowait_p95_pct",
+    "blocked_max",
+    "dstate_max",
+    "rss_max_bytes",
+    "index_bytes",
+    "tmpdir_peak_bytes",
+    "cache_bytes",
+    "venv_bytes",
+    "files_installed",
+    "stalls",
+    "stall_longest_s",
+)
+TEXT_TRIAL_COLUMNS = (
+    "run_id",
+    "venv_role",
+    "tmpdir_role",
+    "cache_role",
+    "venv_fstype",
+    "tmpdir_fstype",
+    "cache_fstype",
+    "cache_state",
+    "installer",
+    "compile",
+    "started_at",
+    "contended",
+    "error",
+)
+SAMPLE_COLUMNS = (
+    "t",
+    "phase",
+    "cpu_user_pct",
+    "cpu_system_pct",
+    "iowait_pct",
+    "procs_blocked",
+    "disk_read_bps",
+    "disk_write_bps",
+    "net_recv_bps",
+    "net_sent_bps",
+    "tree_procs",
+    "tree_cpu_s",
+    "tree_read_bytes",
+    "tree_write_bytes",
+    "tree_write_calls",
+    "tree_dstate",
+    "tree_rss_bytes",
+)
+
+
+@dataclass
+class Run:
+    """One run directory as read: its meta, its trials, and where its samples are."""
+
+    path: Path
+    meta: dict[str, Any]
+    trials: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id") or self.path.name)
+
+    @property
+    def label(self) -> str:
+        """A short name for comparisons: the run's label, else its host, else its id."""
+        host = self.meta.get("host") or {}
+        return str(self.meta.get("label") or host.get("hostname") or self.run_id)
+
+    @property
+    def scenario_name(self) -> str:
+        scenario = self.meta.get("scenario") or {}
+        return str(scenario.get("name") or "?")
+
+    @property
+    def gpu(self) -> GpuInfo | None:
+        return GpuInfo.from_meta(self.meta.get("gpu"))
+
+    def config_order(self) -> list[str]:
+        """Configs in the scenario's order, then any others seen in trials.csv."""
+        scenario = self.meta.get("scenario") or {}
+        order = [str(c.get("name")) for c in scenario.get("configs") or [] if isinstance(c, dict)]
+        seen = list(dict.fromkeys(self.trials["config"].astype(str)))
+        return [c for c in order if c in seen] + [c for c in seen if c not in order]
+
+    def sample_path(self, trial_id: str) -> Path:
+        return self.path / "samples" / f"{trial_id}.csv"
+
+    def warn(self, message: str) -> None:
+        """Record a problem once (the same file may be read for a statistic and a chart)."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def read_samples(self, trial_id: str) -> pd.DataFrame | None:
+        """One trial's time series, or None (with a warning) if missing or unreadable."""
+        path = self.sample_path(trial_id)
+        if not path.is_file():
+            self.warn(f"{path}: missing; trial {trial_id} has no time series")
+            return None
+        try:
+            df = pd.read_csv(path)
+        except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+            self.warn(f"{path}: unreadable ({_one_line(exc)}); skipped")
+            return None
+        if "t" not in df.columns or df.empty:
+            self.warn(f"{path}: no 't' column or no rows; skipped")
+            return None
+        for col in df.columns:
+            if col != "phase":
+                df[col] = pd.to_numeric(df[col], errors="coerce")
+        if "phase" in df.columns:
+            df["phase"] = df["phase"].astype(str)
+        return df
+
+    def iter_samples(self, trial_ids: Iterable[str]) -> Iterator[tuple[str, pd.DataFrame]]:
+        """Yield (trial_id, samples) one at a time, so 2 million rows never sit in memory."""
+        for trial_id in trial_ids:
+            df = self.read_samples(trial_id)
+            if df is not None:
+                yield trial_id, df
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    meta_path = path / "meta.json"
+    if not meta_path.is_file():
+        hint = ""
+        if path.is_dir():
+            inner = sorted(p.name for p in path.iterdir() if (p / "meta.json").is_file())
+            if inner:
+                shown = ", ".join(inner[:5]) + (" ..." if len(inner) > 5 else "")
+                hint = f"; it contains run directories ({shown}): pass one of those"
+        raise RunDirError(f"{path} is not an iobench run directory (no meta.json){hint}")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"{meta_path}: cannot be read ({_one_line(exc)})") from None
+    except json.JSONDecodeError as exc:
+        raise RunDirError(
+            f"{meta_path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    if not isinstance(meta, dict):
+        raise RunDirError(f"{meta_path}: expected a JSON object, found {type(meta).__name__}")
+    version = meta.get("schema_version")
+    if version is None:
+        raise RunDirError(f"{meta_path}: no schema_version; not written by iobench run")
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        newer = isinstance(version, int) and version > max(SUPPORTED_SCHEMA_VERSIONS)
+        why = "written by a newer iobench; upgrade iobench" if newer else "unknown version"
+        supported = ", ".join(map(str, SUPPORTED_SCHEMA_VERSIONS))
+        raise RunDirError(
+            f"{path}: schema_version {version!r} is not supported (this iobench reads "
+            f"{supported}): {why}"
+        )
+    return meta
+
+
+def _read_trials(path: Path) -> pd.DataFrame:
+    trials_path = path / "trials.csv"
+    if not trials_path.is_file():
+        raise RunDirError(f"{path}: no trials.csv yet (the run has not finished any trial)")
+    try:
+        df = pd.read_csv(trials_path, dtype={c: "string" for c in TEXT_TRIAL_COLUMNS})
+    except pd.errors.EmptyDataError:
+        raise RunDirError(f"{trials_path}: empty (the run has not finished any trial)") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise RunDirError(f"{trials_path}: cannot be parsed as CSV ({_one_line(exc)})") from None
+    missing = [c for c in REQUIRED_TRIAL_COLUMNS if c not in df.columns]
+    if missing:
+        raise RunDirError(f"{trials_path}: missing column(s) {', '.join(missing)}")
+    if df.empty:
+        raise RunDirError(f"{trials_path}: no trials (the run has not finished any trial)")
+    for col in NUMERIC_TRIAL_COLUMNS:
+        if col in df.columns:
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+        else:
+            df[col] = np.nan
+    for col in TEXT_TRIAL_COLUMNS:
+        if col not in df.columns:
+            df[col] = pd.Series([pd.NA] * len(df), dtype="string")
+    df["config"] = df["config"].astype(str)
+    df["trial_id"] = df["trial_id"].astype(str)
+    df["status"] = df["status"].astype(str).str.strip().str.lower()
+    return df
+
+
+def load_run(path: Path | str) -> Run:
+    """Read one run directory; raises RunDirError naming the folder for anything unusable."""
+    path = Path(path)
+    if not path.exists():
+        raise RunDirError(f"{path}: no such folder")
+    if not path.is_dir():
+        raise RunDirError(f"{path} is not an iobench run directory (not a folder)")
+    meta = _read_meta(path)
+    trials = _read_trials(path)
+    return Run(path=path, meta=meta, trials=trials)
+
+
+def load_runs(paths: Iterable[Path | str]) -> list[Run]:
+    """Read several run directories; the first unusable one stops with its own message."""
+    return [load_run(p) for p in paths]
+
+
+def trials_frame(runs: Iterable[Run]) -> pd.DataFrame:
+    """All trials of several runs in one frame, with ``run_label`` and ``run_path`` added."""
+    frames = []
+    for run in runs:
+        df = run.trials.copy()
+        df["run_label"] = run.label
+        df["run_path"] = str(run.path)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,0 +1,326 @@
+"""One row per config: medians with spread, speed-up, GPU idle cost and the bottleneck.
+
+Statistics use successful (``ok``) trials only; failed, stalled and interrupted trials are
+counted, never averaged in. Spread is the 10th and 90th percentile with linear
+interpolation between order statistics (numpy's default, Hyndman & Fan type 7), so with
+few repeats p10/p90 sit close to the fastest and slowest trial — the report says how many
+repeats each figure rests on.
+
+The baseline for ``speedup_vs_naive`` is the config named ``naive`` (the advice-free
+default); a run without one uses its first config and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from iobench.cost import CostOptions, PriceChoice, idle_cost_usd, monthly_usd, storage_cost_usd
+from iobench.report.diagnose import (
+    ConfigFigures,
+    SampleFigures,
+    classify,
+    combine_sample_figures,
+    sample_figures,
+)
+from iobench.report.load import PHASES, Run
+
+BASELINE_NAME = "naive"
+TARGET_ROLE = "target"
+
+SUMMARY_COLUMNS = [
+    "config",
+    "installer",
+    "cache_state",
+    "compile",
+    "venv_role",
+    "tmpdir_role",
+    "cache_role",
+    "venv_fstype",
+    "tmpdir_fstype",
+    "cache_fstype",
+    "n_ok",
+    "n_failed",
+    "n_stalled",
+    "median_time_to_ready_s",
+    "p10_time_to_ready_s",
+    "p90_time_to_ready_s",
+    *[f"median_{p}_s" for p in PHASES],
+    "iowait_mean_pct",
+    "iowait_p95_pct",
+    "offcpu_frac",
+    "dstate_max",
+    "stalls",
+    "stall_longest_s",
+    "write_mb",
+    "write_calls",
+    "files_installed",
+    "target_mb",
+    "speedup_vs_naive",
+    "saving_vs_naive_s",
+    "gpu_idle_cost_usd",
+    "storage_cost_usd",
+    "cost_per_start_usd",
+    "monthly_cost_usd",
+    "bottleneck",
+    "why",
+]
+
+
+@dataclass
+class Summary:
+    """The summary table and the few facts around it that every output format shows."""
+
+    table: pd.DataFrame
+    baseline: str | None
+    winner: str | None
+    cheapest: str | None
+    price: PriceChoice | None
+    options: CostOptions
+    notes: list[str] = field(default_factory=list)
+    median_trials: dict[str, str] = field(default_factory=dict)
+
+    def row(self, config: str) -> pd.Series:
+        return self.table.set_index("config").loc[config]
+
+
+# --- pure statistics ---------------------------------------------------------------------------
+
+
+def median(values: object) -> float:
+    """Median of the finite values; NaN when there are none."""
+    arr = _finite(values)
+    return float(np.median(arr)) if len(arr) else math.nan
+
+
+def percentile(values: object, q: float) -> float:
+    """q-th percentile (0-100), linear interpolation; NaN when there are no values."""
+    arr = _finite(values)
+    return float(np.percentile(arr, q)) if len(arr) else math.nan
+
+
+def speedup(baseline_s: float, config_s: float) -> float:
+    """How many times faster than the baseline (>1 is faster); NaN when undefined."""
+    if not (_ok(baseline_s) and _ok(config_s)) or config_s <= 0:
+        return math.nan
+    return baseline_s / config_s
+
+
+def _finite(values: object) -> np.ndarray:
+    series = values if isinstance(values, pd.Series) else pd.Series(values, dtype="object")
+    arr = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return arr[np.isfinite(arr)]
+
+
+def _ok(x: float | None) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def _mode(series: pd.Series) -> str:
+    vals = series.dropna().astype(str)
+    return str(vals.mode().iloc[0]) if len(vals) else ""
+
+
+def target_bytes(trial: Mapping[str, object]) -> float:
+    """Bytes one trial left on the ``target`` role: the venv, cache and TMPDIR living there."""
+    total = 0.0
+    found = False
+    for role_col, bytes_col in (
+        ("venv_role", "venv_bytes"),
+        ("cache_role", "cache_bytes"),
+        ("tmpdir_role", "tmpdir_peak_bytes"),
+    ):
+        if str(trial.get(role_col)) == TARGET_ROLE:
+            value = trial.get(bytes_col)
+            try:
+                value = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(value):
+                total += max(value, 0.0)
+                found = True
+    return total if found else (0.0 if _lives_off_target(trial) else math.nan)
+
+
+def _lives_off_target(trial: Mapping[str, object]) -> bool:
+    return all(str(trial.get(c)) != TARGET_ROLE for c in ("venv_role", "cache_role", "tmpdir_role"))
+
+
+def median_trial_id(trials: pd.DataFrame) -> str | None:
+    """The ok trial whose time-to-ready is closest to the config's median (earliest on ties)."""
+    ok = trials[trials["status"] == "ok"]
+    ok = ok[np.isfinite(ok["time_to_ready_s"].to_numpy(dtype=float))]
+    if ok.empty:
+        return None
+    med = float(np.median(ok["time_to_ready_s"]))
+    dist = (ok["time_to_ready_s"] - med).abs().to_numpy()
+    return str(ok["trial_id"].iloc[int(np.argmin(dist))])
+
+
+def config_row(
+    config: str,
+    trials: pd.DataFrame,
+    price: PriceChoice | None,
+    options: CostOptions,
+    samples: tuple[SampleFigures, int, int] | None = None,
+) -> dict[str, object]:
+    """Summary figures of one config from its trials (all statuses) and sample figures."""
+    ok = trials[trials["status"] == "ok"]
+    row: dict[str, object] = {"config": config}
+    for col in (
+        "installer",
+        "cache_state",
+        "compile",
+        "venv_role",
+        "tmpdir_role",
+        "cache_role",
+        "venv_fstype",
+        "tmpdir_fstype",
+        "cache_fstype",
+    ):
+        row[col] = _mode(trials[col]) if col in trials.columns else ""
+    row["n_ok"] = int(len(ok))
+    row["n_failed"] = int((trials["status"] != "ok").sum())
+    row["n_stalled"] = int((trials["status"] == "stalled").sum())
+    ttr = ok["time_to_ready_s"]
+    row["median_time_to_ready_s"] = median(ttr)
+    row["p10_time_to_ready_s"] = percentile(ttr, 10)
+    row["p90_time_to_ready_s"] = percentile(ttr, 90)
+    for p in PHASES:
+        row[f"median_{p}_s"] = median(ok[f"{p}_s"])
+    row["iowait_mean_pct"] = median(ok["iowait_mean_pct"])
+    row["iowait_p95_pct"] = median(ok["iowait_p95_pct"])
+    row["offcpu_frac"] = median(ok["offcpu_frac"])
+    dmax = _finite(ok["dstate_max"])
+    row["dstate_max"] = float(dmax.max()) if len(dmax) else math.nan
+    stalls = _finite(trials["stalls"])
+    row["stalls"] = float(stalls.sum()) if len(stalls) else 0.0
+    longest = _finite(trials["stall_longest_s"])
+    row["stall_longest_s"] = float(longest.max()) if len(longest) else math.nan
+    row["write_mb"] = median(ok["write_bytes"]) / 1e6
+    row["write_calls"] = median(ok["write_calls"])
+    row["files_installed"] = median(ok["files_installed"])
+    on_target = [target_bytes(r) for r in ok.to_dict("records")]
+    row["target_mb"] = median(on_target) / 1e6
+
+    med = row["median_time_to_ready_s"]
+    gpu = idle_cost_usd(med, price.usd_per_hour) if price is not None and _ok(med) else math.nan
+    store = (
+        storage_cost_usd(row["target_mb"] * 1e6, options.storage_usd_per_gb)
+        if options.storage_usd_per_gb is not None and _ok(row["target_mb"])
+        else math.nan
+    )
+    row["gpu_idle_cost_usd"] = gpu
+    row["storage_cost_usd"] = store
+    parts = [x for x in (gpu, store) if _ok(x)]
+    row["cost_per_start_usd"] = float(sum(parts)) if parts else math.nan
+    row["monthly_cost_usd"] = (
+        monthly_usd(row["cost_per_start_usd"], options.starts_per_month)
+        if _ok(row["cost_per_start_usd"])
+        else math.nan
+    )
+
+    sfig, n_drop, n_sampled = samples if samples is not None else (SampleFigures(), 0, 0)
+    figures = ConfigFigures(
+        time_to_ready_s=med,
+        download_s=row["median_download_s"],
+        install_s=row["median_install_s"],
+        import_s=row["median_import_s"],
+        cpu_s=median(ok["cpu_s"]),
+        offcpu_frac=row["offcpu_frac"],
+        write_bytes=median(ok["write_bytes"]),
+        write_calls=row["write_calls"],
+        files_installed=row["files_installed"],
+        dstate_max=row["dstate_max"],
+        iowait_p95_pct=row["iowait_p95_pct"],
+        stalls=row["stalls"],
+        stall_longest_s=row["stall_longest_s"],
+        phases=tuple((p, row[f"median_{p}_s"]) for p in PHASES),
+        samples=sfig,
+        drop_trials=n_drop,
+        sampled_trials=n_sampled,
+    )
+    diagnosis = classify(figures)
+    row["bottleneck"] = diagnosis.bottleneck
+    row["why"] = diagnosis.why
+    if not len(ok):
+        errors = trials["error"].dropna().astype(str)
+        first = errors.iloc[0] if len(errors) else "no error recorded"
+        row["why"] = f"all {len(trials)} trial(s) did not finish ok; first error: {first}"
+    return row
+
+
+def collect_sample_figures(run: Run) -> dict[str, tuple[SampleFigures, int, int]]:
+    """Per config: combined sample figures, trials showing a drop, trials with samples.
+
+    Reads every ok trial's samples one file at a time (memory stays flat).
+    """
+    out: dict[str, tuple[SampleFigures, int, int]] = {}
+    ok = run.trials[run.trials["status"] == "ok"]
+    for config, group in ok.groupby("config", sort=False):
+        figs = [sample_figures(df) for _, df in run.iter_samples(group["trial_id"])]
+        combined, n_drop = combine_sample_figures(figs)
+        out[str(config)] = (combined, n_drop, len(figs))
+    return out
+
+
+def choose_baseline(table: pd.DataFrame) -> tuple[str | None, str | None]:
+    """The config named ``naive`` if it has ok trials, else the first with any; plus a note."""
+    usable = table[table["n_ok"] > 0]
+    if usable.empty:
+        return None, None
+    if BASELINE_NAME in set(usable["config"]):
+        return BASELINE_NAME, None
+    first = str(usable["config"].iloc[0])
+    if BASELINE_NAME in set(table["config"]):
+        return (
+            first,
+            f"config '{BASELINE_NAME}' has no successful trial; speed-ups are relative to '{first}'",
+        )
+    return (
+        first,
+        f"no config named '{BASELINE_NAME}'; speed-ups are relative to the first config, '{first}'",
+    )
+
+
+def summarize(
+    run: Run,
+    price: PriceChoice | None,
+    options: CostOptions,
+    samples: dict[str, tuple[SampleFigures, int, int]] | None = None,
+) -> Summary:
+    """Build the summary table of one run (configs in scenario order)."""
+    if samples is None:
+        samples = collect_sample_figures(run)
+    rows = []
+    medians: dict[str, str] = {}
+    for config in run.config_order():
+        trials = run.trials[run.trials["config"] == config]
+        rows.append(config_row(config, trials, price, options, samples.get(config)))
+        tid = median_trial_id(trials)
+        if tid is not None:
+            medians[config] = tid
+    table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    notes: list[str] = []
+    baseline, note = choose_baseline(table)
+    if note:
+        notes.append(note)
+    if baseline is not None:
+        base = float(table.loc[table["config"] == baseline, "median_time_to_ready_s"].iloc[0])
+        table["speedup_vs_naive"] = [speedup(base, m) for m in table["median_time_to_ready_s"]]
+        table["saving_vs_naive_s"] = base - table["median_time_to_ready_s"]
+    usable = table[table["n_ok"] > 0]
+    winner = (
+        str(usable.loc[usable["median_time_to_ready_s"].idxmin(), "config"])
+        if len(usable)
+        else None
+    )
+    costs = usable[np.isfinite(usable["cost_per_start_usd"].to_numpy(dtype=float))]
+    cheapest = (
+        str(costs.loc[costs["cost_per_start_usd"].idxmin(), "config"]) if len(costs) else None
+    )
+    return Summary(table, baseline, winner, cheapest, price, options, notes, medians)
