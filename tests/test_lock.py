@@ -1,0 +1,194 @@
+"""The per-target lock, with real processes: held, waited for, dead, expired, raced."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from iobench.errors import IOBenchError
+from iobench.lock import LOCK_NAME, LockHeldError, LockLostError, TargetLock, read_lock
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from iobench.lock import TargetLock
+    root, run_id, ttl, mode = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    lock = TargetLock(Path(root), run_id, ttl_s=ttl).acquire()
+    print("held", flush=True)
+    if mode == "crash":
+        import os; os._exit(0)  # no release: a crashed run
+    sys.stdin.readline()  # hold until told
+    lost = lock.lost
+    lock.release()
+    print("lost" if lost else "released", flush=True)
+    """
+)
+
+
+def _holder(root: Path, run_id: str, ttl: float = 120.0, mode: str = "hold") -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(root), run_id, str(ttl), mode],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    out, _ = proc.communicate("\n", timeout=10)
+    return out.strip()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "target" / ".iobench-scratch"
+    r.mkdir(parents=True)
+    return r
+
+
+def test_second_acquirer_fails_naming_the_holder_then_gets_it_after_release(root: Path) -> None:
+    holder = _holder(root, "run-A")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(LockHeldError) as err:
+            TargetLock(root, "run-B").acquire()
+        assert time.monotonic() - t0 < 1.0  # wait_s=0: no waiting
+        msg = str(err.value)
+        assert isinstance(err.value, IOBenchError)
+        for part in (f"pid {holder.pid}", f"host {socket.gethostname()}", "run run-A", "user ", "since ",
+                     str(root.parent)):
+            assert part in msg, msg
+        assert err.value.holder is not None and err.value.holder.pid == holder.pid
+    finally:
+        assert _finish(holder) == "released"
+    assert not (root / LOCK_NAME).exists()
+    with TargetLock(root, "run-B") as lock:
+        assert read_lock(root).token == lock.token
+    assert not (root / LOCK_NAME).exists()
+    assert sorted(p.name for p in root.iterdir()) == []  # no temporary files left behind
+
+
+def test_waiter_gets_the_lock_when_the_holder_releases(root: Path) -> None:
+    holder = _holder(root, "run-A")
+
+    def let_go() -> None:
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+
+    threading.Timer(0.4, let_go).start()
+    t0 = time.monotonic()
+    with TargetLock(root, "run-B", wait_s=5, poll_s=0.05) as lock:
+        waited = time.monotonic() - t0
+        assert read_lock(root).run_id == "run-B" and lock.took_over is None
+    assert 0.3 < waited < 3.0
+    assert _finish(holder) == "released"
+
+
+def test_a_crashed_holders_lock_is_taken_over(root: Path) -> None:
+    crashed = _holder(root, "run-A", mode="crash")
+    crashed.wait(timeout=10)
+    assert read_lock(root).pid == crashed.pid  # left behind, not released
+    with TargetLock(root, "run-B") as lock:
+        assert read_lock(root).pid == os.getpid()
+        assert f"pid {crashed.pid}" in lock.took_over and "gone" in lock.took_over
+
+
+def test_expiry_frozen_holder_is_taken_over_and_learns_it(root: Path) -> None:
+    holder = _holder(root, "run-A", ttl=0.4)  # heartbeat every 0.1 s
+    try:
+        time.sleep(0.6)  # longer than the ttl: only the heartbeat keeps it valid
+        with pytest.raises(LockHeldError):
+            TargetLock(root, "run-B").acquire()
+        os.kill(holder.pid, signal.SIGSTOP)  # a frozen run stops refreshing
+        time.sleep(0.6)
+        with TargetLock(root, "run-B", heartbeat=False) as lock:
+            assert "expired" in lock.took_over
+            os.kill(holder.pid, signal.SIGCONT)
+            time.sleep(0.3)  # its heartbeat finds the lock is no longer its own
+            assert read_lock(root).run_id == "run-B"  # and it did not overwrite ours
+        assert _finish(holder) == "lost"
+    finally:
+        if holder.poll() is None:
+            os.kill(holder.pid, signal.SIGCONT)
+            holder.kill()
+            holder.wait()
+
+
+def test_foreign_host_lock_expires(root: Path) -> None:
+    now = time.time()
+    content = {"owner": "bob", "pid": 1, "host": "other-pod", "run_id": "run-X", "created": now - 500,
+               "ttl_s": 120, "token": "abc", "expires": now + 60}
+    (root / LOCK_NAME).write_text(json.dumps(content))
+    with pytest.raises(LockHeldError, match="user bob, pid 1 on host other-pod, run run-X"):
+        TargetLock(root, "run-B").acquire()
+    content["expires"] = now - 5
+    (root / LOCK_NAME).write_text(json.dumps(content))
+    with TargetLock(root, "run-B") as lock:
+        assert "expired" in lock.took_over
+
+
+def test_unreadable_lock_waits_while_fresh_and_is_taken_over_when_old(root: Path) -> None:
+    (root / LOCK_NAME).write_text("{half")
+    with pytest.raises(LockHeldError, match="unreadable"):
+        TargetLock(root, "run-B").acquire()
+    old = time.time() - 60
+    os.utime(root / LOCK_NAME, (old, old))
+    with TargetLock(root, "run-B") as lock:
+        assert "unreadable" in lock.took_over
+
+
+def test_refresh_extends_expiry_and_release_keeps_a_foreign_lock(root: Path) -> None:
+    lock = TargetLock(root, "run-A", ttl_s=100, heartbeat=False).acquire()
+    first = read_lock(root).expires
+    assert lock.refresh() is False  # rate-limited: written less than ttl/4 ago
+    time.sleep(0.05)
+    assert lock.refresh(force=True) is True
+    assert read_lock(root).expires > first and read_lock(root).token == lock.token
+    # someone else's lock now stands there: refresh says so, release leaves it alone
+    foreign = json.loads((root / LOCK_NAME).read_text()) | {"token": "other", "run_id": "run-Z"}
+    (root / LOCK_NAME).write_text(json.dumps(foreign))
+    with pytest.raises(LockLostError, match="run run-Z"):
+        lock.refresh(force=True)
+    lock.release()
+    assert read_lock(root).run_id == "run-Z"
+
+
+RACER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from iobench.lock import TargetLock
+    root, log = Path(sys.argv[1]), sys.argv[2]
+    for _ in range(3):
+        with TargetLock(root, f"run-{os.getpid()}", wait_s=20, poll_s=0.01):
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            os.write(fd, f"in {os.getpid()}\\n".encode())
+            time.sleep(0.02)
+            os.write(fd, f"out {os.getpid()}\\n".encode())
+            os.close(fd)
+    """
+)
+
+
+def test_racing_processes_never_hold_it_together(root: Path, tmp_path: Path) -> None:
+    # start from a crashed run's lock, so the racers also race on the takeover
+    crashed = _holder(root, "run-dead", mode="crash")
+    crashed.wait(timeout=10)
+    log = tmp_path / "log"
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(root), str(log)]) for _ in range(4)]
+    assert [p.wait(timeout=30) for p in procs] == [0] * 4
+    lines = log.read_text().split()
+    pairs = [lines[i : i + 4] for i in range(0, len(lines), 4)]
+    assert len(pairs) == 12
+    for enter, pid_a, leave, pid_b in pairs:
+        assert (enter, leave) == ("in", "out") and pid_a == pid_b, lines
+    assert not (root / LOCK_NAME).exists()
