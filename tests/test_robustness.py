@@ -1,0 +1,165 @@
+"""Never silent, never lost: real interruptions, real stalls, a really full disk, bad indexes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import TINY, only_run_dir, read_csv
+from test_run_e2e import TINY_PROFILE
+
+from iobench.__main__ import main
+
+HEAD = f"""
+[scenario]
+name = "robust"
+packages = ["tiny-core"]
+wheels = "{TINY_PROFILE}"
+ready = "import tiny_core; tiny_core.check()"
+repeats = 1
+size_mb = 1
+"""
+
+
+def _scenario(tmp_path: Path, body: str, head: str = HEAD) -> Path:
+    p = tmp_path / "s.toml"
+    p.write_text(head + body)
+    return p
+
+
+def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> None:
+    target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
+    target.mkdir()
+    tmp.mkdir()
+    (target / "user-file").write_text("mine")
+    argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(TINY), "--target", str(target),
+            "--tmp", str(tmp), "--results", str(results), "--no-report", "--index-mbps", "6"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    trials = None
+    while time.monotonic() < deadline:
+        found = list(results.glob("*/trials.csv"))
+        if found and len(read_csv(found[0])) >= 1:
+            trials = found[0]
+            break
+        time.sleep(0.1)
+    assert trials is not None, proc.communicate(timeout=30)
+    time.sleep(0.8)  # well inside the second trial (its download alone takes ~1.7 s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "--resume" in err
+    rows = read_csv(trials)
+    assert [r["status"] for r in rows] == ["ok", "interrupted"]
+    run = trials.parent
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    # the interrupted trial's venv and caches are gone; the user's file is untouched
+    for role in (target, tmp):
+        left = {p.name for p in (role / ".iobench-scratch").iterdir()}
+        assert left <= {".iobench-sentinel", "lock.json"}, left
+    assert (target / "user-file").read_text() == "mine"
+    assert not subprocess.run(["pgrep", "-f", str(target)], capture_output=True).stdout
+    # resume: same scenario and roles from meta.json; only the trials not yet done run
+    assert main(["run", "--resume", str(run), "--no-report", "--quiet"]) == 0
+    rows = read_csv(trials)
+    ok = [r["trial_id"] for r in rows if r["status"] == "ok"]
+    assert sorted(ok) == sorted(["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"])
+    assert len(ok) == len(set(ok))
+    assert json.loads((run / "meta.json").read_text())["status"] == "complete"
+
+
+def test_resume_refuses_changed_roles(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "t"
+    target.mkdir()
+    s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="tmp"\n')
+    assert main(["run", "--scenario", str(s), "--target", str(target), "--tmp", str(tmp_path),
+                 "--results", str(tmp_path / "r"), "--no-report", "--quiet"]) == 0
+    run = only_run_dir(tmp_path / "r")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert main(["run", "--resume", str(run), "--target", str(other)]) == 2
+    assert "roles changed" in capsys.readouterr().err
+    assert main(["run", "--resume", str(tmp_path)]) == 2
+    assert "not an iobench run directory" in capsys.readouterr().err
+
+
+def test_real_stall_is_detected_then_killed(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    head = HEAD.replace('ready = "import tiny_core; tiny_core.check()"', f'ready = "open({str(fifo)!r}).read()"')
+    s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\ncompile="off"\n'
+                  '[configs.b]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\ncompile="off"\n', head)
+
+    def release_second_trial() -> None:
+        # the first trial stays blocked until killed; the second is released after ~2.5 s of silence
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = list((tmp_path / "r").glob("*/trials.csv"))
+            if found and read_csv(found[0]):
+                break
+            time.sleep(0.05)
+        while time.monotonic() < deadline:  # the second trial's ready check is blocked on the FIFO
+            if subprocess.run(["pgrep", "-f", str(fifo)], capture_output=True).stdout:
+                break
+            time.sleep(0.05)
+        time.sleep(2.5)
+        with open(fifo, "w") as fh:
+            fh.write("go")
+
+    t = threading.Thread(target=release_second_trial, daemon=True)
+    t.start()
+    rc = main(["run", "--scenario", str(s), "--target", str(tmp_path), "--tmp", str(tmp_path),
+               "--results", str(tmp_path / "r"), "--no-report", "--quiet",
+               "--stall-after", "1", "--stall-timeout", "6"])
+    t.join(timeout=30)
+    rows = read_csv(only_run_dir(tmp_path / "r") / "trials.csv")
+    a, b = rows
+    assert a["status"] == "stalled" and "stall-timeout" in a["error"] and a["time_to_ready_s"] == ""
+    assert int(a["stalls"]) == 1 and float(a["stall_longest_s"]) >= 5.5
+    assert b["status"] == "ok", b["error"]
+    assert int(b["stalls"]) == 1 and 2.0 <= float(b["stall_longest_s"]) <= 6
+    assert rc == 0
+    assert not subprocess.run(["pgrep", "-f", str(fifo)], capture_output=True).stdout
+
+
+def test_disk_full_mid_trial_is_recorded_and_run_goes_on(tmpfs, tmp_path: Path) -> None:
+    small = tmpfs(size="6m", name="small")  # passes the (declared 1 MB) space check, fills mid-trial
+    s = _scenario(tmp_path, '[configs.full]\nvenv="target"\ntmpdir="tmp"\ncache="off"\n'
+                  '[configs.fine]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
+    rc = main(["run", "--scenario", str(s), "--target", str(small), "--tmp", str(tmp_path),
+               "--results", str(tmp_path / "r"), "--no-report", "--quiet"])
+    rows = {r["config"]: r for r in read_csv(only_run_dir(tmp_path / "r") / "trials.csv")}
+    assert rows["full"]["status"] == "failed"
+    assert "ENOSPC" in rows["full"]["error"] and "No space left" in rows["full"]["error"]
+    assert rows["fine"]["status"] == "ok"
+    assert rc == 0
+    assert {p.name for p in (small / ".iobench-scratch").iterdir()} <= {".iobench-sentinel", "lock.json"}
+    st = os.statvfs(small)
+    assert (st.f_blocks - st.f_bfree) * st.f_frsize < 512 * 1024  # the venv was removed
+
+
+def test_failing_installer_recorded_with_output_tail(tmp_path: Path) -> None:
+    head = HEAD.replace('packages = ["tiny-core"]', 'packages = ["tiny-core", "no-such-package==9.9"]')
+    s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n'
+                  '[configs.b]\nvenv="target"\ntmpdir="tmp"\ncache="off"\n', head)
+    rc = main(["run", "--scenario", str(s), "--target", str(tmp_path), "--tmp", str(tmp_path),
+               "--results", str(tmp_path / "r"), "--no-report", "--quiet"])
+    rows = read_csv(only_run_dir(tmp_path / "r") / "trials.csv")
+    assert [r["status"] for r in rows] == ["failed", "failed"]  # recorded, and the run went on
+    assert "pip failed (exit 1)" in rows[0]["error"] and "no-such-package" in rows[0]["error"]
+    assert rc == 1
+
+
+def test_unreachable_index_fails_early(tmp_path: Path, capsys) -> None:
+    rc = main(["run", "--scenario", "torch", "--index-url", "http://127.0.0.1:9/simple/",
+               "--target", str(tmp_path), "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot be reached" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
