@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             mbps=args.mbps,
             burst_mbps=args.burst_mbps,
             burst_credits_mb=args.burst_credits_mb,
+            cache_s=args.cache_timeout_s,
         ).validate()
         serve(
             args.backing,
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             options,
             stats_path=args.stats,
             live_stats_path=args.live_stats,
-            cache_timeout_s=args.cache_timeout_s,
+            cache_timeout_s=options.cache_s,
             max_threads=args.max_threads,
         )
     except KeyboardInterrupt:

@@ -238,6 +238,7 @@ def up(
     mbps: float | None = None,
     burst_mbps: float | None = None,
     burst_credits_mb: float | None = None,
+    cache_s: float = 0.0,
     stats: str | os.PathLike[str] | None = None,
     timeout_s: float = 20.0,
 ) -> LabMount:
@@ -249,6 +250,7 @@ def up(
         mbps=mbps,
         burst_mbps=burst_mbps,
         burst_credits_mb=burst_credits_mb,
+        cache_s=cache_s,
     ).validate(kind)
     reason = lab_unavailable_reason(kind)
     if reason:

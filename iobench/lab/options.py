@@ -19,6 +19,8 @@ class VolumeOptions:
 
     ``mbps`` is the baseline rate; ``burst_mbps`` with ``burst_credits_mb`` adds an
     EFS-Bursting-like credit balance on top of it (see :mod:`iobench.lab.shaping`).
+    ``cache_s`` is how long the kernel may trust names and attributes it has looked up
+    (FUSE entry/attr timeouts); 0, the default, makes every path lookup a round trip.
     """
 
     latency_ms: float = 0.0
@@ -27,6 +29,7 @@ class VolumeOptions:
     mbps: float | None = None
     burst_mbps: float | None = None
     burst_credits_mb: float | None = None
+    cache_s: float = 0.0
 
     def validate(self, kind: str = "fuse") -> VolumeOptions:
         """Return self, or raise :class:`UsageError` naming the first bad option."""
@@ -35,6 +38,8 @@ class VolumeOptions:
         for flag, value in (("--latency-ms", self.latency_ms), ("--data-latency-ms", self.data_latency_ms)):
             if not _finite(value) or not 0 <= value <= _MAX_LATENCY_MS:
                 raise UsageError(f"{flag} must be a number from 0 to {_MAX_LATENCY_MS:g}, not {value}")
+        if not _finite(self.cache_s) or not 0 <= self.cache_s <= 3600:
+            raise UsageError(f"--cache-s must be a number from 0 to 3600, not {self.cache_s}")
         for flag, value in (
             ("--iops", self.iops),
             ("--mbps", self.mbps),
@@ -60,6 +65,7 @@ class VolumeOptions:
                     ("--data-latency-ms", self.data_latency_ms),
                     ("--iops", self.iops),
                     ("--burst-mbps", self.burst_mbps),
+                    ("--cache-s", self.cache_s),
                 )
                 if value
             ]
@@ -79,6 +85,7 @@ class VolumeOptions:
         args = [
             "--latency-ms", repr(float(self.latency_ms)),
             "--data-latency-ms", repr(float(self.data_latency_ms)),
+            "--cache-timeout-s", repr(float(self.cache_s)),
         ]
         for flag, value in (
             ("--iops", self.iops),
@@ -104,6 +111,8 @@ class VolumeOptions:
             if self.burst_mbps:
                 rate += f" (burst {self.burst_mbps:g} MB/s for {self.burst_credits_mb:g} MB)"
             parts.append(rate)
+        if self.cache_s:
+            parts.append(f"kernel cache {self.cache_s:g} s")
         return ", ".join(parts) or "no added delay"
 
 

@@ -80,12 +80,13 @@ def create_rate(directory: str | os.PathLike[str], n: int = 300, size: int = 128
     """Create ``n`` files of ``size`` bytes in a scratch folder of ``directory``."""
     scratch = _scratch(directory)
     try:
-        return _create_files(scratch, n, size)
+        return create_files_in(scratch, n, size)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _create_files(folder: str, n: int, size: int) -> RateResult:
+def create_files_in(folder: str | os.PathLike[str], n: int, size: int = 128) -> RateResult:
+    """Create files ``f0`` .. ``f{n-1}`` in an existing, empty ``folder`` and time it."""
     data = b"x" * size
     dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -102,7 +103,8 @@ def _create_files(folder: str, n: int, size: int) -> RateResult:
         os.close(dfd)
 
 
-def _stat_files(folder: str, n: int) -> RateResult:
+def stat_files_in(folder: str | os.PathLike[str], n: int) -> RateResult:
+    """``stat`` the files made by :func:`create_files_in` and time it."""
     dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         t0 = time.perf_counter()
@@ -148,12 +150,12 @@ def _write_file(
             if now - last >= bucket_s or written >= total:
                 os.fsync(fd)
                 now = time.perf_counter() - t0
-                timeline.append(ThroughputPoint(round(now, 4), bucket_bytes / 1e6 / (now - last)))
+                timeline.append(ThroughputPoint(now, bucket_bytes / 1e6 / (now - last)))
                 last, bucket_bytes = now, 0
         if bucket_bytes:
             os.fsync(fd)
             now = time.perf_counter() - t0
-            timeline.append(ThroughputPoint(round(now, 4), bucket_bytes / 1e6 / (now - last)))
+            timeline.append(ThroughputPoint(now, bucket_bytes / 1e6 / (now - last)))
     finally:
         os.close(fd)
     return WriteResult(written / 1e6, now, block_kb, tuple(timeline))
@@ -165,8 +167,8 @@ def probe(
     """Run the create, stat and (unless ``write_mb`` is None) sequential-write probes."""
     scratch = _scratch(directory)
     try:
-        create = _create_files(scratch, files, 128)
-        stat = _stat_files(scratch, files)
+        create = create_files_in(scratch, files, 128)
+        stat = stat_files_in(scratch, files)
         write = (
             _write_file(os.path.join(scratch, "seq.bin"), write_mb, 1024, 0.25, None)
             if write_mb
