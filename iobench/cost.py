@@ -264,6 +264,21 @@ def monthly_usd(per_start_usd: float, starts_per_month: float) -> float:
     return per_start_usd * starts_per_month
 
 
+def format_usd(x: float | None) -> str:
+    """Dollars people can read: cents above $1, three decimals above 1 cent, else enough
+    digits to show two significant ones (idle costs of short starts are fractions of a cent)."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if x == 0:
+        return "$0"
+    if abs(x) >= 1:
+        return f"${x:,.2f}"
+    if abs(x) >= 0.01:
+        return f"${x:.3f}"
+    decimals = min(-math.floor(math.log10(abs(x))) + 1, 8)
+    return f"${x:.{decimals}f}"
+
+
 # --- command-line helpers shared by `iobench run`, `report` and `compare` -------------------
 
 

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from iobench.cost import format_usd
 from iobench.report.diagnose import find_drop, find_stalls, install_write_rates
 from iobench.report.load import PHASES
 
@@ -77,10 +78,33 @@ def _style(ax) -> None:
     ax.set_axisbelow(True)
 
 
+def _times(x: float) -> str:
+    """``14x``, ``6.4x``, ``1.03x``: enough digits to tell small differences apart."""
+    return f"{x:.0f}x" if x >= 10 else (f"{x:.1f}x" if x >= 1.1 else f"{x:.2f}x")
+
+
 def _fmt_s(x: float) -> str:
     if not math.isfinite(x):
         return "—"
     return f"{x:.1f} s" if x < 100 else f"{x:,.0f} s"
+
+
+def phase_split(ok_trials: pd.DataFrame, median_s: float) -> list[tuple[str, float]]:
+    """Per-phase medians and the median gap ("other"), scaled to sum to ``median_s``."""
+    parts: list[tuple[str, float]] = []
+    phase_sum = np.zeros(len(ok_trials))
+    for p in PHASES:
+        vals = pd.to_numeric(ok_trials[f"{p}_s"], errors="coerce").to_numpy(dtype=float)
+        vals = np.nan_to_num(vals)
+        phase_sum += vals
+        parts.append((p, float(np.median(vals)) if len(vals) else 0.0))
+    ttr = pd.to_numeric(ok_trials["time_to_ready_s"], errors="coerce").to_numpy(dtype=float)
+    gaps = np.clip(np.nan_to_num(ttr - phase_sum), 0, None)
+    parts.append(("other", float(np.median(gaps)) if len(gaps) else 0.0))
+    total = sum(w for _, w in parts)
+    if total <= 0 or not math.isfinite(median_s):
+        return [("other", median_s if math.isfinite(median_s) else 0.0)]
+    return [(name, w * median_s / total) for name, w in parts]
 
 
 def time_to_ready_chart(
@@ -92,37 +116,27 @@ def time_to_ready_chart(
     title: str,
     path: Path,
 ) -> Path:
-    """Stacked phases of each config's median trial, p10-p90 whisker, one dot per trial."""
+    """Bar = median time-to-ready, split by phase; p10-p90 whisker; one dot per trial.
+
+    The segments are the per-phase medians (plus the median gap between phases) scaled
+    to sum to the median time-to-ready, so the bar ends where the table's median is.
+    """
     rows = table[table["n_ok"] > 0].sort_values("median_time_to_ready_s", ascending=False)
     n = max(len(rows), 1)
     fig = Figure(figsize=(10, 2.2 + 0.62 * n))
     ax = fig.add_subplot()
     _style(ax)
-    by_id = trials.set_index("trial_id")
     xmax = 0.0
     for y, (_, row) in enumerate(rows.iterrows()):
         config = row["config"]
-        tid = median_trials.get(config)
+        med = float(row["median_time_to_ready_s"])
+        parts = phase_split(trials[(trials["config"] == config) & (trials["status"] == "ok")], med)
         left = 0.0
-        if tid is not None and tid in by_id.index:
-            trial = by_id.loc[tid]
-            for p in PHASES:
-                width = float(trial.get(f"{p}_s", 0.0) or 0.0)
-                if math.isfinite(width) and width > 0:
-                    ax.barh(
-                        y,
-                        width,
-                        left=left,
-                        color=PHASE_COLOURS[p],
-                        height=0.6,
-                        edgecolor="white",
-                        linewidth=0.5,
-                    )
-                    left += width
-            rest = float(trial["time_to_ready_s"]) - left
-            if rest > 0:
-                ax.barh(y, rest, left=left, color=PHASE_COLOURS["other"], height=0.6)
-                left += rest
+        for name, width in parts:
+            if width > 0:
+                ax.barh(y, width, left=left, color=PHASE_COLOURS[name], height=0.6,
+                        edgecolor="white", linewidth=0.5)  # fmt: skip
+                left += width
         ok = trials[(trials["config"] == config) & (trials["status"] == "ok")][
             "time_to_ready_s"
         ].to_numpy(dtype=float)
@@ -139,11 +153,7 @@ def time_to_ready_chart(
             edgecolors="white",
             linewidths=0.5,
         )
-        p10, p90, med = (
-            row["p10_time_to_ready_s"],
-            row["p90_time_to_ready_s"],
-            row["median_time_to_ready_s"],
-        )
+        p10, p90 = row["p10_time_to_ready_s"], row["p90_time_to_ready_s"]
         ax.errorbar(
             med,
             y,
@@ -158,7 +168,7 @@ def time_to_ready_chart(
         speed = row.get("speedup_vs_naive", math.nan)
         note = f"{_fmt_s(med)}"
         if baseline and config != baseline and math.isfinite(speed):
-            note += f"  {speed:.1f}x faster" if speed >= 1 else f"  {1 / speed:.1f}x slower"
+            note += f"  {_times(speed)} faster" if speed >= 1 else f"  {_times(1 / speed)} slower"
         elif config == baseline:
             note += "  (baseline)"
         right_end = max(float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
@@ -176,6 +186,7 @@ def time_to_ready_chart(
     ax.set_xlabel("time-to-ready (s): venv creation start to ready check success")
     ax.set_title(_tx(title), loc="left", fontsize=12)
     handles = [Patch(color=PHASE_COLOURS[p], label=p) for p in (*PHASES, "other")]
+    handles[-1] = Patch(color=PHASE_COLOURS["other"], label="between phases")
     fig.legend(
         handles=handles,
         loc="lower left",
@@ -183,7 +194,7 @@ def time_to_ready_chart(
         ncol=6,
         fontsize=9,
         frameon=False,
-        title="phases of the median trial (dots: every trial; whisker: p10–p90)",
+        title="bar: median time-to-ready split by median phase times · dots: every trial · whisker: p10–p90",
         title_fontsize=9,
         alignment="left",
     )
@@ -233,14 +244,16 @@ def _binned(
     return centres[keep], out[keep]
 
 
-NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600)
+NICE_BINS_S = (0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600)
+MAX_BINS = 200
 
 
 def _bin_width(t: np.ndarray) -> float:
-    """The smallest round width giving at most ~300 bins; never finer than 1 s."""
+    """The smallest round width giving at most ``MAX_BINS`` bins, never finer than 2 ticks."""
     span = float(t[-1] - t[0]) if len(t) > 1 else 1.0
+    tick = float(np.median(np.diff(t))) if len(t) > 1 else 0.1
     for w in NICE_BINS_S:
-        if span / w <= 300:
+        if span / w <= MAX_BINS and w >= 2 * tick:
             return float(w)
     return float(NICE_BINS_S[-1])
 
@@ -431,7 +444,7 @@ def cost_chart(table: pd.DataFrame, title: str, starts_per_month: float, path: P
             total,
             yi,
             _tx(
-                f"  ${row['cost_per_start_usd']:.3f} per start · ${row['monthly_cost_usd']:.2f} per month"
+                f"  {format_usd(row['cost_per_start_usd'])} per start · {format_usd(row['monthly_cost_usd'])} per month"
             ),
             va="center",
             fontsize=9,

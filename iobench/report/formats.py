@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from iobench.cost import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
 
@@ -45,10 +46,9 @@ def fmt_s(x: float) -> str:
     return f"{x:.1f} s" if abs(x) < 100 else f"{x:,.0f} s"
 
 
-def fmt_usd(x: float, digits: int = 3) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    return f"${x:,.{digits}f}"
+def fmt_usd(x: float, digits: int | None = None) -> str:
+    """Dollars (see cost.format_usd); ``digits`` is ignored, kept for call-site clarity."""
+    return format_usd(x)
 
 
 def fmt_x(x: float) -> str:

@@ -233,6 +233,12 @@ def answer_html(summary: Summary, rec: Recommendation | None) -> str:
         )
     label = summary.price.label if summary.price else None
     parts = [f'<p class="big">{e(rec.headline(label, summary.options.starts_per_month))}</p>']
+    if summary.within_noise:
+        parts.append(
+            "<p><b>Caution: within the noise.</b> The fastest config's and the baseline's p10–p90 "
+            "ranges overlap, so this saving may not be real; run more repeats "
+            "(<code>iobench run --repeats N</code>) before changing anything.</p>"
+        )
     if summary.price is None:
         parts.append(
             '<p class="small">No GPU price known: pass <code>--gpu NAME</code> or '
@@ -339,8 +345,9 @@ def render_report(
     body.append("<h2>Time-to-ready per config</h2>")
     body.append(img(charts.get("time_to_ready"), "time-to-ready per config"))
     body.append(
-        '<p class="caption">Bars: the phases of each config\'s median trial. Whiskers: '
-        "p10–p90 over trials. Dots: individual trials. ★ marks the fastest.</p>"
+        '<p class="caption">Bar length: median time-to-ready, split in proportion to the median '
+        "time of each phase. Whiskers: p10–p90 over trials. Dots: individual trials. ★ marks "
+        "the fastest. The table gives the same medians.</p>"
     )
     body.append(summary_table_html(summary))
     body.append("<h2>Why: the bottleneck of each config</h2>")

@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from iobench.cost import format_usd as usd
 from iobench.report.summary import Summary
 
 
@@ -55,13 +56,6 @@ class Recommendation:
                 f"({price_label})"
             )
         return text + "."
-
-
-def usd(x: float) -> str:
-    """Dollars with cents, or three decimals below a dollar (idle starts cost cents)."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.3f}"
 
 
 def differences(winner: dict[str, Any], baseline: dict[str, Any]) -> list[str]:

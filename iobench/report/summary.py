@@ -83,6 +83,7 @@ class Summary:
     options: CostOptions
     notes: list[str] = field(default_factory=list)
     median_trials: dict[str, str] = field(default_factory=dict)
+    within_noise: bool = False  # the winner's and the baseline's p10-p90 overlap
 
     def row(self, config: str) -> pd.Series:
         return self.table.set_index("config").loc[config]
@@ -126,24 +127,28 @@ def _mode(series: pd.Series) -> str:
 
 
 def target_bytes(trial: Mapping[str, object]) -> float:
-    """Bytes one trial left on the ``target`` role: the venv, cache and TMPDIR living there."""
-    total = 0.0
-    found = False
+    """Bytes one trial put on the ``target`` role's filesystem (NaN when unknown).
+
+    The venv, cache and TMPDIR figures are growth of *the filesystem that holds each*
+    (statvfs), so roles sharing the target measure the same filesystem: the largest of
+    them is the target's growth, and adding them up would count it twice.
+    """
+    values = []
     for role_col, bytes_col in (
         ("venv_role", "venv_bytes"),
         ("cache_role", "cache_bytes"),
         ("tmpdir_role", "tmpdir_peak_bytes"),
     ):
         if str(trial.get(role_col)) == TARGET_ROLE:
-            value = trial.get(bytes_col)
             try:
-                value = float(value)  # type: ignore[arg-type]
+                value = float(trial.get(bytes_col))  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 continue
             if math.isfinite(value):
-                total += max(value, 0.0)
-                found = True
-    return total if found else (0.0 if _lives_off_target(trial) else math.nan)
+                values.append(max(value, 0.0))
+    if values:
+        return max(values)
+    return 0.0 if _lives_off_target(trial) else math.nan
 
 
 def _lives_off_target(trial: Mapping[str, object]) -> bool:
@@ -323,4 +328,17 @@ def summarize(
     cheapest = (
         str(costs.loc[costs["cost_per_start_usd"].idxmin(), "config"]) if len(costs) else None
     )
-    return Summary(table, baseline, winner, cheapest, price, options, notes, medians)
+    within_noise = False
+    if winner is not None and baseline is not None and winner != baseline:
+        w = table.set_index("config").loc[winner]
+        b = table.set_index("config").loc[baseline]
+        within_noise = bool(b["p10_time_to_ready_s"] <= w["p90_time_to_ready_s"])
+        if within_noise:
+            notes.append(
+                f"'{winner}' and '{baseline}' overlap in their p10–p90 spread "
+                f"({w['p10_time_to_ready_s']:.1f}–{w['p90_time_to_ready_s']:.1f} s vs "
+                f"{b['p10_time_to_ready_s']:.1f}–{b['p90_time_to_ready_s']:.1f} s over "
+                f"{int(w['n_ok'])} and {int(b['n_ok'])} trials): the saving is within the noise; "
+                "run more repeats (--repeats) before acting on it"
+            )
+    return Summary(table, baseline, winner, cheapest, price, options, notes, medians, within_noise)
