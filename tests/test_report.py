@@ -525,7 +525,7 @@ def test_compare_two_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     for name in ("compare.csv", "compare.json", "compare.png", "compare.html"):
         assert (out / name).is_file()
     html = (out / "compare.html").read_text()
-    assert 'src="data:image/png;base64,' in html and "pod B / pod A" in html
+    assert 'src="data:image/png;base64,' in html and "B / A" in html and "pod B" in html
     assert json.loads((out / "compare.json").read_text())["reference"] == "pod A"
     assert run_cli(
         ["compare", str(a), str(b), "--out", str(tmp_path / "cmp2"), "--format", "markdown"]

@@ -185,6 +185,12 @@ def time_to_ready_chart(
     ax.set_xlim(0, xmax * 1.32 if xmax > 0 else 1)
     ax.set_xlabel("time-to-ready (s): venv creation start to ready check success")
     ax.set_title(_tx(title), loc="left", fontsize=12)
+    many = bool((rows["n_ok"] > MAX_DOTS).any())
+    dots = (
+        f"dots: trials ({MAX_DOTS} evenly spaced quantiles when more)"
+        if many
+        else "dots: every trial"
+    )
     handles = [Patch(color=PHASE_COLOURS[p], label=p) for p in (*PHASES, "other")]
     handles[-1] = Patch(color=PHASE_COLOURS["other"], label="between phases")
     fig.legend(
@@ -194,7 +200,7 @@ def time_to_ready_chart(
         ncol=6,
         fontsize=9,
         frameon=False,
-        title="bar: median time-to-ready split by median phase times · dots: every trial · whisker: p10–p90",
+        title=f"bar: median time-to-ready split by median phase times · {dots} · whisker: p10–p90",
         title_fontsize=9,
         alignment="left",
     )
@@ -495,7 +501,7 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
             ratio = r.get("ratio_vs_ref", math.nan)
             text = f"  {_fmt_s(med)}"
             if j > 0 and math.isfinite(ratio):
-                text += f"  ({ratio:.2f}x of {run_labels[0]})"
+                text += f"  ({ratio:.2f}x of A)"
             ax.text(max(hi, med), y, _tx(text), va="center", fontsize=8)
             xmax = max(xmax, hi, med)
     ax.set_yticks(range(n), labels=[_tx(c) for c in configs[::-1]])
@@ -503,7 +509,10 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
     ax.set_xlabel("median time-to-ready (s); whiskers p10–p90")
     ax.set_title(_tx(title), loc="left", fontsize=12)
     handles = [
-        Patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=_tx(lab))
+        Patch(
+            color=SERIES_COLOURS[j % len(SERIES_COLOURS)],
+            label=_tx(f"{chr(65 + j) if j < 26 else j + 1}: {lab}"),
+        )
         for j, lab in enumerate(run_labels)
     ]
     ax.legend(handles=handles, loc="lower right", fontsize=9, frameon=False)

@@ -125,6 +125,29 @@ def widen(long: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def headlines(long: pd.DataFrame, labels: list[str]) -> list[str]:
+    """One sentence per non-reference run: the range of its ratios and the extreme config."""
+    out = []
+    for lab in labels[1:]:
+        sub = long[(long["run_label"] == lab) & long["ratio_vs_ref"].notna()]
+        if sub.empty:
+            out.append(f"{lab} has no config in common with {labels[0]}")
+            continue
+        lo = sub.loc[sub["ratio_vs_ref"].idxmin()]
+        hi = sub.loc[sub["ratio_vs_ref"].idxmax()]
+        text = (
+            f"On {lab}, configs take {lo['ratio_vs_ref']:.2f}x–{hi['ratio_vs_ref']:.2f}x the time "
+            f"they take on {labels[0]} (median ratio {sub['ratio_vs_ref'].median():.2f}x)"
+        )
+        extreme = (
+            lo if abs(math.log(lo["ratio_vs_ref"])) >= abs(math.log(hi["ratio_vs_ref"])) else hi
+        )
+        if abs(math.log(extreme["ratio_vs_ref"])) >= math.log(1.1):
+            text += f"; the biggest change is {extreme['config']} ({extreme['ratio_vs_ref']:.2f}x)"
+        out.append(text + ".")
+    return out
+
+
 def compare_dict(result: CompareResult) -> dict[str, Any]:
     """The content of compare.json."""
     return formats.clean({
@@ -138,6 +161,7 @@ def compare_dict(result: CompareResult) -> dict[str, Any]:
              "price_label": result.summaries[lab].price.label if result.summaries[lab].price else None}
             for lab, run in zip(result.labels, result.runs, strict=True)
         ],
+        "headlines": headlines(result.long, result.labels),
         "rows": result.long.to_dict("records"),
         "notes": result.notes,
     })  # fmt: skip
@@ -146,11 +170,8 @@ def compare_dict(result: CompareResult) -> dict[str, Any]:
 def compare_table(result: CompareResult) -> list[str]:
     """Aligned text: config, then each run's median, then ratios to the reference."""
     labels = result.labels
-    header = [
-        "config",
-        *[f"{lab}" for lab in labels],
-        *[f"{lab}/{labels[0]}" for lab in labels[1:]],
-    ]
+    keys = [html_page.run_key(i) for i in range(len(labels))]
+    header = ["config", *keys, *[f"{k}/{keys[0]}" for k in keys[1:]]]
     rows = [header]
     for _, r in result.wide.iterrows():
         rows.append([
@@ -159,10 +180,10 @@ def compare_table(result: CompareResult) -> list[str]:
             *[formats.fmt_x(r[f"{lab}: ratio"]) for lab in labels[1:]],
         ])  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        f"iobench compare: {len(labels)} runs, reference {labels[0]} (median time-to-ready)",
-        "",
-    ]
+    lines = [f"iobench compare: median time-to-ready of {len(labels)} runs", ""]
+    for i, (key, lab) in enumerate(zip(keys, labels, strict=True)):
+        lines.append(f"  {key} = {lab}" + (" (reference)" if i == 0 else ""))
+    lines.append("")
     for row in rows:
         lines.append(
             "  ".join(
@@ -171,6 +192,7 @@ def compare_table(result: CompareResult) -> list[str]:
             ).rstrip()
         )
     lines.append("")
+    lines += headlines(result.long, labels)
     for lab in labels:
         s = result.summaries[lab]
         if s.winner:
@@ -200,6 +222,7 @@ def compare_markdown(result: CompareResult) -> list[str]:
         ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines.append("")
+    lines += [f"- {h}" for h in headlines(result.long, labels)]
     for lab in labels:
         s = result.summaries[lab]
         if s.winner:
@@ -210,12 +233,13 @@ def compare_markdown(result: CompareResult) -> list[str]:
 def _runs_rows(result: CompareResult) -> list[list[str]]:
     e = html_page.e
     rows = []
-    for lab, run in zip(result.labels, result.runs, strict=True):
+    for i, (lab, run) in enumerate(zip(result.labels, result.runs, strict=True)):
         roles = run.meta.get("roles") or {}
         target = roles.get("target") or {}
         gpu = run.meta.get("gpu") or {}
         s = result.summaries[lab]
         rows.append([
+            f"<b>{html_page.run_key(i)}</b>" + (" (reference)" if i == 0 else ""),
             f"<b>{e(lab)}</b>", f"<code>{e(run.run_id)}</code>",
             e((run.meta.get("host") or {}).get("hostname")),
             e(f"{target.get('fstype', '?')} at {target.get('path', '?')}"),
@@ -267,7 +291,9 @@ def build_compare(
     )
     title = "iobench compare: " + " vs ".join(labels)
     chart = charts.compare_chart(long, labels, title, out / "compare.png")
-    page = html_page.render_compare(title, _runs_rows(result), wide, labels, chart, notes)
+    page = html_page.render_compare(
+        title, _runs_rows(result), wide, labels, chart, notes, headlines(long, labels), long
+    )
     (out / "compare.html").write_text(page, encoding="utf-8")
     result.paths.update({
         "csv": out / "compare.csv", "json": out / "compare.json",

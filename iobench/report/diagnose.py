@@ -52,6 +52,10 @@ MIN_DROP_MBPS = 1.0  # ignore "drops" between rates too small to matter
 STALL_MIN_S = 5.0  # no write progress this long is drawn as a stall on timelines
 
 
+#: the sample columns the rules read (the bulk pass parses only these)
+SAMPLE_COLUMNS_USED = ("t", "phase", "tree_write_bytes", "net_recv_bps", "tree_dstate")
+
+
 @dataclass(frozen=True)
 class SampleFigures:
     """What one trial's time series says (NaN where the samples cannot say it)."""

@@ -40,7 +40,8 @@ pre { background: #f3f3f3; border: 1px solid #ddd; border-radius: 4px; padding: 
 table { border-collapse: collapse; width: 100%; font-size: 13px; margin: 8px 0; }
 th, td { border-bottom: 1px solid #e3e3e3; padding: 5px 7px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; font-weight: 600; }
-td.num, th.num { text-align: right; white-space: nowrap; }
+td.num { text-align: right; white-space: nowrap; }
+th.num { text-align: right; }
 tr.winner td { background: #eef7f2; font-weight: 600; }
 tr.failed td { color: #888; }
 img { max-width: 100%; height: auto; display: block; margin: 8px 0 4px; }
@@ -92,13 +93,13 @@ def table_html(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def page(title: str, body: str) -> str:
+def page(title: str, body: str, rebuild: str = "iobench report RUN_DIR") -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title>'
         f"<style>{CSS}</style></head><body><main>{body}"
         f"<footer>Made by iobench {e(__version__)} from the run directory alone; "
-        "rebuild any time with <code>iobench report RUN_DIR</code>.</footer></main></body></html>\n"
+        f"rebuild any time with <code>{e(rebuild)}</code>.</footer></main></body></html>\n"
     )
 
 
@@ -380,6 +381,11 @@ def render_report(
     return page(title, "\n".join(body))
 
 
+def run_key(i: int) -> str:
+    """A, B, C ... Z, AA: short names for runs in table headers."""
+    return chr(65 + i) if i < 26 else f"R{i + 1}"
+
+
 def render_compare(
     title: str,
     runs_rows: list[list[str]],
@@ -387,6 +393,8 @@ def render_compare(
     run_labels: list[str],
     chart: Path | None,
     notes: list[str],
+    summary_lines: list[str] | None = None,
+    long: pd.DataFrame | None = None,
 ) -> str:
     """The compare page: which runs, the merged table with ratios, and the chart."""
     body = [
@@ -394,33 +402,44 @@ def render_compare(
         f'<p class="sub">Ratios are median time-to-ready relative to <b>{e(run_labels[0])}</b> '
         "(below 1 = faster than it).</p>",
     ]
+    if summary_lines:
+        body.append(
+            '<div class="answer">' + "".join(f"<p>{e(x)}</p>" for x in summary_lines) + "</div>"
+        )
     body.append("<h2>Runs</h2>")
     body.append(
         table_html(
-            ["label", "run", "host", "target filesystem", "GPU", "trials", "fastest"], runs_rows
+            ["", "label", "run", "host", "target filesystem", "GPU", "trials", "fastest"], runs_rows
         )
     )
     body.append("<h2>Time-to-ready per config and run</h2>")
     body.append(img(chart, "comparison chart"))
+    keys = [run_key(i) for i in range(len(run_labels))]
     headers = ["config"]
-    for lab in run_labels:
-        headers.append(f"{e(lab)} median")
-    for lab in run_labels[1:]:
-        headers.append(f"{e(lab)} / {e(run_labels[0])}")
-    for lab in run_labels:
-        headers.append(f"{e(lab)} $/month")
+    headers += [f"{k} median" for k in keys]
+    headers += [f"{k} / {keys[0]}" for k in keys[1:]]
+    headers += [f"{k} $/month" for k in keys]
+    headers += [f"{k} bottleneck" for k in keys]
     rows = []
     for _, r in table.iterrows():
         row = [e(r["config"])]
         row += [e(fmt_s(r.get(f"{lab}: median_s", math.nan))) for lab in run_labels]
         row += [e(fmt_x(r.get(f"{lab}: ratio", math.nan))) for lab in run_labels[1:]]
         row += [e(fmt_usd(r.get(f"{lab}: monthly_usd", math.nan), 2)) for lab in run_labels]
+        for lab in run_labels:
+            hit = (
+                None
+                if long is None
+                else long[(long["run_label"] == lab) & (long["config"] == r["config"])]
+            )
+            row.append(e(hit["bottleneck"].iloc[0]) if hit is not None and len(hit) else "—")
         rows.append(row)
-    body.append(table_html(headers, rows, set(range(1, len(headers)))))
+    n_num = 1 + len(run_labels) + (len(run_labels) - 1) + len(run_labels)
+    body.append(table_html(headers, rows, set(range(1, n_num))))
     if notes:
         body.append(
             '<h2>Notes</h2><ul class="small">'
             + "".join(f"<li>{e(x)}</li>" for x in notes)
             + "</ul>"
         )
-    return page(title, "\n".join(body))
+    return page(title, "\n".join(body), "iobench compare RUN_DIR RUN_DIR...")

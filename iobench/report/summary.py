@@ -21,6 +21,7 @@ import pandas as pd
 
 from iobench.cost import CostOptions, PriceChoice, idle_cost_usd, monthly_usd, storage_cost_usd
 from iobench.report.diagnose import (
+    SAMPLE_COLUMNS_USED,
     ConfigFigures,
     SampleFigures,
     classify,
@@ -267,7 +268,9 @@ def collect_sample_figures(run: Run) -> dict[str, tuple[SampleFigures, int, int]
     out: dict[str, tuple[SampleFigures, int, int]] = {}
     ok = run.trials[run.trials["status"] == "ok"]
     for config, group in ok.groupby("config", sort=False):
-        figs = [sample_figures(df) for _, df in run.iter_samples(group["trial_id"])]
+        figs = [
+            sample_figures(df) for _, df in run.iter_samples(group["trial_id"], SAMPLE_COLUMNS_USED)
+        ]
         combined, n_drop = combine_sample_figures(figs)
         out[str(config)] = (combined, n_drop, len(figs))
     return out
