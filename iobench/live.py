@@ -125,13 +125,17 @@ class LiveProgress:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def eta_s(self, now: float | None = None) -> float | None:
-        """Seconds left: mean finished-trial duration × trials left − the running one's time."""
+        """Seconds left: mean finished-trial duration × trials left − the running one's time.
+
+        A running trial that is already longer than the mean counts as done (the display
+        then marks the ETA as a lower bound with ``+``).
+        """
         if not self.durations:
             return None
         now = time.monotonic() if now is None else now
         left = self.n_trials - self.done_before - self.finished
-        running = (now - self.trial.t0) if self.trial is not None else 0.0
         mean = sum(self.durations) / len(self.durations)
+        running = min(now - self.trial.t0, mean) if self.trial is not None else 0.0
         return max(0.0, mean * left - running)
 
     def render(self) -> RenderableType:
@@ -142,12 +146,15 @@ class LiveProgress:
         head.add_column(width=30)
         head.add_column(no_wrap=True)
         eta = self.eta_s(now)
+        late = bool(self.durations and self.trial is not None
+                    and now - self.trial.t0 > sum(self.durations) / len(self.durations))
         head.add_row(
             ProgressBar(total=max(self.n_trials, 1), completed=completed, width=30),
             Text.assemble(
                 (f"{completed}/{self.n_trials} trials", "bold"),
                 f" · run {fmt_duration(now - self.run_t0)}",
-                f" · ETA {fmt_duration(eta)}" if eta is not None else " · ETA after the first trial",
+                f" · ETA {fmt_duration(eta)}{'+' if late else ''}" if eta is not None
+                else " · ETA after the first trial",
             ),
         )
         t = self.trial

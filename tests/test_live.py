@@ -87,6 +87,14 @@ def test_eta_uses_finished_trial_durations() -> None:
     assert p.eta_s() is None
     p.durations, p.finished = [10.0, 20.0], 2
     assert p.eta_s() == 6 * 15.0
+    p.trial_started(5, 10, "x-r3")
+    now = p.trial.t0
+    assert p.eta_s(now + 5.0) == 6 * 15.0 - 5.0
+    assert p.eta_s(now + 40.0) == 5 * 15.0  # past the mean: counted as done, shown with "+"
+    p.trial.t0 -= 40.0
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(p.render())
+    assert "ETA 1:15+" in buf.getvalue()
 
 
 def test_plain_progress_has_no_escape_codes() -> None:
