@@ -65,7 +65,7 @@ class _Trial:
     dstate: int | None = None
     stall_s: float = 0.0
     stall_warned: bool = False
-    window: deque = field(default_factory=deque)  # (sample t, tree_write_bytes)
+    window: deque[tuple[float, int]] = field(default_factory=deque)  # (sample t, write bytes)
 
 
 class LiveProgress:
@@ -124,7 +124,7 @@ class LiveProgress:
     def _print(self, text: str | Text) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    def eta_s(self, now: float | None = None) -> float | None:
+    def eta_s(self, now: float | None = None, trial: _Trial | None = None) -> float | None:
         """Seconds left: mean finished-trial duration × trials left − the running one's time.
 
         A running trial that is already longer than the mean counts as done (the display
@@ -133,21 +133,28 @@ class LiveProgress:
         if not self.durations:
             return None
         now = time.monotonic() if now is None else now
+        trial = trial or self.trial
         left = self.n_trials - self.done_before - self.finished
         mean = sum(self.durations) / len(self.durations)
-        running = min(now - self.trial.t0, mean) if self.trial is not None else 0.0
+        running = min(now - trial.t0, mean) if trial is not None else 0.0
         return max(0.0, mean * left - running)
 
     def render(self) -> RenderableType:
         """The live area from the stored numbers; called by rich's refresh thread."""
-        now = time.monotonic()
+        try:
+            return self._render(time.monotonic(), self.trial)
+        except Exception as exc:  # noqa: BLE001 - a display bug must never end the run
+            return Text(f"(progress display error: {exc})", style="dim")
+
+    def _render(self, now: float, t: _Trial | None) -> RenderableType:
+        # ``t`` is read once: the main thread may replace self.trial while we draw
         completed = self.done_before + self.finished
         head = Table.grid(padding=(0, 1))
         head.add_column(width=30)
         head.add_column(no_wrap=True)
-        eta = self.eta_s(now)
-        late = bool(self.durations and self.trial is not None
-                    and now - self.trial.t0 > sum(self.durations) / len(self.durations))
+        eta = self.eta_s(now, t)
+        late = bool(self.durations and t is not None
+                    and now - t.t0 > sum(self.durations) / len(self.durations))
         head.add_row(
             ProgressBar(total=max(self.n_trials, 1), completed=completed, width=30),
             Text.assemble(
@@ -157,7 +164,6 @@ class LiveProgress:
                 else " · ETA after the first trial",
             ),
         )
-        t = self.trial
         if t is None:
             return head
         line = Table.grid(padding=(0, 1))
