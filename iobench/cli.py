@@ -68,6 +68,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="an extra role, e.g. local=/root/scratch (repeatable)")
     p.add_argument("--scenario", default="smoke", help="shipped scenario name or a .toml file (default: smoke)")
     p.add_argument("--configs", help="run only these configs, comma-separated, in this order")
+    p.add_argument("--package", action="append", default=[], metavar="REQ",
+                   help="install this requirement instead of the scenario's packages (repeatable), "
+                   "e.g. --package torch==2.13.0")
     p.add_argument("--repeats", type=positive_int, help="trials per config (default: the scenario's)")
     p.add_argument("--results", type=Path, default=Path("results"), help="where run folders go (default: ./results)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run with the trials not yet done")
@@ -81,6 +84,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="seconds without write progress that count as a stall (default: 30)")
     p.add_argument("--stall-timeout", type=positive_float,
                    help="kill a trial stalled this long and record it as stalled (default: off)")
+    p.add_argument("--lock-wait", type=float, default=0.0, metavar="S",
+                   help="wait up to S seconds for another iobench run on the same target (default: fail at once)")
     p.add_argument("--no-report", action="store_true", help="skip the report at the end")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="only failures and the final table")
@@ -146,6 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         scenario = load_scenario(args.scenario)
         repeats = args.repeats or scenario.repeats
+    if args.package:
+        scenario = scenario.with_packages(args.package)
     if args.configs:
         scenario = scenario.select([c.strip() for c in args.configs.split(",") if c.strip()])
     roles = _roles_from_args(args)
@@ -164,6 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         index_mbps=args.index_mbps,
         python=args.python,
         resume=args.resume,
+        lock_wait=args.lock_wait,
         command=["iobench", *sys.argv[1:]],
         progress=progress,
     )
@@ -195,6 +203,7 @@ def console_summary(rows: list[dict]) -> list[str]:
             by[r["config"]].append(float(r["time_to_ready_s"]))
         else:
             failed[r["config"]] = failed.get(r["config"], 0) + 1
+    contended = [r for r in rows if r.get("contended")]
     medians = {c: statistics.median(v) for c, v in by.items() if v}
     best = min(medians.values()) if medians else None
     lines = [f"{'config':<26} {'n':>3} {'median s':>9} {'min-max s':>15} {'vs fastest':>10}  failed"]
@@ -207,6 +216,12 @@ def console_summary(rows: list[dict]) -> list[str]:
             )
         else:
             lines.append(f"{c:<26} {0:>3} {'-':>9} {'-':>15} {'-':>10}  {failed.get(c, 0)}")
+    if contended:
+        names = sorted({part.split(":")[0] for r in contended for part in r["contended"].split(";") if part})
+        lines.append(
+            f"warning: {len(contended)} trial(s) ran while other processes did disk I/O "
+            f"({', '.join(names[:5])}); see the contended column"
+        )
     return lines
 
 
@@ -297,6 +312,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"{root}: {len(left)} leftover item(s): " + ", ".join(p.name for p in left))
             continue
+        from iobench.lock import read_lock
+
+        holder = read_lock(root)
+        if holder is not None and holder.stale_reason() is None:
+            raise UsageError(f"{root} is in use by a running iobench ({holder.describe()}); not cleaning")
         n = remove_scratch(root)
         print(f"{root}: removed ({n} item(s))")
     return 0

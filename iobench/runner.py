@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench import installers, metadata
+from iobench.contention import ContentionWatch, format_contended
 from iobench.errors import IOBenchError, UsageError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
+from iobench.lock import TargetLock
 from iobench.progress import PlainProgress, Progress
 from iobench.results import RunDir, new_run_id, utcnow
 from iobench.sampler import SAMPLE_COLUMNS, Sampler, TreeCounters, read_process
@@ -54,6 +56,7 @@ class RunOptions:
     index_mbps: float | None = None
     python: str | None = None  # interpreter for the venvs (default: the one running iobench)
     resume: Path | None = None
+    lock_wait: float = 0.0
     command: list[str] = field(default_factory=list)
     progress: Progress | None = None
 
@@ -151,7 +154,7 @@ class Runner:
         self.index_spec: IndexSpec | None = None
         self.scratch: dict[str, Scratch] = {}
         self.run_dir: RunDir | None = None
-        self.interrupted = False
+        self.lock: TargetLock | None = None
 
     # ------------------------------------------------------------------ set-up
     def _start_index(self) -> dict:
@@ -245,18 +248,21 @@ class Runner:
                 )
         if o.resume is None:
             self._check_space()
-        previous = signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, _sigterm)
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        for sig in previous:
+            signal.signal(sig, _sigterm)
         try:
             index_meta = self._start_index()
             if o.resume is not None:
                 rd = RunDir.open(o.resume)
                 meta = rd.load_meta()
                 _check_resume(meta, o)
-                rd.update_meta(status="running", resumed_at=utcnow())
                 run_id = meta["run_id"]
+                self._lock_target(run_id)
+                rd.update_meta(status="running", resumed_at=utcnow())
             else:
                 run_id = new_run_id(metadata.socket.gethostname(), o.scenario.name)
+                self._lock_target(run_id)  # before the run folder: a refused run leaves nothing
                 rd = RunDir.create(o.results_root, run_id, self._meta(run_id, index_meta))
             self.run_dir = rd
             for role in sorted(used_roles):
@@ -280,13 +286,27 @@ class Runner:
                     raise KeyboardInterrupt from None
                 rd.append_trial(row)
                 self.progress.trial_finished(k, total, row)
+                if self.lock is not None and self.lock.lost:
+                    self.progress.message("warning: " + self.lock.lost)
             rd.update_meta(status="complete", ended_at=utcnow())
             self.progress.run_finished()
             return rd
         finally:
             if self.index is not None:
                 self.index.stop()
-            signal.signal(signal.SIGTERM, previous)
+            if self.lock is not None:
+                self.lock.release()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _lock_target(self, run_id: str) -> None:
+        """One iobench run per target at a time: two would spoil each other's figures."""
+        scratch = Scratch(self.opts.roles["target"], run_id).ensure()
+        self.lock = TargetLock(scratch.root, run_id, wait_s=self.opts.lock_wait).acquire()
+        if self.lock.took_over:
+            self.progress.message(
+                f"warning: took over a stale lock on {self.opts.roles['target']}: {self.lock.took_over}"
+            )
 
     def _warm_up(self) -> None:
         """Create and remove one venv, untimed, so the first trial does not pay virtualenv's
@@ -340,12 +360,14 @@ class Runner:
             "started_at": utcnow(),
         }
         sampler: Sampler | None = None
+        watch: ContentionWatch | None = None
         try:
             if cfg.cache_state == "warm":
                 self.progress.phase(tid, "priming cache (untimed)")
                 self._prime(installer, dirs[cfg.venv] / "prime-venv", cache, env, workdir)
             used0 = {"venv": _used_bytes(venv.parent), "tmpdir": _used_bytes(tmpdir), "cache": _used_bytes(cache)}
             index0 = self.index.snapshot() if self.index else None
+            watch = ContentionWatch().start()  # its scans stay outside the timed interval
             sampler = Sampler(
                 o.sample_hz,
                 stall_after=o.stall_after,
@@ -375,7 +397,9 @@ class Runner:
                 argv = installers.compile_command(venv, added, parallel=cfg.installer == "uv")
                 r = self._phase(tid, "compile", argv, env, workdir, sampler)
                 phases["compile"] = r.end - r.start
-                if r.returncode != 0:
+                # like pip, files that do not compile (torch ships py312-only modules) are not
+                # an install failure; the ready check decides
+                if r.returncode not in (0, 1):
                     raise _Failed(f"bytecode compilation failed (exit {r.returncode}): {_tail(r.output)}")
             # first import: the ready check
             argv = [str(venv / "bin" / "python"), "-c", o.scenario.ready]
@@ -402,14 +426,26 @@ class Runner:
             row["status"] = "interrupted"
             row["error"] = "interrupted by the user (SIGINT/SIGTERM); trial scratch removed"
             self._after_failure(row, sampler)
+            self._note_contention(row, watch)
             self._cleanup(dirs, tid)
             raise TrialInterrupted(row) from None
         except OSError as exc:
             row["status"] = "failed"
             row["error"] = f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
             self._after_failure(row, sampler)
+        self._note_contention(row, watch)
         self._cleanup(dirs, tid)
         return row
+
+    def _note_contention(self, row: dict, watch: ContentionWatch | None) -> None:
+        if watch is None:
+            return
+        found = watch.stop()
+        row["contended"] = format_contended(found)
+        if found:
+            self.progress.message(
+                f"  {row['trial_id']}: other processes did disk I/O meanwhile (MB): {row['contended']}"
+            )
 
     def _after_failure(self, row: dict, sampler: Sampler | None) -> None:
         if sampler is not None:

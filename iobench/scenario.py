@@ -76,6 +76,13 @@ class Scenario:
         picked = tuple(self.config(n) for n in names)
         return Scenario(**{**self.__dict__, "configs": picked})
 
+    def with_packages(self, packages: list[str]) -> Scenario:
+        """The same scenario installing other requirements (e.g. a pinned torch)."""
+        for req in packages:
+            if not req.strip() or req.strip().startswith("-"):
+                raise ScenarioError(f"--package {req!r}: expected a requirement such as torch==2.13.0")
+        return Scenario(**{**self.__dict__, "packages": tuple(p.strip() for p in packages)})
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -98,7 +98,11 @@ class Scratch:
         """Folders left behind by a run that crashed (everything but the sentinel and lock)."""
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.iterdir() if p.name not in (SENTINEL, "lock.json"))
+        return sorted(
+            p
+            for p in self.root.iterdir()
+            if p.name not in (SENTINEL, "lock.json", "lock.json.takeover") and not p.name.startswith(".lock-")
+        )
 
 
 def is_scratch(path: Path) -> bool:

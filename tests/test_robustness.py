@@ -163,3 +163,39 @@ def test_unreachable_index_fails_early(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert rc == 2 and "cannot be reached" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+def test_second_run_on_same_target_is_refused_with_holder(tmp_path: Path, capsys) -> None:
+    from iobench.lock import TargetLock
+    from iobench.venvs import Scratch
+
+    scratch = Scratch(tmp_path).ensure()
+    with TargetLock(scratch.root, "other-run", heartbeat=False):
+        rc = main(["run", "--scenario", str(TINY), "--target", str(tmp_path), "--results", str(tmp_path / "r")])
+        err = capsys.readouterr().err
+        assert rc == 2 and "in use by another iobench run" in err and "other-run" in err
+        assert not (tmp_path / "r").exists()
+        assert main(["clean", str(tmp_path)]) == 2  # a live run's scratch is not cleaned
+        assert "in use" in capsys.readouterr().err
+    assert not (scratch.root / "lock.json").exists()
+
+
+def test_noisy_neighbour_is_recorded(tmp_path: Path) -> None:
+    s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
+    # dd writing ~20 MB/s straight to the disk for as long as the run lasts; double-forked so
+    # that it is nobody's child here (iobench never blames its own descendants)
+    noise = tmp_path / "noise"
+    subprocess.run(
+        ["bash", "-c", "(while :; do head -c 1048576 /dev/zero; sleep 0.05; done | "
+         f"dd of={noise} bs=1M iflag=fullblock oflag=direct) >/dev/null 2>&1 &"],
+        check=True, start_new_session=True,
+    )
+    try:
+        rc = main(["run", "--scenario", str(s), "--target", str(tmp_path), "--tmp", str(tmp_path),
+                   "--results", str(tmp_path / "r"), "--no-report", "--quiet"])
+    finally:
+        subprocess.run(["pkill", "-f", f"of={noise}"])
+        subprocess.run(["pkill", "-f", "head -c 1048576 /dev/zero; sleep 0.05"])
+    row = read_csv(only_run_dir(tmp_path / "r") / "trials.csv")[0]
+    assert rc == 0 and row["status"] == "ok"
+    assert "dd:" in row["contended"], row["contended"]
