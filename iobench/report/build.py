@@ -101,8 +101,7 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
     s = result.summary
     out = result.out_dir
     host = (run.meta.get("host") or {}).get("hostname", "?")
-    n_rep = (run.meta.get("scenario") or {}).get("repeats")
-    reps = f", {n_rep} repeats" if n_rep else ""
+    reps = f", {s.trials_per_config()}"
     result.paths["time_to_ready_png"] = charts.time_to_ready_chart(
         s.table, run.trials, s.median_trials, s.baseline, s.winner,
         f"Time-to-ready per config — {run.scenario_name} on {host}{reps}",
@@ -111,7 +110,7 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
     if s.price is not None:
         cost = charts.cost_chart(
             s.table,
-            f"What waiting costs — {s.price.label}",
+            f"What waiting costs — {formats.price_basis(s)}",
             s.options.starts_per_month,
             out / "cost.png",
         )

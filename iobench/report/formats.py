@@ -137,8 +137,16 @@ def _cost_line(summary: Summary) -> str | None:
     if summary.price is None:
         return None
     return (
-        f"Price: {summary.price.label}; {summary.options.starts_per_month:g} cold starts a month."
+        f"Price: {price_basis(summary)}; {summary.options.starts_per_month:g} cold starts a month."
     )
+
+
+def price_basis(summary: Summary) -> str:
+    """The GPU price label, plus the storage price when one was given."""
+    label = summary.price.label if summary.price else "no GPU price"
+    if summary.options.storage_usd_per_gb is not None:
+        label += f"; storage ${summary.options.storage_usd_per_gb:g}/GB written on the target"
+    return label
 
 
 def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | None) -> list[str]:

@@ -331,7 +331,7 @@ def render_report(
     title = f"iobench: {scenario.get('name', '?')} on {host}"
     sub = (
         f"Run <code>{e(meta.get('run_id'))}</code> · {e(meta.get('status'))} · {n} trials "
-        f"({e(scenario.get('repeats', '?'))} repeats per config) · {e(meta.get('started_at'))} → "
+        f"({e(summary.trials_per_config())}) · {e(meta.get('started_at'))} → "
         f"{e(meta.get('ended_at'))}"
         + (f" · label {e(meta.get('label'))}" if meta.get("label") else "")
     )

@@ -89,6 +89,12 @@ class Summary:
     def row(self, config: str) -> pd.Series:
         return self.table.set_index("config").loc[config]
 
+    def trials_per_config(self) -> str:
+        """``3 trials per config`` (or ``2–3 ...``), counted from trials.csv, not the plan."""
+        counts = (self.table["n_ok"] + self.table["n_failed"]).astype(int)
+        lo, hi = int(counts.min()), int(counts.max())
+        return f"{lo} trials per config" if lo == hi else f"{lo}–{hi} trials per config"
+
 
 # --- pure statistics ---------------------------------------------------------------------------
 
