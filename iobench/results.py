@@ -65,6 +65,7 @@ TRIAL_COLUMNS = (
     "error",
 )
 FINAL_STATUSES = ("ok", "failed", "stalled")
+STALL_COLUMNS = ("run_id", "trial_id", "phase", "start_s", "length_s", "dstate_max", "iowait_mean_pct")
 
 
 def utcnow() -> str:
@@ -153,6 +154,21 @@ class RunDir:
             if new:
                 writer.writeheader()
             writer.writerow({k: _cell(row.get(k)) for k in TRIAL_COLUMNS})
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def append_stalls(self, run_id: str, trial_id: str, stalls: list[dict]) -> None:
+        """Every no-progress interval of a trial: when, how long, D state and iowait meanwhile."""
+        if not stalls:
+            return
+        path = self.path / "stalls.csv"
+        new = not path.exists()
+        with open(path, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=STALL_COLUMNS, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            for st in stalls:
+                writer.writerow({**st, "run_id": run_id, "trial_id": trial_id})
             fh.flush()
             os.fsync(fh.fileno())
 

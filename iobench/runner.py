@@ -31,7 +31,7 @@ from iobench.installers import IndexSpec
 from iobench.lock import TargetLock
 from iobench.progress import PlainProgress, Progress
 from iobench.results import RunDir, new_run_id, utcnow
-from iobench.sampler import SAMPLE_COLUMNS, Sampler, TreeCounters, read_process
+from iobench.sampler import SAMPLE_COLUMNS, Sampler, TreeCounters, read_process, stall_dicts
 from iobench.scenario import Config, Scenario
 from iobench.venvs import Scratch, remove
 
@@ -452,6 +452,8 @@ class Runner:
             result = sampler.stop()
             if self.run_dir is not None and result.rows:
                 self.run_dir.write_samples(row["trial_id"], result.rows, SAMPLE_COLUMNS)
+            if self.run_dir is not None:
+                self.run_dir.append_stalls(row["run_id"], row["trial_id"], stall_dicts(result.stalls))
             t = sampler.totals()
             row.update(
                 read_bytes=t.read_bytes,
@@ -509,6 +511,7 @@ class Runner:
                 row[col] = max(0, now - used0[label])
         if self.run_dir is not None:
             self.run_dir.write_samples(row["trial_id"], rows, SAMPLE_COLUMNS)
+            self.run_dir.append_stalls(row["run_id"], row["trial_id"], stall_dicts(result.stalls))
 
     def _prime(self, installer, venv: Path, cache: Path | None, env: dict, cwd: Path) -> None:  # noqa: ANN001
         """Fill the cache through an untimed install into a separate venv."""

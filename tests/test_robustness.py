@@ -56,6 +56,8 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err and "--resume" in err
+    assert "\x1b[" not in out  # not a terminal: plain lines, nothing animated
+    assert "[1/4] naive-r1" in out
     rows = read_csv(trials)
     assert [r["status"] for r in rows] == ["ok", "interrupted"]
     run = trials.parent
@@ -127,6 +129,10 @@ def test_real_stall_is_detected_then_killed(tmp_path: Path) -> None:
     assert int(b["stalls"]) == 1 and 2.0 <= float(b["stall_longest_s"]) <= 6
     assert rc == 0
     assert not subprocess.run(["pgrep", "-f", str(fifo)], capture_output=True).stdout
+    stalls = read_csv(only_run_dir(tmp_path / "r") / "stalls.csv")
+    assert [(s["trial_id"], s["phase"]) for s in stalls] == [("a-r1", "import"), ("b-r1", "import")]
+    assert float(stalls[0]["length_s"]) == float(a["stall_longest_s"])
+    assert all(int(s["dstate_max"]) >= 0 and 0 <= float(s["iowait_mean_pct"]) <= 100 for s in stalls)
 
 
 def test_disk_full_mid_trial_is_recorded_and_run_goes_on(tmpfs, tmp_path: Path) -> None:
