@@ -554,3 +554,26 @@ def test_report_package_never_imports_the_runner_or_sampler() -> None:
 def test_gpu_info_from_meta_is_used_for_the_price(run_dir: Path) -> None:
     run = load_run(run_dir)
     assert run.gpu == GpuInfo("NVIDIA H100 80GB HBM3", 2, "570.86.15", source="nvidia-smi")
+
+
+def test_a_config_whose_every_trial_failed_is_listed_not_averaged(tmp_path: Path) -> None:
+    specs = (
+        rf.DEFAULT_CONFIGS[0],
+        rf.ConfigSpec("broken", venv="local", profile="cpu", fail=3),
+        rf.DEFAULT_CONFIGS[2],
+    )
+    run = rf.make_run_dir(tmp_path, configs=specs)
+    result = build_report(run, CostOptions(gpu="H100"))
+    row = result.summary.table.set_index("config").loc["broken"]
+    assert (row["n_ok"], row["n_failed"]) == (0, 3)
+    assert math.isnan(row["median_time_to_ready_s"]) and math.isnan(row["gpu_idle_cost_usd"])
+    assert row["why"].startswith(
+        "all 3 trial(s) did not finish ok; first error: ERROR: Could not install"
+    )
+    assert result.winner == "venv-local"
+    assert "timeline-broken.png" not in {p.name for p in result.paths.values()}
+    html = (run / "report.html").read_text()
+    assert '<tr class="failed"><td>broken</td>' in html
+    data = json.loads((run / "summary.json").read_text())
+    broken = next(c for c in data["configs"] if c["config"] == "broken")
+    assert broken["median_time_to_ready_s"] is None

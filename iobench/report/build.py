@@ -34,6 +34,7 @@ class ReportResult:
 
     @property
     def winner(self) -> str | None:
+        """The config with the lowest median time-to-ready (None if none succeeded)."""
         return self.summary.winner
 
     @property

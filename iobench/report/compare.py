@@ -62,6 +62,7 @@ class CompareResult:
 
     @property
     def lines(self) -> list[str]:
+        """The console comparison in the default (table) format."""
         return self.format("table")
 
 
@@ -202,6 +203,7 @@ def compare_table(result: CompareResult) -> list[str]:
 
 
 def compare_markdown(result: CompareResult) -> list[str]:
+    """The comparison as Markdown, to paste into an issue or a wiki."""
     labels = result.labels
     head = [
         "config",

@@ -52,6 +52,7 @@ def fmt_usd(x: float, digits: int | None = None) -> str:
 
 
 def fmt_x(x: float) -> str:
+    """A ratio such as a speed-up: ``6.39x``."""
     if x is None or not math.isfinite(x):
         return "—"
     return f"{x:.2f}x"
@@ -130,6 +131,7 @@ def summary_dict(
 
 
 def json_text(data: dict[str, Any]) -> str:
+    """Strict JSON (NaN refused: clean() must have turned it into null)."""
     return json.dumps(data, indent=2, allow_nan=False)
 
 

@@ -66,6 +66,7 @@ def data_uri(path: Path) -> str:
 
 
 def img(path: Path | None, alt: str) -> str:
+    """An inline <img>, or nothing when the chart was not made."""
     if path is None or not Path(path).is_file():
         return ""
     return f'<img src="{data_uri(Path(path))}" alt="{e(alt)}">'
@@ -94,6 +95,7 @@ def table_html(
 
 
 def page(title: str, body: str, rebuild: str = "iobench report RUN_DIR") -> str:
+    """A whole HTML document with the inline stylesheet (no external resources)."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title>'
@@ -118,6 +120,7 @@ def _bytes(n: Any) -> str:
 
 
 def summary_table_html(summary: Summary) -> str:
+    """The summary table, fastest first, winner highlighted."""
     t = summary.table.copy()
     t["_k"] = t["median_time_to_ready_s"].fillna(math.inf)
     t = t.sort_values("_k", kind="stable")
@@ -164,6 +167,7 @@ def summary_table_html(summary: Summary) -> str:
 
 
 def diagnosis_html(summary: Summary) -> str:
+    """Bottleneck and the figures behind it, per config."""
     rows = [
         [e(r["config"]), f"<b>{e(r['bottleneck'])}</b>", e(r["why"])]
         for _, r in summary.table.iterrows()
@@ -172,6 +176,7 @@ def diagnosis_html(summary: Summary) -> str:
 
 
 def roles_html(meta: dict[str, Any]) -> str:
+    """The places under test with their filesystem facts."""
     roles = meta.get("roles") or {}
     rows = []
     for name, r in roles.items():
@@ -193,6 +198,7 @@ def roles_html(meta: dict[str, Any]) -> str:
 
 
 def host_html(meta: dict[str, Any]) -> str:
+    """Host, GPU, versions and index: enough to tell two pods apart."""
     host = meta.get("host") or {}
     versions = meta.get("versions") or {}
     gpu = meta.get("gpu") or {}
@@ -228,6 +234,7 @@ def roles_line(meta: dict[str, Any]) -> str:
 
 
 def answer_html(summary: Summary, rec: Recommendation | None) -> str:
+    """The answer box: winner, saving, caution when within noise, what changed."""
     if rec is None:
         return (
             '<div class="warn">No configuration finished successfully; nothing to recommend.</div>'
@@ -271,6 +278,7 @@ def answer_html(summary: Summary, rec: Recommendation | None) -> str:
 
 
 def recommendation_html(rec: Recommendation | None) -> str:
+    """Start-script and Dockerfile lines side by side."""
     if rec is None:
         return ""
     notes = "".join(f"<li>{e(n)}</li>" for n in rec.notes)
@@ -288,6 +296,7 @@ def recommendation_html(rec: Recommendation | None) -> str:
 
 
 def method_html(summary: Summary) -> str:
+    """Definitions and formulas, so every figure can be redone by hand."""
     opt = summary.options
     storage = (
         f" plus {opt.storage_usd_per_gb:g} USD per GB written on the <i>target</i> role"

@@ -103,6 +103,7 @@ class Run:
 
     @property
     def run_id(self) -> str:
+        """The run id from meta.json, else the folder name."""
         return str(self.meta.get("run_id") or self.path.name)
 
     @property
@@ -113,11 +114,13 @@ class Run:
 
     @property
     def scenario_name(self) -> str:
+        """The scenario's name for titles."""
         scenario = self.meta.get("scenario") or {}
         return str(scenario.get("name") or "?")
 
     @property
     def gpu(self) -> GpuInfo | None:
+        """The GPU the run detected (prices the report when no --gpu is given)."""
         return GpuInfo.from_meta(self.meta.get("gpu"))
 
     def config_order(self) -> list[str]:
@@ -128,6 +131,7 @@ class Run:
         return [c for c in order if c in seen] + [c for c in seen if c not in order]
 
     def sample_path(self, trial_id: str) -> Path:
+        """Where a trial's time series lives."""
         return self.path / "samples" / f"{trial_id}.csv"
 
     def warn(self, message: str) -> None:

@@ -87,6 +87,7 @@ class Summary:
     within_noise: bool = False  # the winner's and the baseline's p10-p90 overlap
 
     def row(self, config: str) -> pd.Series:
+        """One config's summary row (by name)."""
         return self.table.set_index("config").loc[config]
 
     def trials_per_config(self) -> str:
