@@ -87,6 +87,7 @@ DEFAULT_CONFIGS = (
                        "import": 4.0}),
 )  # fmt: skip
 
+STALL_HEADER = "run_id,trial_id,phase,start_s,length_s,dstate_max,iowait_mean_pct\n"
 WRITE_BYTES = 2.6e9
 WHEEL_BYTES = 2.4e9
 FILES = 15_000
@@ -253,6 +254,7 @@ def make_run_dir(
         "env": {"HF_TOKEN": "***"},
     }  # fmt: skip
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2))
+    stall_rows: list[str] = []
     with open(run_dir / "trials.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=TRIAL_COLUMNS)
         writer.writeheader()
@@ -300,6 +302,13 @@ def make_run_dir(
                 if failed:
                     row["time_to_ready_s"] = ""
                 writer.writerow(row)
+                if spec.stall_s and not failed:
+                    start = fig["venv_s"] + fig["download_s"] + 0.3 * fig["install_s"]
+                    stall_rows.append(
+                        f"{run_id},{trial_id},install,{start:.2f},{spec.stall_s:.2f},2,35.0\n"
+                    )
+    if stall_rows:
+        (run_dir / "stalls.csv").write_text(STALL_HEADER + "".join(stall_rows))
     return run_dir
 
 

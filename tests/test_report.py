@@ -577,3 +577,18 @@ def test_a_config_whose_every_trial_failed_is_listed_not_averaged(tmp_path: Path
     data = json.loads((run / "summary.json").read_text())
     broken = next(c for c in data["configs"] if c["config"] == "broken")
     assert broken["median_time_to_ready_s"] is None
+
+
+def test_recorded_stalls_are_read_and_bad_stall_files_only_warn(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    stalls = run.trial_stalls("naive-r1")
+    assert stalls is not None and len(stalls) == 1
+    start, end = stalls[0]
+    assert end - start == pytest.approx(25.0)
+    assert run.trial_stalls("venv-local-r1") == []
+    (run_dir / "stalls.csv").write_text("what,ever\n1,2\n")
+    run = load_run(run_dir)
+    assert run.trial_stalls("naive-r1") is None
+    assert any("stalls.csv" in w for w in run.warnings)
+    (run_dir / "stalls.csv").unlink()
+    assert load_run(run_dir).trial_stalls("naive-r1") is None

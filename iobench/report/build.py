@@ -128,7 +128,12 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
                f"{formats.fmt_s(float(run.trials.set_index('trial_id').loc[trial_id, 'time_to_ready_s']))} · "
                f"{row['bottleneck']}")  # fmt: skip
         path = charts.timeline_chart(
-            samples, config, trial_id, sub, out / f"timeline-{slug(config)}.png"
+            samples,
+            config,
+            trial_id,
+            sub,
+            out / f"timeline-{slug(config)}.png",
+            run.trial_stalls(trial_id),
         )
         timelines[config] = path
         result.paths[f"timeline:{config}"] = path

@@ -283,9 +283,18 @@ def _legend_right(ax) -> None:
 
 
 def timeline_chart(
-    samples: pd.DataFrame, config: str, trial_id: str, subtitle: str, path: Path
+    samples: pd.DataFrame,
+    config: str,
+    trial_id: str,
+    subtitle: str,
+    path: Path,
+    stalls: list[tuple[float, float]] | None = None,
 ) -> Path:
-    """iowait/CPU %, write MB/s and blocked processes over one trial, with phase bands."""
+    """iowait/CPU %, write MB/s and blocked processes over one trial, with phase bands.
+
+    ``stalls`` are (start, end) seconds as the run recorded them (stalls.csv); without
+    them, stretches of 5 s or more with no installer writes during install are drawn.
+    """
     t = samples["t"].to_numpy(dtype=float)
     phase = (
         samples["phase"].to_numpy(dtype=str) if "phase" in samples.columns else np.full(len(t), "")
@@ -362,7 +371,7 @@ def timeline_chart(
         bx, by = _binned(t, nr, width)
         ax.plot(bx, by / 1e6, color=OKABE_ITO["sky"], linewidth=1.0, label="network receive")
     starts, rates = install_write_rates(samples)
-    for a, b in find_stalls(starts, rates):
+    for a, b in stalls if stalls is not None else find_stalls(starts, rates):
         ax.axvspan(
             a, b, facecolor="none", edgecolor=OKABE_ITO["vermillion"], hatch="///", linewidth=0
         )

@@ -167,6 +167,38 @@ class Run:
             df["phase"] = df["phase"].astype(str)
         return df
 
+    def stalls(self) -> pd.DataFrame | None:
+        """stalls.csv (one row per recorded stall), or None when the run did not write one."""
+        path = self.path / "stalls.csv"
+        if not path.is_file():
+            return None
+        try:
+            df = pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            return None
+        except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+            self.warn(f"{path}: unreadable ({_one_line(exc)}); stalls are estimated from samples")
+            return None
+        if not {"trial_id", "start_s", "length_s"} <= set(df.columns):
+            self.warn(
+                f"{path}: no trial_id/start_s/length_s columns; stalls are estimated from samples"
+            )
+            return None
+        df["trial_id"] = df["trial_id"].astype(str)
+        for col in ("start_s", "length_s"):
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+        return df
+
+    def trial_stalls(self, trial_id: str) -> list[tuple[float, float]] | None:
+        """(start, end) seconds of the stalls the run recorded for one trial; None = unknown."""
+        df = self.stalls()
+        if df is None:
+            return None
+        rows = df[(df["trial_id"] == trial_id) & df["start_s"].notna() & df["length_s"].notna()]
+        return [
+            (float(a), float(a + n)) for a, n in zip(rows["start_s"], rows["length_s"], strict=True)
+        ]
+
     def iter_samples(
         self, trial_ids: Iterable[str], columns: Collection[str] | None = None
     ) -> Iterator[tuple[str, pd.DataFrame]]:
