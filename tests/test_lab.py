@@ -244,7 +244,7 @@ def test_create_and_stat_rates_follow_the_configured_latency(
     Never faster than the latency allows; slower by the Python FUSE cost (~40 µs a request)
     and by CPU contention from other processes, so the best of three attempts counts.
     """
-    mnt = volume(latency_ms=latency_ms)
+    mnt = volume(latency_ms=latency_ms, cache_s=0)  # every lookup reaches the daemon
     n = 300
     attempts = []
     for attempt in range(3):
@@ -309,6 +309,21 @@ def test_bandwidth_and_iops_caps(volume: Callable[..., Path]) -> None:
     elapsed = time.perf_counter() - t0
     ops = sum(_per_item(before, _live_ops(mnt2), 1).values())
     assert ops / elapsed == pytest.approx(1000, rel=0.25), (ops, elapsed)
+
+
+@pytest.mark.lab
+@needs_fuse
+def test_cache_s_lets_the_kernel_skip_round_trips(volume: Callable[..., Path]) -> None:
+    counts = {}
+    for cache_s in (0.0, 30.0):
+        mnt = volume(f"cache{cache_s:g}", cache_s=cache_s)
+        (mnt / "f").write_text("x")
+        before = _live_ops(mnt)
+        for _ in range(100):
+            os.stat(mnt / "f")
+        counts[cache_s] = sum(_per_item(before, _live_ops(mnt), 1).values())
+    assert counts[0.0] >= 200  # lookup + getattr, every time
+    assert counts[30.0] <= 5, counts
 
 
 @pytest.mark.lab
