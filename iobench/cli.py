@@ -180,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = run_dir.trials()
     for line in console_summary(rows):
         print(line)
-    if not args.no_report:
+    if not args.no_report and any(r["status"] == "ok" for r in rows):
         try:
             from iobench.report import build_report
         except ImportError:

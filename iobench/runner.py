@@ -267,6 +267,13 @@ class Runner:
             self.run_dir = rd
             for role in sorted(used_roles):
                 self.scratch[role] = Scratch(o.roles[role], run_id).ensure()
+                left = [p.name for p in self.scratch[role].leftovers() if p.name != run_id]
+                if left:
+                    self.progress.message(
+                        f"note: {self.scratch[role].root} holds scratch of other or crashed runs "
+                        f"({', '.join(left[:3])}{'...' if len(left) > 3 else ''}); "
+                        f"`iobench clean {o.roles[role]}` removes it once no run uses it"
+                    )
             done = rd.done_trial_ids()
             plans = plan_trials(o.scenario, o.repeats, done)
             total = len(plans) + len(done)
@@ -294,6 +301,11 @@ class Runner:
         finally:
             if self.index is not None:
                 self.index.stop()
+            for scratch in self.scratch.values():
+                try:
+                    scratch.finish()
+                except OSError as exc:
+                    self.progress.message(f"warning: could not remove {scratch.run_root}: {exc}")
             if self.lock is not None:
                 self.lock.release()
             for sig, handler in previous.items():

@@ -87,12 +87,21 @@ class Scratch:
             raise UsageError(f"cannot create scratch folder in {self.root.parent}: {exc.strerror}") from None
         return self
 
+    @property
+    def run_root(self) -> Path:
+        """This run's own folder inside the scratch: runs sharing a role never collide."""
+        return self.root / (self.run_id or f"pid-{os.getpid()}")
+
     def trial_dir(self, trial_id: str) -> Path:
-        path = self.root / trial_id
+        path = self.run_root / trial_id
         if path.exists():
             remove(path)
-        path.mkdir()
+        path.mkdir(parents=True)
         return path
+
+    def finish(self) -> None:
+        """Remove this run's folder (what is left of it after its trials cleaned up)."""
+        remove(self.run_root)
 
     def leftovers(self) -> list[Path]:
         """Folders left behind by a run that crashed (everything but the sentinel and lock)."""

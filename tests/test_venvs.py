@@ -78,12 +78,13 @@ def test_clean_command_removes_leftovers_only(tmp_path: Path, capsys) -> None:
     target = tmp_path / "target"
     target.mkdir()
     (target / "mine").write_text("m")
-    scratch = Scratch(target).ensure()
+    scratch = Scratch(target, "crashed-run").ensure()
     left = scratch.trial_dir("naive-r1")
+    assert left == target / SCRATCH_NAME / "crashed-run" / "naive-r1"
     (left / "venv").mkdir()
     (left / "venv" / "out").symlink_to(outside)
     assert main(["clean", str(target), "--dry-run"]) == 0
-    assert "naive-r1" in capsys.readouterr().out
+    assert "crashed-run" in capsys.readouterr().out
     assert left.exists()
     assert main(["clean", str(target)]) == 0
     assert not (target / SCRATCH_NAME).exists()
