@@ -160,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = RunOptions(
         scenario=scenario,
         roles=roles,
-        results_root=args.results,
+        results_root=args.results.resolve(),  # phases run in other folders: no relative paths
         repeats=repeats,
         sample_hz=args.sample_hz,
         stall_after=args.stall_after,
@@ -170,7 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         index_url=args.index_url,
         index_mbps=args.index_mbps,
         python=args.python,
-        resume=args.resume,
+        resume=args.resume.resolve() if args.resume else None,
         lock_wait=args.lock_wait,
         command=["iobench", *sys.argv[1:]],
         progress=progress,

@@ -119,3 +119,13 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     for role_dir in (target, disk_dir):
         assert [p.name for p in role_dir.iterdir()] == [".iobench-scratch"]
         assert {p.name for p in (role_dir / ".iobench-scratch").iterdir()} <= {".iobench-sentinel", "lock.json"}
+
+
+def test_relative_results_folder_keeps_logs_and_phase_split(tmp_path: Path, monkeypatch) -> None:
+    """Phases run in the trial's folder; a relative --results must still receive the logs."""
+    monkeypatch.chdir(tmp_path)
+    assert _run(["--configs", "venv-on-tmp", "--target", ".", "--tmp", str(tmp_path), "--results", "res"]) == 0
+    run = only_run_dir(tmp_path / "res")
+    row = read_csv(run / "trials.csv")[0]
+    assert float(row["install_s"]) > 0 and float(row["download_s"]) > 0
+    assert "Installing collected packages" in (run / "logs" / "venv-on-tmp-r1.log").read_text()
