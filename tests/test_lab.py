@@ -436,6 +436,24 @@ def test_sshfs_kind_takes_a_venv_and_tears_everything_down(tmp_path: Path) -> No
 
 
 @pytest.mark.lab
+@needs_sshfs
+def test_sshfs_failure_removes_namespace_and_veth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iobench.lab import sshfs
+
+    real_tools = sshfs.tools
+    monkeypatch.setattr(sshfs, "tools", lambda: {**real_tools(), "sshd": "/bin/false"})
+    netns_before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links_before = set(os.listdir("/sys/class/net"))
+    with pytest.raises(LabError, match="sshd exited in the lab namespace"):
+        manage.up(tmp_path / "ssh", kind="sshfs")
+    assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout == netns_before
+    assert set(os.listdir("/sys/class/net")) == links_before
+    _assert_nothing_left(tmp_path / "ssh")
+
+
+@pytest.mark.lab
 @needs_fuse
 def test_down_ends_a_stopped_daemon_and_writes_stats(tmp_path: Path) -> None:
     mnt = tmp_path / "hung"
