@@ -52,6 +52,7 @@ TRIAL_COLUMNS = (
     "iowait_p95_pct",
     "blocked_max",
     "dstate_max",
+    "fswait_frac",
     "rss_max_bytes",
     "index_bytes",
     "tmpdir_peak_bytes",

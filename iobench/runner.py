@@ -507,6 +507,7 @@ class Runner:
             iowait_p95_pct=percentile(iow, 95) if iow else None,
             blocked_max=max((s["procs_blocked"] for s in rows), default=None),
             dstate_max=max((s["tree_dstate"] for s in rows), default=None),
+            fswait_frac=(sum(1 for s in rows if s["tree_fswait"]) / len(rows)) if rows else None,
             rss_max_bytes=max((s["tree_rss_bytes"] for s in rows), default=None),
             stalls=len(result.stalls),
             stall_longest_s=max((s.length_s for s in result.stalls), default=0.0),

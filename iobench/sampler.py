@@ -22,6 +22,7 @@ its cost can be reported.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -46,6 +47,7 @@ SAMPLE_COLUMNS = (
     "tree_write_bytes",
     "tree_write_calls",
     "tree_dstate",
+    "tree_fswait",
     "tree_rss_bytes",
     "fs_used_venv",
     "fs_used_tmpdir",
@@ -76,7 +78,17 @@ _CLK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def read_process(pid: int, include_children: bool = True) -> tuple[TreeCounters, int, int]:
+# Kernel functions a thread sleeps in while it waits for a filesystem or the block layer
+# (/proc/PID/task/TID/wchan). FUSE waits sleep interruptibly (state S, no iowait), so
+# neither D state nor iowait shows them; the wait channel does.
+FS_WAIT = re.compile(
+    rb"^(request_wait_answer|fuse_|rpc_wait|nfs|__rpc|io_schedule|folio_wait|wait_on_page|"
+    rb"__lock_page|jbd2|blk_|bit_wait_io|ext4_|xfs_|__wait_on_buffer|wait_on_buffer|"
+    rb"do_get_write_access|__filemap|filemap_|ovl_|p9_|cifs_|smb)"
+)
+
+
+def read_process(pid: int, include_children: bool = True, waits: bool = True) -> tuple[TreeCounters, int, int]:
     """Counters, D-state thread count and RSS of one process (children reaped by it included).
 
     Works on a zombie that has not been reaped yet: the kernel has then folded every
@@ -106,19 +118,30 @@ def read_process(pid: int, include_children: bool = True) -> tuple[TreeCounters,
         ticks += int(fields[13]) + int(fields[14])
     c.cpu_s = ticks / _CLK
     rss = int(fields[21]) * _PAGE
-    dstate = 0
+    return c, (_thread_waits(pid)[0] if waits else 0), rss
+
+
+def _thread_waits(pid: int) -> tuple[int, int]:
+    """(threads in D state, threads sleeping in a filesystem or block-layer wait)."""
+    dstate = fswait = 0
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
-                    s = fh.read()
-                if s[s.rindex(b")") + 2 : s.rindex(b")") + 3] == b"D":
-                    dstate += 1
-            except OSError:
-                continue
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        pass
-    return c, dstate, rss
+        return 0, 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                s = fh.read()
+            state = s[s.rindex(b")") + 2 : s.rindex(b")") + 3]
+            if state == b"D":
+                dstate += 1
+            if state in (b"D", b"S"):
+                with open(f"/proc/{pid}/task/{tid}/wchan", "rb") as fh:
+                    if FS_WAIT.match(fh.read()):
+                        fswait += 1
+        except OSError:
+            continue
+    return dstate, fswait
 
 
 def tree_pids(root: int) -> list[int]:
@@ -298,15 +321,17 @@ class Sampler:
             root = self._root
             phase = self.phase
         live = TreeCounters()
-        dstate = rss = procs = 0
+        dstate = fswait = rss = procs = 0
         if root is not None:
             for pid in tree_pids(root):
                 try:
-                    c, dd, r = read_process(pid, include_children=(pid == root))
+                    c, _, r = read_process(pid, include_children=(pid == root), waits=False)
                 except (OSError, ValueError, IndexError):
                     continue
+                dd, fw = _thread_waits(pid)
                 live = live + c
                 dstate += dd
+                fswait += fw
                 rss += r
                 procs += 1
         fs = {}
@@ -358,6 +383,7 @@ class Sampler:
                     "tree_write_bytes": cum.write_bytes,
                     "tree_write_calls": cum.write_calls,
                     "tree_dstate": dstate,
+                    "tree_fswait": fswait,
                     "tree_rss_bytes": rss,
                     "fs_used_venv": fs.get("venv"),
                     "fs_used_tmpdir": fs.get("tmpdir"),

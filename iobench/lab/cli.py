@@ -42,9 +42,10 @@ def register(sub: Any) -> None:
                    help="EFS-Bursting-like: rate while credits last (needs --mbps as the baseline)")
     p.add_argument("--burst-credits-mb", type=float, metavar="C",
                    help="credits: MB moved at the burst rate before falling to --mbps")
-    p.add_argument("--cache-s", type=float, default=0.0, metavar="S",
+    p.add_argument("--cache-s", type=float, default=1.0, metavar="S",
                    help="let the kernel trust looked-up names and attributes for S seconds "
-                        "(default 0: every path lookup is a round trip, like NFS with noac)")
+                        "(default 1, libfuse's own, near an NFS client's attribute cache; "
+                        "0: every path lookup is a round trip, like NFS with noac)")
     p.add_argument("--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount")
     p.set_defaults(func=handle_up)
 

@@ -238,7 +238,7 @@ def up(
     mbps: float | None = None,
     burst_mbps: float | None = None,
     burst_credits_mb: float | None = None,
-    cache_s: float = 0.0,
+    cache_s: float = 1.0,
     stats: str | os.PathLike[str] | None = None,
     timeout_s: float = 20.0,
 ) -> LabMount:

@@ -20,7 +20,9 @@ class VolumeOptions:
     ``mbps`` is the baseline rate; ``burst_mbps`` with ``burst_credits_mb`` adds an
     EFS-Bursting-like credit balance on top of it (see :mod:`iobench.lab.shaping`).
     ``cache_s`` is how long the kernel may trust names and attributes it has looked up
-    (FUSE entry/attr timeouts); 0, the default, makes every path lookup a round trip.
+    (FUSE entry/attr timeouts). The default, 1 s, is libfuse's own and behaves like an NFS
+    client's attribute cache (about 12 round trips per installed file); 0 makes every path
+    lookup a round trip (about 200 per installed file: far slower than real volumes).
     """
 
     latency_ms: float = 0.0
@@ -29,7 +31,7 @@ class VolumeOptions:
     mbps: float | None = None
     burst_mbps: float | None = None
     burst_credits_mb: float | None = None
-    cache_s: float = 0.0
+    cache_s: float = 1.0
 
     def validate(self, kind: str = "fuse") -> VolumeOptions:
         """Return self, or raise :class:`UsageError` naming the first bad option."""

@@ -1,0 +1,77 @@
+"""iobench run against the emulated slow volume: physics decides the ranking, samples show the wait."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import only_run_dir, read_csv
+from test_run_e2e import TINY_PROFILE
+
+from iobench.__main__ import main
+
+pytestmark = pytest.mark.lab
+
+SCENARIO = f"""
+[scenario]
+name = "lab"
+packages = ["tiny-core"]
+wheels = "{TINY_PROFILE}"
+ready = "import tiny_core; tiny_core.check()"
+repeats = 1
+size_mb = 10
+
+[configs.naive]
+venv = "target"
+tmpdir = "target"
+cache = "target"
+
+[configs.venv-on-tmp]
+venv = "tmp"
+tmpdir = "tmp"
+cache = "tmp"
+"""
+
+
+@pytest.fixture
+def slow(tmp_path: Path):
+    from iobench.lab.manage import lab_unavailable_reason
+    from iobench.lab.testing import slow_volume
+
+    reason = lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with slow_volume(tmp_path, latency_ms=1.0) as mnt:
+        yield mnt
+
+
+def test_venv_on_slow_volume_loses_and_the_wait_is_visible(slow: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "lab.toml"
+    scenario.write_text(SCENARIO)
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    rc = main(["run", "--scenario", str(scenario), "--target", str(slow), "--tmp", str(fast),
+               "--results", str(tmp_path / "r"), "--no-report", "--quiet", "--sample-hz", "20"])
+    assert rc == 0
+    run = only_run_dir(tmp_path / "r")
+    rows = {r["config"]: r for r in read_csv(run / "trials.csv")}
+    naive, local = rows["naive"], rows["venv-on-tmp"]
+    assert naive["status"] == local["status"] == "ok"
+    assert naive["venv_fstype"].startswith("fuse")
+    ratio = float(naive["time_to_ready_s"]) / float(local["time_to_ready_s"])
+    assert ratio >= 3, ratio
+    # the time went to waiting, not working: off-CPU, and the installer seen in D state
+    assert float(naive["offcpu_frac"]) >= 0.6
+    assert float(naive["offcpu_frac"]) > float(local["offcpu_frac"]) + 0.2
+    # per sample: the installer tree's CPU use while it writes the venv, from its cumulative
+    # CPU seconds (FUSE waits sleep interruptibly: neither iowait nor reliably D state)
+    def busy(trial: str) -> float:
+        samples = [s for s in read_csv(run / "samples" / f"{trial}.csv") if s["phase"] in ("venv", "install")]
+        cpu = float(samples[-1]["tree_cpu_s"]) - float(samples[0]["tree_cpu_s"])
+        return cpu / (float(samples[-1]["t"]) - float(samples[0]["t"]))
+
+    assert busy("naive-r1") < 0.4 < busy("venv-on-tmp-r1"), (busy("naive-r1"), busy("venv-on-tmp-r1"))
+    # ... and where it waited: in the FUSE request queue, for most of the trial
+    assert float(naive["fswait_frac"]) >= 0.5 > float(local["fswait_frac"]) + 0.2, (naive["fswait_frac"], local["fswait_frac"])
+    # the volume is left clean: only iobench's scratch folder, nothing in it
+    assert [p.name for p in slow.iterdir()] == [".iobench-scratch"]
