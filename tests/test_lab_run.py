@@ -75,3 +75,23 @@ def test_venv_on_slow_volume_loses_and_the_wait_is_visible(slow: Path, tmp_path:
     assert float(naive["fswait_frac"]) >= 0.5 > float(local["fswait_frac"]) + 0.2, (naive["fswait_frac"], local["fswait_frac"])
     # the volume is left clean: only iobench's scratch folder, nothing in it
     assert [p.name for p in slow.iterdir()] == [".iobench-scratch"]
+
+
+def test_probe_agrees_with_configured_latency(tmp_path: Path, capsys) -> None:
+    """`iobench probe` on the volume: a create is 3 round trips (lookup of the new name,
+    create, flush on close), a stat of a just-made file 1 (its attributes are cached)."""
+    from iobench.lab.manage import lab_unavailable_reason
+    from iobench.lab.testing import slow_volume
+
+    reason = lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    latency = 2.0
+    best = []
+    with slow_volume(tmp_path, latency_ms=latency) as mnt:
+        for _ in range(3):  # best of three: load elsewhere on the machine only adds time
+            assert main(["probe", str(mnt), "--files", "150", "--write-mb", "0"]) == 0
+            out = capsys.readouterr().out
+            line = next(ln for ln in out.splitlines() if "create" in ln)
+            best.append(float(line.split("(")[1].split(" ms")[0]))
+    assert min(best) == pytest.approx(3 * latency, rel=0.25), best
