@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -301,6 +302,8 @@ class Runner:
         finally:
             if self.index is not None:
                 self.index.stop()
+            if getattr(self, "_cwd", None) is not None:
+                shutil.rmtree(self._cwd, ignore_errors=True)  # made by mkdtemp above, empty
             for scratch in self.scratch.values():
                 try:
                     scratch.finish()
@@ -350,7 +353,7 @@ class Runner:
         if cfg.cache != "off":
             cache = dirs[cfg.cache] / "cache"
             cache.mkdir(exist_ok=True)
-        workdir = tmpdir  # cwd of every phase: nothing on it shadows imports
+        workdir = self._neutral_cwd()
         installer = installers.get_installer(cfg.installer)
         assert self.index_spec is not None
         env = installers.base_environment(tmpdir, isolated=self.index_spec.local)
@@ -526,12 +529,27 @@ class Runner:
             self.run_dir.write_samples(row["trial_id"], rows, SAMPLE_COLUMNS)
             self.run_dir.append_stalls(row["run_id"], row["trial_id"], stall_dicts(result.stalls))
 
+    def _logs(self) -> Path:
+        if self.run_dir is not None:
+            return self.run_dir.logs_dir
+        return self._neutral_cwd()
+
+    def _neutral_cwd(self) -> Path:
+        """An empty local folder as every phase's working directory: `python -c` puts the
+        cwd first on sys.path, so a cwd on the volume under test would add lookups to
+        every import, and files in it could shadow modules."""
+        if getattr(self, "_cwd", None) is None:
+            import tempfile
+
+            self._cwd = Path(tempfile.mkdtemp(prefix="iobench-cwd-"))
+        return self._cwd
+
     def _prime(self, installer, venv: Path, cache: Path | None, env: dict, cwd: Path) -> None:  # noqa: ANN001
         """Fill the cache through an untimed install into a separate venv."""
         r = subprocess.run(self._venv_argv(venv), env=env, cwd=cwd, capture_output=True, text=True)
         if r.returncode != 0:
             raise _Failed(f"priming venv failed: {_tail(r.stdout + r.stderr)}")
-        log = cwd / "prime.log"
+        log = self._logs() / "prime.log"
         step = installer.command(venv, list(self.opts.scenario.packages), self.index_spec, cache, log, env)
         r = subprocess.run(step.argv, env=step.env, cwd=cwd, capture_output=True, text=True)
         if r.returncode != 0:
@@ -545,7 +563,9 @@ class Runner:
     def _phase(self, tid: str, phase: str, argv: list[str], env: dict, cwd: Path, sampler: Sampler) -> PhaseResult:
         """Run one phase's process under the sampler; exact counters from its zombie."""
         self.progress.phase(tid, phase)
-        out_path = cwd / f".{phase}.out"
+        # the phase's output goes to the run's logs (local disk), not to the volume under test;
+        # it is kept only when the phase fails
+        out_path = self._logs() / f"{tid}.{phase}.out"
         with open(out_path, "w+b") as out:
             start_wall = time.time()
             start = time.monotonic()
@@ -573,10 +593,11 @@ class Runner:
             sampler.finish(counters)
             out.seek(0)
             output = out.read()[-20000:].decode(errors="replace")
-        try:
-            out_path.unlink()
-        except OSError:
-            pass
+        if proc.returncode == 0:
+            try:
+                out_path.unlink()
+            except OSError:
+                pass
         return PhaseResult(start_wall, start, end, proc.returncode, counters, output)
 
     def _wait(self, proc: subprocess.Popen, tid: str, phase: str, start: float, sampler: Sampler) -> None:
