@@ -279,7 +279,10 @@ class Runner:
             plans = plan_trials(o.scenario, o.repeats, done)
             total = len(plans) + len(done)
             self.progress.run_started(str(rd.path), total, len(done))
-            self._warm_up()
+            seeded = self._warm_up()
+            if seeded:
+                meta = rd.load_meta()
+                rd.update_meta(versions={**meta.get("versions", {}), "venv": seeded})
             k = len(done)
             for plan in plans:
                 k += 1
@@ -323,15 +326,27 @@ class Runner:
                 f"warning: took over a stale lock on {self.opts.roles['target']}: {self.lock.took_over}"
             )
 
-    def _warm_up(self) -> None:
+    def _warm_up(self) -> dict:
         """Create and remove one venv, untimed, so the first trial does not pay virtualenv's
-        one-time app-data extraction."""
-        role = next(iter(sorted(self.scratch)))
+        one-time app-data extraction; return what the venvs are made of (Python, seeded pip),
+        which is what every trial's installer really is."""
+        role = "tmp" if "tmp" in self.scratch else next(iter(sorted(self.scratch)))
         d = self.scratch[role].trial_dir("warm-up")
+        found: dict = {}
         try:
             subprocess.run(self._venv_argv(d / "venv"), capture_output=True, timeout=600, check=False)
+            cfg = d / "venv" / "pyvenv.cfg"
+            if cfg.is_file():
+                for line in cfg.read_text().splitlines():
+                    key, _, value = line.partition("=")
+                    if key.strip() in ("version", "version_info", "virtualenv"):
+                        found["python" if key.strip().startswith("version") else "virtualenv"] = value.strip()
+            for dist in (d / "venv").glob("lib/python*/site-packages/*.dist-info"):
+                name, _, version = dist.name[: -len(".dist-info")].partition("-")
+                found[name.lower()] = version
         finally:
             remove(d)
+        return found
 
     def _venv_argv(self, venv: Path) -> list[str]:
         argv = [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools"]
