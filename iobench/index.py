@@ -3,7 +3,7 @@
 Why: installing from a folder (``--find-links DIR``) makes pip read wheels in place, so
 TMPDIR and the HTTP cache would never be touched and their placement could not matter.
 Served over HTTP, pip and uv take their real path: download into TMPDIR, store in the
-HTTP cache, reuse it when warm. PEP 503 HTML pages with ``#sha256=`` fragments; files are
+HTTP cache, reuse it when warm. PEP 503 HTML pages with ``#sha256=`` fragments and PEP 658 metadata; files are
 sent with long-lived ``Cache-Control`` as PyPI does, so a warm cache downloads nothing.
 
 ``mbps`` caps the total rate of file bytes sent (one token bucket shared by all
@@ -41,6 +41,24 @@ def _project_of(filename: str) -> str | None:
             stem = filename[: -len(ext)]
             return normalize(stem.rsplit("-", 1)[0]) if "-" in stem else None
     return None
+
+
+def _wheel_metadata(path: Path) -> bytes | None:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next((n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            return zf.read(name) if name else None
+    except (OSError, zipfile.BadZipFile):
+        return None
+
+
+def _meta_attrs(meta: bytes | None) -> str:
+    if meta is None:
+        return ""
+    digest = hashlib.sha256(meta).hexdigest()
+    return f' data-dist-info-metadata="sha256={digest}" data-core-metadata="sha256={digest}"'
 
 
 @dataclass
@@ -88,11 +106,18 @@ class LocalIndex:
         self._lock = threading.Lock()
         self._bucket = _Bucket(mbps)
         self.projects: dict[str, list[tuple[str, str]]] = {}
+        # PEP 658: a wheel's METADATA served beside it, as PyPI does, so that pip and uv
+        # resolve without fetching whole wheels (uv would otherwise download each one twice)
+        self.metadata: dict[str, bytes] = {}
         for path in sorted(wheelhouse.iterdir()):
             project = _project_of(path.name)
             if project and path.is_file():
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
                 self.projects.setdefault(project, []).append((path.name, digest))
+                if path.name.endswith(".whl"):
+                    meta = _wheel_metadata(path)
+                    if meta is not None:
+                        self.metadata[path.name] = meta
         if not self.projects:
             raise UsageError(f"wheelhouse {wheelhouse} holds no wheels or sdists")
         self._server: ThreadingHTTPServer | None = None
@@ -151,7 +176,8 @@ class LocalIndex:
                             self.wfile.write(body)
                         return
                     links = "".join(
-                        f'<a href="/files/{urllib.parse.quote(fn)}#sha256={d}">{html.escape(fn)}</a><br>\n'
+                        f'<a href="/files/{urllib.parse.quote(fn)}#sha256={d}"{_meta_attrs(index.metadata.get(fn))}>'
+                        f"{html.escape(fn)}</a><br>\n"
                         for fn, d in files
                     )
                     body = (
@@ -159,6 +185,13 @@ class LocalIndex:
                         f"content=\"1.0\"></head><body>\n{links}</body></html>\n"
                     ).encode()
                     self._send(200, body, "text/html", "max-age=600")
+                    if not head:
+                        self.wfile.write(body)
+                    return
+                m = re.fullmatch(r"/files/([^/]+)\.metadata", path)
+                if m and m.group(1) in index.metadata:
+                    body = index.metadata[m.group(1)]
+                    self._send(200, body, "text/plain", "max-age=365000000, immutable, public")
                     if not head:
                         self.wfile.write(body)
                     return
