@@ -65,6 +65,30 @@ TRIAL_COLUMNS = (
     "sampler_cpu_s",
     "error",
 )
+#: samples/<trial_id>.csv, one row per sampler tick
+SAMPLE_COLUMNS = (
+    "t",
+    "phase",
+    "cpu_user_pct",
+    "cpu_system_pct",
+    "iowait_pct",
+    "procs_blocked",
+    "disk_read_bps",
+    "disk_write_bps",
+    "net_recv_bps",
+    "net_sent_bps",
+    "tree_procs",
+    "tree_cpu_s",
+    "tree_read_bytes",
+    "tree_write_bytes",
+    "tree_write_calls",
+    "tree_dstate",
+    "tree_fswait",
+    "tree_rss_bytes",
+    "fs_used_venv",
+    "fs_used_tmpdir",
+    "fs_used_cache",
+)
 FINAL_STATUSES = ("ok", "failed", "stalled")
 STALL_COLUMNS = ("run_id", "trial_id", "phase", "start_s", "length_s", "dstate_max", "iowait_mean_pct")
 

@@ -31,8 +31,8 @@ from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
 from iobench.lock import TargetLock
 from iobench.progress import PlainProgress, Progress
-from iobench.results import RunDir, new_run_id, utcnow
-from iobench.sampler import SAMPLE_COLUMNS, Sampler, TreeCounters, read_process, stall_dicts
+from iobench.results import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
+from iobench.sampler import Sampler, TreeCounters, read_process, stall_dicts
 from iobench.scenario import Config, Scenario
 from iobench.venvs import Scratch, remove
 

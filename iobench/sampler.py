@@ -30,30 +30,6 @@ from pathlib import Path
 
 import psutil
 
-SAMPLE_COLUMNS = (
-    "t",
-    "phase",
-    "cpu_user_pct",
-    "cpu_system_pct",
-    "iowait_pct",
-    "procs_blocked",
-    "disk_read_bps",
-    "disk_write_bps",
-    "net_recv_bps",
-    "net_sent_bps",
-    "tree_procs",
-    "tree_cpu_s",
-    "tree_read_bytes",
-    "tree_write_bytes",
-    "tree_write_calls",
-    "tree_dstate",
-    "tree_fswait",
-    "tree_rss_bytes",
-    "fs_used_venv",
-    "fs_used_tmpdir",
-    "fs_used_cache",
-)
-
 
 @dataclass
 class TreeCounters:

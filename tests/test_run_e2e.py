@@ -12,9 +12,8 @@ from conftest import TINY, only_run_dir, read_csv
 
 from iobench.__main__ import main
 from iobench.metadata import fstype_of
-from iobench.results import TRIAL_COLUMNS
+from iobench.results import SAMPLE_COLUMNS, TRIAL_COLUMNS
 from iobench.runner import percentile
-from iobench.sampler import SAMPLE_COLUMNS
 from iobench.wheels import cached_wheels, load_profile
 
 TINY_PROFILE = Path(__file__).parent / "data" / "tiny-profile.toml"
