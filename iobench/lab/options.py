@@ -13,6 +13,9 @@ KINDS = ("fuse", "sshfs")
 _MAX_LATENCY_MS = 60_000.0
 
 
+DEFAULT_CACHE_S = 1.0  # libfuse's own entry/attr timeout
+
+
 @dataclass(frozen=True)
 class VolumeOptions:
     """Milliseconds, operations per second, and MB/s (10**6 bytes per second).
@@ -31,7 +34,7 @@ class VolumeOptions:
     mbps: float | None = None
     burst_mbps: float | None = None
     burst_credits_mb: float | None = None
-    cache_s: float = 1.0
+    cache_s: float = DEFAULT_CACHE_S
 
     def validate(self, kind: str = "fuse") -> VolumeOptions:
         """Return self, or raise :class:`UsageError` naming the first bad option."""
@@ -67,7 +70,7 @@ class VolumeOptions:
                     ("--data-latency-ms", self.data_latency_ms),
                     ("--iops", self.iops),
                     ("--burst-mbps", self.burst_mbps),
-                    ("--cache-s", self.cache_s),
+                    ("--cache-s", self.cache_s != DEFAULT_CACHE_S),
                 )
                 if value
             ]
@@ -113,7 +116,7 @@ class VolumeOptions:
             if self.burst_mbps:
                 rate += f" (burst {self.burst_mbps:g} MB/s for {self.burst_credits_mb:g} MB)"
             parts.append(rate)
-        if self.cache_s:
+        if self.cache_s != DEFAULT_CACHE_S:
             parts.append(f"kernel cache {self.cache_s:g} s")
         return ", ".join(parts) or "no added delay"
 
