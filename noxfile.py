@@ -56,7 +56,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     session.install("ruff>=0.5")
-    session.run("ruff", "check", "iobench", "tests", "noxfile.py")
+    session.run("ruff", "check", "iobench", "tests", "tools", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
