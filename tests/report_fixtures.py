@@ -26,7 +26,7 @@ TRIAL_COLUMNS = [
     "venv_s", "download_s", "install_s", "compile_s", "import_s", "time_to_ready_s",
     "read_bytes", "write_bytes", "read_calls", "write_calls", "disk_write_bytes",
     "cpu_s", "offcpu_frac", "iowait_mean_pct", "iowait_p95_pct", "blocked_max", "dstate_max",
-    "rss_max_bytes", "index_bytes", "tmpdir_peak_bytes", "cache_bytes", "venv_bytes",
+    "fswait_frac", "rss_max_bytes", "index_bytes", "tmpdir_peak_bytes", "cache_bytes", "venv_bytes",
     "files_installed", "stalls", "stall_longest_s", "contended", "error",
 ]  # fmt: skip
 
@@ -34,8 +34,10 @@ SAMPLE_COLUMNS = [
     "t", "phase", "cpu_user_pct", "cpu_system_pct", "iowait_pct", "procs_blocked",
     "disk_read_bps", "disk_write_bps", "net_recv_bps", "net_sent_bps", "tree_procs",
     "tree_cpu_s", "tree_read_bytes", "tree_write_bytes", "tree_write_calls", "tree_dstate",
-    "tree_rss_bytes",
+    "tree_fswait", "tree_rss_bytes",
 ]  # fmt: skip
+#: columns that runs written before filesystem-wait sampling lack (``make_run_dir(fswait=False)``)
+FSWAIT_COLUMNS = ("fswait_frac", "tree_fswait")
 
 ROLES = {
     "target": {"path": "/workspace", "fstype": "nfs4", "device": "10.0.0.5:/vol",
@@ -152,6 +154,9 @@ def _samples(spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.
     )
     blocked = np.where(install & lat, rng.integers(0, 5, n), 0)
     dstate = np.where(install & lat, rng.integers(0, 3, n), 0)
+    # a network volume's client waits interruptibly: most install ticks on the target
+    fswait_p = np.where(install & on_target, 0.85, np.where(on_target, 0.3, 0.02))
+    fswait = (rng.uniform(0, 1, n) < fswait_p).astype(int)
     net_recv = np.where(download, WHEEL_BYTES / max(fig["download_s"], 1e-9), 0.0)
     net_recv = net_recv * rng.uniform(0.8, 1.2, n)
     cols = {
@@ -173,6 +178,7 @@ def _samples(spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.
             tree_write / max(fig["write_bytes"], 1) * fig["write_calls"]
         ).astype(np.int64),
         "tree_dstate": dstate,
+        "tree_fswait": fswait,
         "tree_rss_bytes": np.full(n, 180_000_000, dtype=np.int64),
     }
     buf = io.StringIO()
@@ -192,6 +198,7 @@ def _summary_from_samples(text: str) -> dict[str, float]:
         "iowait_p95_pct": round(float(np.percentile(iow, 95)), 2),
         "blocked_max": max(int(r["procs_blocked"]) for r in rows),
         "dstate_max": max(int(r["tree_dstate"]) for r in rows),
+        "fswait_frac": round(sum(int(r["tree_fswait"]) > 0 for r in rows) / len(rows), 4),
     }
 
 
@@ -209,11 +216,14 @@ def make_run_dir(
     samples: bool = True,
     sample_variants: int | None = None,
     roles: dict | None = None,
+    fswait: bool = True,
 ) -> Path:
     """Write a complete run directory under ``root`` and return its path.
 
     ``sample_variants``: write only this many distinct sample files per config and reuse
-    them for the other repeats (fast enough for benchmark-sized runs).
+    them for the other repeats (fast enough for benchmark-sized runs). ``fswait=False``
+    writes a run as iobench did before it sampled filesystem waits (no ``fswait_frac`` in
+    trials.csv, no ``tree_fswait`` in the samples).
     """
     rng = np.random.default_rng(seed)
     run_dir = root / run_id
@@ -255,8 +265,9 @@ def make_run_dir(
     }  # fmt: skip
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2))
     stall_rows: list[str] = []
+    columns = TRIAL_COLUMNS if fswait else [c for c in TRIAL_COLUMNS if c not in FSWAIT_COLUMNS]
     with open(run_dir / "trials.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=TRIAL_COLUMNS)
+        writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         for spec in configs:
             cache_text: list[tuple[str, dict]] = []
@@ -268,6 +279,9 @@ def make_run_dir(
                     if sample_variants is None or len(cache_text) < sample_variants:
                         text = _samples(spec, fig, hz, rng)
                         derived = _summary_from_samples(text)
+                        if not fswait:
+                            text = _drop_csv_column(text, "tree_fswait")
+                            derived.pop("fswait_frac")
                         cache_text.append((text, derived))
                     else:
                         text, derived = cache_text[r % len(cache_text)]
@@ -275,6 +289,8 @@ def make_run_dir(
                 else:
                     derived = {"iowait_mean_pct": 1.0, "iowait_p95_pct": 2.0,
                                "blocked_max": 0, "dstate_max": 0}  # fmt: skip
+                    if fswait:
+                        derived["fswait_frac"] = 0.0
                 row = {
                     "run_id": run_id, "trial_id": trial_id, "config": spec.name, "repeat": r,
                     "venv_role": spec.venv, "tmpdir_role": spec.tmpdir, "cache_role": spec.cache,
@@ -310,6 +326,39 @@ def make_run_dir(
     if stall_rows:
         (run_dir / "stalls.csv").write_text(STALL_HEADER + "".join(stall_rows))
     return run_dir
+
+
+def _drop_csv_column(text: str, name: str) -> str:
+    rows = list(csv.reader(io.StringIO(text)))
+    i = rows[0].index(name)
+    return "".join(",".join(r[:i] + r[i + 1 :]) + "\n" for r in rows)
+
+
+def resume_rows(run_dir: Path, trial_ids: tuple[str, ...]) -> None:
+    """Rewrite trials.csv as ``iobench run --resume`` leaves it: for each of ``trial_ids``, an
+    ``interrupted`` row (no time-to-ready, no counters) before its finished row."""
+    path = run_dir / "trials.csv"
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = list(reader.fieldnames or [])
+        rows = list(reader)
+    out = []
+    for row in rows:
+        if row["trial_id"] in trial_ids:
+            cut = dict.fromkeys(fields, "")
+            for key in ("run_id", "trial_id", "config", "repeat", "venv_role", "tmpdir_role",
+                        "cache_role", "venv_fstype", "tmpdir_fstype", "cache_fstype",
+                        "cache_state", "installer", "compile", "started_at"):  # fmt: skip
+                cut[key] = row[key]
+            cut["status"] = "interrupted"
+            cut["venv_s"] = "2.1"
+            cut["error"] = "interrupted by the user (SIGINT/SIGTERM); trial scratch removed"
+            out.append(cut)
+        out.append(row)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(out)
 
 
 def make_not_a_run(root: Path) -> Path:

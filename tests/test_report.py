@@ -22,16 +22,20 @@ from iobench.cost import CostOptions, find_preset
 from iobench.errors import IOBenchError, RunDirError, UsageError
 from iobench.gpu import GpuInfo
 from iobench.report import build_compare, build_report
+from iobench.report.charts import _rate_top, _rate_width
 from iobench.report.cli import register
 from iobench.report.diagnose import (
     ConfigFigures,
     SampleFigures,
     change_point,
     classify,
+    drop_window_s,
+    find_drop,
     find_stalls,
+    install_drop,
     sample_figures,
 )
-from iobench.report.load import load_run
+from iobench.report.load import drop_superseded, load_run
 from iobench.report.recommend import env_for
 from iobench.report.summary import median, percentile, speedup, target_bytes
 
@@ -72,6 +76,9 @@ def recompute(
             "iowait_mean_pct": float(np.median(ok["iowait_mean_pct"])),
             "iowait_p95_pct": float(np.median(ok["iowait_p95_pct"])),
             "offcpu_frac": float(np.median(ok["offcpu_frac"])),
+            "fswait_frac": float(np.median(ok["fswait_frac"]))
+            if "fswait_frac" in ok.columns
+            else math.nan,
             "write_mb": float(np.median(ok["write_bytes"])) / 1e6,
             "speedup_vs_naive": base / med,
             "saving_vs_naive_s": base - med,
@@ -111,6 +118,9 @@ def check_summary_against_trials(
     assert sorted(summary["config"]) == sorted(expected)
     for _, row in summary.iterrows():
         for col, value in expected[row["config"]].items():
+            if isinstance(value, float) and math.isnan(value):
+                assert math.isnan(row[col]), (row["config"], col)
+                continue
             assert row[col] == pytest.approx(value, rel=1e-5, abs=1e-9), (row["config"], col)
     return summary
 
@@ -592,3 +602,183 @@ def test_recorded_stalls_are_read_and_bad_stall_files_only_warn(run_dir: Path) -
     assert any("stalls.csv" in w for w in run.warnings)
     (run_dir / "stalls.csv").unlink()
     assert load_run(run_dir).trial_stalls("naive-r1") is None
+
+
+# --- filesystem waits (fswait_frac) -------------------------------------------------------------
+
+FUSE_LIKE = dict(download_s=3.8, install_s=5.2, cpu_s=2.8, write_bytes=37.6e6, write_calls=4_292,
+                 files_installed=2_423, dstate_max=1, iowait_p95_pct=0.0)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fig", "bottleneck", "quoted", "absent"),
+    [
+        # FUSE: off CPU only 40 % and no D state, but a thread waits on the volume in 82 %
+        (ConfigFigures(18.4, offcpu_frac=0.40, fswait_frac=0.82, **FUSE_LIKE),
+         "latency/metadata bound",
+         ["installer waited on the filesystem in 82% of samples, off CPU 40%",
+          "only 7.2 MB/s in 4,292 write calls of 8.6 KiB", "2,423 files at 2.15 ms each",
+          "iowait p95 0%"], []),
+        # just under the threshold, and off CPU under 50 %: not storage
+        (ConfigFigures(18.4, offcpu_frac=0.40, fswait_frac=0.29, **FUSE_LIKE), "mixed", [], []),
+        # an old run (no column): off CPU alone decides, nothing about filesystem waits
+        (ConfigFigures(18.4, offcpu_frac=0.40, **FUSE_LIKE), "mixed", [], []),
+        (ConfigFigures(18.4, offcpu_frac=0.85, **FUSE_LIKE),
+         "latency/metadata bound", ["off CPU 85%"], ["filesystem"]),
+        # off CPU high but the wait channel says the filesystem is rarely the wait: said so
+        (ConfigFigures(18.4, offcpu_frac=0.85, fswait_frac=0.02, **FUSE_LIKE),
+         "latency/metadata bound", ["in a filesystem wait in only 2% of samples, off CPU 85%"], []),
+        # no trials.csv column but the samples have tree_fswait: they decide
+        (ConfigFigures(18.4, offcpu_frac=0.40, samples=SampleFigures(fswait_share=0.6), **FUSE_LIKE),
+         "latency/metadata bound", ["installer waited on the filesystem in 60% of samples"], []),
+    ],
+)  # fmt: skip
+def test_filesystem_waits_decide_storage_wait_with_literal_numbers(
+    fig: ConfigFigures, bottleneck: str, quoted: list[str], absent: list[str]
+) -> None:
+    d = classify(fig)
+    assert d.bottleneck == bottleneck, d
+    for text in quoted:
+        assert text in d.why, (text, d.why)
+    for text in absent:
+        assert text not in d.why, (text, d.why)
+
+
+def test_fswait_share_from_samples() -> None:
+    df = pd.DataFrame({"t": np.arange(10) / 10, "phase": "install",
+                       "tree_fswait": [0, 1, 2, 1, 0, 1, 1, 1, 0, 0]})  # fmt: skip
+    assert sample_figures(df).fswait_share == pytest.approx(0.6)
+    assert math.isnan(sample_figures(df.drop(columns="tree_fswait")).fswait_share)
+
+
+def test_fswait_frac_in_summary_csv_json_and_html(run_dir: Path) -> None:
+    build_report(run_dir, CostOptions(gpu="H100"))
+    summary = check_summary_against_trials(run_dir, find_preset("H100 SXM").usd_per_hour, 30.0)
+    t = summary.set_index("config")
+    assert t.loc["naive", "fswait_frac"] > 0.5 > t.loc["venv-local", "fswait_frac"]
+    assert "installer waited on the filesystem in" in t.loc["naive", "why"]
+    data = json.loads((run_dir / "summary.json").read_text())
+    naive = next(c for c in data["configs"] if c["config"] == "naive")
+    assert naive["fswait_frac"] == pytest.approx(t.loc["naive", "fswait_frac"])
+    html = (run_dir / "report.html").read_text()
+    assert ">fs wait</span></th>" in html
+    assert f'<td class="num">{100 * t.loc["naive", "fswait_frac"]:.0f}%</td>' in html
+
+
+def test_old_run_without_fswait_columns_still_reports(tmp_path: Path) -> None:
+    run = rf.make_run_dir(tmp_path, fswait=False)
+    assert "fswait_frac" not in (run / "trials.csv").read_text().splitlines()[0]
+    result = build_report(run, CostOptions(gpu="H100"))
+    assert not result.warnings
+    summary = check_summary_against_trials(run, find_preset("H100 SXM").usd_per_hour, 30.0)
+    assert summary["fswait_frac"].isna().all()
+    t = summary.set_index("config")
+    assert t.loc["naive", "bottleneck"] == "latency/metadata bound"
+    assert "filesystem" not in t.loc["naive", "why"]
+    data = json.loads((run / "summary.json").read_text())
+    assert all(c["fswait_frac"] is None for c in data["configs"])
+
+
+# --- resumed runs: a trial id twice in trials.csv ---------------------------------------------
+
+
+def test_drop_superseded_with_literal_rows() -> None:
+    trials = pd.DataFrame({
+        "trial_id": ["a-r1", "b-r1", "a-r1", "c-r1", "d-r1", "d-r1", "d-r1"],
+        "status": ["interrupted", "ok", "ok", "interrupted", "interrupted", "interrupted", "failed"],
+        "time_to_ready_s": [math.nan, 2.0, 3.0, math.nan, math.nan, math.nan, math.nan],
+    })  # fmt: skip
+    kept, resumed = drop_superseded(trials)
+    assert list(zip(kept["trial_id"], kept["status"], strict=True)) == [
+        ("b-r1", "ok"), ("a-r1", "ok"), ("c-r1", "interrupted"), ("d-r1", "failed"),
+    ]  # fmt: skip
+    assert resumed == ["a-r1", "d-r1"]
+    same, none = drop_superseded(trials.drop_duplicates("trial_id"))
+    assert len(same) == 4 and none == []
+
+
+def test_resumed_trial_counts_once_as_ok(run_dir: Path) -> None:
+    before = pd.read_csv(run_dir / "trials.csv")
+    rf.resume_rows(run_dir, ("naive-r2", "venv-local-r1"))
+    raw = pd.read_csv(run_dir / "trials.csv")
+    assert len(raw) == len(before) + 2
+    assert list(raw[raw["trial_id"] == "naive-r2"]["status"]) == ["interrupted", "ok"]
+    result = build_report(run_dir, CostOptions(gpu="H100"))
+    t = result.summary.table.set_index("config")
+    for config in ("naive", "venv-local"):
+        assert (t.loc[config, "n_ok"], t.loc[config, "n_failed"]) == (3, 0), config
+    assert result.summary.trials_per_config() == "3 trials per config"
+    # every figure is what the run without the interrupted rows gives
+    (run_dir / "trials.csv").write_text(before.to_csv(index=False))
+    check_summary_against_trials(run_dir, find_preset("H100 SXM").usd_per_hour, 30.0)
+    assert any("2 trial(s) interrupted and run again by --resume (naive-r2, venv-local-r1)" in n
+               for n in result.summary.notes)  # fmt: skip
+    assert not result.warnings
+    assert "run again by --resume" in (run_dir / "report.html").read_text()
+
+
+def test_an_interrupted_trial_never_resumed_still_counts_as_not_ok(tmp_path: Path) -> None:
+    run = rf.make_run_dir(tmp_path)
+    raw = pd.read_csv(run / "trials.csv")
+    raw.loc[raw["trial_id"] == "naive-r3", ["status", "time_to_ready_s"]] = ["interrupted", np.nan]
+    raw.to_csv(run / "trials.csv", index=False)
+    row = build_report(run).summary.table.set_index("config").loc["naive"]
+    assert (row["n_ok"], row["n_failed"]) == (2, 1)
+
+
+# --- throughput drops: short installs, throttled chunked writers, the timeline axis ------------
+
+
+def test_a_throttled_writer_moving_chunks_is_a_drop_not_a_steady_rate() -> None:
+    # 2 MB/s for 10 s, then 2 MB chunks every 4 s (0.5 MB/s), 1-second windows
+    rates = np.array([2.0] * 10 + [2.0, 0.0, 0.0, 0.0] * 7 + [2.0, 0.0])
+    at, before, after = find_drop(np.arange(40.0), rates)
+    assert (at, before, after) == (11.0, 2.0, pytest.approx(14 / 29))
+
+
+def test_a_drop_in_a_short_install_is_found_with_finer_windows() -> None:
+    t = np.round(np.arange(0, 5, 0.1), 1)  # a 5-s install at 10 Hz
+    rate = np.where(t < 2.0, 5e6, 0.5e6)  # 5 MB/s, then 0.5 MB/s from 2 s
+    df = pd.DataFrame({"t": t, "phase": "install", "tree_write_bytes": np.cumsum(rate * 0.1)})
+    assert drop_window_s(t) == pytest.approx(0.2)
+    drop = install_drop(df)
+    assert drop is not None
+    # ten 0.2-s windows before (the last one straddles the fall: 2.75 MB/s), fifteen after;
+    # 1-second windows would give two before, too few for a change point
+    assert drop.at_s == 2.0
+    assert drop.before_mbps == pytest.approx((9 * 5.0 + 2.75) / 10)
+    assert drop.after_mbps == pytest.approx(0.5)
+    assert (drop.start_s, drop.end_s) == (0.0, 4.9)
+    assert drop_window_s(np.arange(0, 300, 0.1)) == 1.0
+
+
+def test_timeline_axis_clips_one_off_peaks_but_not_plateaus() -> None:
+    steady = np.array([3.0] * 50 + [50.0])  # one spike: clipped at 1.2 x p95
+    assert _rate_top(steady) == pytest.approx(3.6)
+    assert _rate_top(steady, floor=1.5 * 4.0) == pytest.approx(7.2)  # a drop's level stays in
+    assert _rate_top(np.array([3.0] * 40 + [50.0] * 11)) is None  # a plateau is not a peak
+    assert _rate_top(np.array([1.0, 80.0])) is None  # too few points to judge
+    t = np.arange(0, 30, 0.1)
+    assert _rate_width(t, 0.2) == 0.5 and _rate_width(np.arange(0, 600, 0.1), 5) == 5
+    assert _rate_width(np.arange(0, 1.8, 0.1), 0.2) == 0.2  # a 1.8-s trial keeps its bins
+
+
+def test_cpu_comes_before_network_and_loopback_downloads_say_so() -> None:
+    # the lab's venv-on-tmp: a loopback index, pip busy 88 % of 1.6 s, download 58 %
+    d = classify(ConfigFigures(1.63, download_s=0.95, install_s=0.24, cpu_s=1.43,
+                               samples=SampleFigures(net_recv_mbps=0.0)))  # fmt: skip
+    assert (d.bottleneck, d.why) == ("CPU bound", "installer on CPU 88% of 1.6 s (1.4 CPU-s)")
+    d = classify(
+        ConfigFigures(10, download_s=6, cpu_s=3, samples=SampleFigures(net_recv_mbps=0.01))
+    )
+    assert d.bottleneck == "network bound"
+    assert (
+        d.why
+        == "download 6.0 s of 10.0 s (60%), no traffic on the network interfaces (a loopback index?)"
+    )
+
+
+def test_a_share_that_rounds_to_zero_reads_under_one_percent() -> None:
+    d = classify(ConfigFigures(20, install_s=10, cpu_s=2, offcpu_frac=0.9,
+                               samples=SampleFigures(dstate_share=0.004)))  # fmt: skip
+    assert "off CPU 90%, D state in <1% of samples" in d.why

@@ -155,7 +155,7 @@ def build_report(
     price, price_notes = resolve_price(options, run.gpu)
     samples = collect_sample_figures(run)
     summary = summarize(run, price, options, samples)
-    summary.notes[:0] = price_notes
+    summary.notes[:0] = price_notes + run.notes
     rec = recommend(summary, run.meta)
     out = Path(out_dir) if out_dir is not None else run.path
     try:

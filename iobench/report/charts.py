@@ -24,7 +24,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from iobench.cost import format_usd
-from iobench.report.diagnose import find_drop, find_stalls, install_write_rates
+from iobench.report.diagnose import find_stalls, install_drop, install_write_rates
 from iobench.report.load import PHASES
 
 OKABE_ITO = {
@@ -276,6 +276,119 @@ def _rate(t: np.ndarray, cum: np.ndarray, width: float) -> tuple[np.ndarray, np.
     return edges[:-1] + width / 2, np.clip(r, 0, None)
 
 
+MIN_RATE_BINS = 20
+
+
+def _rate_width(t: np.ndarray, width: float) -> float:
+    """Rate windows: the timeline's bin width, widened to 5 sampler ticks (a 2-tick rate of
+    a writer that moves 1 MB chunks is all spikes) unless that leaves fewer than
+    ``MIN_RATE_BINS`` windows (a trial of a few seconds keeps its fine bins)."""
+    if len(t) < 2:
+        return float(width)
+    tick = float(np.median(np.diff(t)))
+    span = float(t[-1] - t[0])
+    for w in NICE_BINS_S:
+        if w >= width and w >= 5 * tick - 1e-9:
+            return float(w) if span / w >= MIN_RATE_BINS else float(width)
+    return float(width)
+
+
+CLIP_FACTOR = 1.5  # clip the MB/s axis only when peaks exceed the robust top by this much
+
+
+def _rate_top(values: np.ndarray, floor: float = 0.0) -> float | None:
+    """Upper limit of the MB/s axis, or None to let matplotlib choose.
+
+    A one-off burst (pip copying a wheel into its cache at 50 MB/s) would otherwise squash
+    the install's few MB/s, and a drop from 3 to 0.5 MB/s, into the bottom pixels. The top is
+    1.2 x the 95th percentile of all plotted rates (or ``floor``, the level before a drop);
+    shorter, higher peaks are clipped and labelled with their value.
+    """
+    v = values[np.isfinite(values)]
+    if len(v) < 10:
+        return None
+    robust = max(float(np.percentile(v, 95)), floor) * 1.2
+    if robust <= 0 or float(v.max()) <= CLIP_FACTOR * robust:
+        return None
+    return robust
+
+
+def _mark_clipped(
+    ax,
+    series: list[tuple[np.ndarray, np.ndarray, str]],
+    top: float,
+    span: float,
+    x_range: tuple[float, float] | None = None,
+) -> None:
+    """A small label at the top edge for each run of rates above the axis (highest first,
+    none closer than 4 % of the time axis to another)."""
+    peaks: list[tuple[float, float, str]] = []
+    for x, y, colour in series:
+        over = np.isfinite(y) & (y > top)
+        i = 0
+        while i < len(y):
+            if over[i]:
+                j = i
+                while j + 1 < len(y) and over[j + 1]:
+                    j += 1
+                k = i + int(np.argmax(y[i : j + 1]))
+                peaks.append((float(x[k]), float(y[k]), colour))
+                i = j + 1
+            else:
+                i += 1
+    lo, hi = ax.get_xlim() if x_range is None else x_range
+    shown: list[float] = []
+    for x, y, colour in sorted(peaks, key=lambda p: -p[1]):
+        x = min(max(x, lo + 0.015 * span), hi - 0.015 * span)  # keep the label inside
+        if any(abs(x - s) < 0.04 * span for s in shown):
+            continue
+        shown.append(x)
+        ax.annotate(
+            f"↑{_mbps(y)}",
+            xy=(x, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, -1),
+            textcoords="offset points",
+            ha="center",
+            va="top",
+            fontsize=7,
+            color=colour,
+            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
+
+
+def _mbps(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def _draw_drop(ax, drop) -> None:
+    """The detected drop: a dotted line where it happens, the two segment means as thick
+    dashed levels across the install phase, and the figures."""
+    colour = OKABE_ITO["vermillion"]
+    ax.axvline(drop.at_s, color=colour, linestyle=":", linewidth=1.6)
+    ax.hlines(
+        [drop.before_mbps, drop.after_mbps],
+        [drop.start_s, drop.at_s],
+        [drop.at_s, drop.end_s],
+        colors=colour,
+        linestyles="--",
+        linewidth=2.2,
+        zorder=4,
+        label="mean write rate before\nand after the drop",
+    )
+    ax.annotate(
+        f"write rate fell {_mbps(drop.before_mbps)} → {_mbps(drop.after_mbps)} MB/s "
+        f"at {drop.at_s:.0f} s",
+        xy=(drop.at_s, 0.8),  # below the labels of clipped peaks along the top edge
+        xycoords=("data", "axes fraction"),
+        xytext=(6, 0),
+        textcoords="offset points",
+        fontsize=8,
+        color=colour,
+        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8},
+    )
+
+
 def _legend_right(ax) -> None:
     ax.legend(
         loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0
@@ -346,17 +459,17 @@ def timeline_chart(
     _legend_right(ax)
 
     ax = axes[1]
+    rw = _rate_width(t, width)
+    series: list[tuple[np.ndarray, np.ndarray, str]] = []
     tw = col("tree_write_bytes")
     if np.isfinite(tw).any():
-        ax.plot(
-            *(lambda x, y: (x, y / 1e6))(*_rate(t, tw, width)),
-            color=OKABE_ITO["orange"],
-            linewidth=1.6,
-            label="installer writes",
-        )
+        x, y = _rate(t, tw, rw)
+        series.append((x, y / 1e6, OKABE_ITO["orange"]))
+        ax.plot(x, y / 1e6, color=OKABE_ITO["orange"], linewidth=1.6, label="installer writes")
     dw = col("disk_write_bps")
     if np.nan_to_num(dw).max() > 0:
-        bx, by = _binned(t, dw, width)
+        bx, by = _binned(t, dw, rw)
+        series.append((bx, by / 1e6, OKABE_ITO["black"]))
         ax.plot(
             bx,
             by / 1e6,
@@ -368,7 +481,8 @@ def timeline_chart(
         )
     nr = col("net_recv_bps")
     if np.nan_to_num(nr).max() > 0:
-        bx, by = _binned(t, nr, width)
+        bx, by = _binned(t, nr, rw)
+        series.append((bx, by / 1e6, OKABE_ITO["sky"]))
         ax.plot(bx, by / 1e6, color=OKABE_ITO["sky"], linewidth=1.0, label="network receive")
     starts, rates = install_write_rates(samples)
     for a, b in stalls if stalls is not None else find_stalls(starts, rates):
@@ -384,22 +498,17 @@ def timeline_chart(
             color=OKABE_ITO["vermillion"],
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8},
         )
-    drop = find_drop(starts, rates)
+    drop = install_drop(samples)
     if drop is not None:
-        at, before, after = drop
-        ax.axvline(at, color=OKABE_ITO["vermillion"], linestyle=":", linewidth=1.6)
-        ax.annotate(
-            f"write rate fell {before:.0f} → {after:.0f} MB/s",
-            xy=(at, 0.9),
-            xycoords=("data", "axes fraction"),
-            xytext=(6, 0),
-            textcoords="offset points",
-            fontsize=8,
-            color=OKABE_ITO["vermillion"],
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8},
-        )
-    ax.set_ylabel(f"MB/s ({per} windows)")
-    ax.set_ylim(bottom=0)
+        _draw_drop(ax, drop)
+    values = np.concatenate([y for _, y, _ in series]) if series else np.array([])
+    top = _rate_top(values, 1.5 * drop.before_mbps if drop is not None else 0.0)
+    if top is not None:
+        _mark_clipped(ax, series, top, total, (float(t[0]), float(t[-1])))
+        ax.set_ylim(0, top)
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_ylabel(f"MB/s ({rw:g} s windows)")
     _legend_right(ax)
 
     ax = axes[2]
@@ -421,7 +530,19 @@ def timeline_chart(
         linewidth=1.2,
         label=f"installer threads\nin D state ({per} max)",
     )
-    top = np.nan_to_num(np.concatenate([col("procs_blocked"), col("tree_dstate")])).max()
+    fw = col("tree_fswait")
+    if np.isfinite(fw).any():
+        bx, by = _binned(t, fw, rw)
+        ax.plot(
+            bx,
+            by,
+            color=OKABE_ITO["blue"],
+            linewidth=1.2,
+            label=f"installer threads in a\nfilesystem wait ({rw:g} s mean)",
+        )
+    top = np.nan_to_num(
+        np.concatenate([col("procs_blocked"), col("tree_dstate"), col("tree_fswait")])
+    ).max()
     ax.set_ylim(0, max(1.0, float(top)) * 1.15)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("count")

@@ -270,7 +270,7 @@ def build_compare(
         price, price_notes = resolve_price(options, run.gpu)
         s = summarize(run, price, options, collect_sample_figures(run))
         summaries[lab] = s
-        notes += [f"{lab}: {n}" for n in [*price_notes, *s.notes]]
+        notes += [f"{lab}: {n}" for n in [*price_notes, *run.notes, *s.notes]]
         notes += [f"{lab}: {w}" for w in run.warnings]
     by_label = dict(zip(labels, runs, strict=True))
     long = merge(summaries, by_label, labels)

@@ -166,13 +166,36 @@ def summary_table_html(summary: Summary) -> str:
     return table_html(headers, rows, num, classes)
 
 
+def _share(x: Any) -> str:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "—"
+    return f"{100 * v:.0f}%" if math.isfinite(v) else "—"
+
+
 def diagnosis_html(summary: Summary) -> str:
-    """Bottleneck and the figures behind it, per config."""
+    """Bottleneck and the figures behind it, per config (off CPU and filesystem wait as
+    columns: the two shares that tell a slow volume from a busy CPU at a glance)."""
     rows = [
-        [e(r["config"]), f"<b>{e(r['bottleneck'])}</b>", e(r["why"])]
+        [
+            e(r["config"]),
+            f"<b>{e(r['bottleneck'])}</b>",
+            e(_share(r.get("offcpu_frac"))),
+            e(_share(r.get("fswait_frac"))),
+            e(r["why"]),
+        ]
         for _, r in summary.table.iterrows()
     ]
-    return table_html(["config", "bottleneck", "why (median figures)"], rows)
+    headers = [
+        "config",
+        "bottleneck",
+        "off CPU",
+        '<span title="share of samples with an installer thread in a filesystem or '
+        'block-layer wait (kernel wait channel)">fs wait</span>',
+        "why (median figures)",
+    ]
+    return table_html(headers, rows, num={2, 3})
 
 
 def roles_html(meta: dict[str, Any]) -> str:
@@ -317,11 +340,17 @@ def method_html(summary: Summary) -> str:
         f"per month = per start × {opt.starts_per_month:g} starts. "
         + (f"Price: {e(price.label)}{src}." if price else "No price was given.")
         + "</li>"
-        "<li><b>Bottleneck</b> rules, first match wins: network bound (download ≥ 40 % of the time); "
-        "CPU bound (installer on CPU ≥ 75 % of wall time); when mostly off CPU or in D state: bandwidth "
-        "bound (write rate flat near its peak, large writes) or latency/metadata bound (many small "
-        "writes, low MB/s); else mixed. CPU iowait is shown but never decides alone (FUSE and NFS "
-        "waits often do not count as iowait).</li></ul>"
+        "<li><b>Bottleneck</b> rules, first match wins: CPU bound (installer on CPU ≥ 75 % of wall "
+        "time); network bound (download ≥ 40 % of the time); when waiting on storage (a thread in a "
+        "filesystem wait in ≥ 30 % of samples, or off CPU ≥ 50 % of the time, or in D state in "
+        "≥ 20 % of samples): bandwidth bound (write rate flat near its peak, large writes) or "
+        "latency/metadata bound (many small writes, low MB/s); else mixed. <b>fs wait</b> is the "
+        "share of samples in which an installer thread slept in a filesystem or block-layer "
+        "wait (its kernel wait channel); FUSE and NFS waits show there but not as CPU iowait or "
+        "D state, so iowait is shown but never decides alone.</li>"
+        "<li>A <b>throughput drop</b> (e.g. burst credits running out) is a lasting fall of the "
+        "install phase's write rate to under half its earlier mean, found with one least-squares "
+        "change point; the timeline marks it and draws both means.</li></ul>"
     )
 
 

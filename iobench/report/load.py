@@ -47,6 +47,7 @@ NUMERIC_TRIAL_COLUMNS = (
     "iowait_p95_pct",
     "blocked_max",
     "dstate_max",
+    "fswait_frac",
     "rss_max_bytes",
     "index_bytes",
     "tmpdir_peak_bytes",
@@ -88,6 +89,7 @@ SAMPLE_COLUMNS = (
     "tree_write_bytes",
     "tree_write_calls",
     "tree_dstate",
+    "tree_fswait",
     "tree_rss_bytes",
 )
 
@@ -100,6 +102,7 @@ class Run:
     meta: dict[str, Any]
     trials: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # facts worth a line, not problems
 
     @property
     def run_id(self) -> str:
@@ -277,6 +280,26 @@ def _read_trials(path: Path) -> pd.DataFrame:
     return df
 
 
+def drop_superseded(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """One row per trial id: the rows a resumed run replaced are dropped.
+
+    ``iobench run --resume`` runs an ``interrupted`` trial again and appends its new row, so
+    a trial id can appear twice. The interrupted row of a trial that later got any other
+    status is dropped (it is neither a failure nor a result); of what is left, the last row
+    per trial id counts. Returns the trials (original order) and the ids that were resumed.
+    """
+    dup = trials["trial_id"].duplicated(keep=False)
+    if not dup.any():
+        return trials, []
+    interrupted = trials["status"] == "interrupted"
+    finished_ids = set(trials.loc[~interrupted, "trial_id"])
+    superseded = interrupted & trials["trial_id"].isin(finished_ids)
+    kept = trials[~superseded]
+    kept = kept[~kept["trial_id"].duplicated(keep="last")]
+    resumed = list(dict.fromkeys(trials.loc[superseded, "trial_id"]))
+    return kept.reset_index(drop=True), resumed
+
+
 def load_run(path: Path | str) -> Run:
     """Read one run directory; raises RunDirError naming the folder for anything unusable."""
     path = Path(path)
@@ -285,8 +308,15 @@ def load_run(path: Path | str) -> Run:
     if not path.is_dir():
         raise RunDirError(f"{path} is not an iobench run directory (not a folder)")
     meta = _read_meta(path)
-    trials = _read_trials(path)
-    return Run(path=path, meta=meta, trials=trials)
+    trials, resumed = drop_superseded(_read_trials(path))
+    run = Run(path=path, meta=meta, trials=trials)
+    if resumed:
+        shown = ", ".join(resumed[:5]) + (" ..." if len(resumed) > 5 else "")
+        run.notes.append(
+            f"{len(resumed)} trial(s) interrupted and run again by --resume ({shown}): "
+            "only their later rows in trials.csv count"
+        )
+    return run
 
 
 def load_runs(paths: Iterable[Path | str]) -> list[Run]:

@@ -55,6 +55,7 @@ SUMMARY_COLUMNS = [
     "iowait_p95_pct",
     "offcpu_frac",
     "dstate_max",
+    "fswait_frac",
     "stalls",
     "stall_longest_s",
     "write_mb",
@@ -210,6 +211,7 @@ def config_row(
     row["offcpu_frac"] = median(ok["offcpu_frac"])
     dmax = _finite(ok["dstate_max"])
     row["dstate_max"] = float(dmax.max()) if len(dmax) else math.nan
+    row["fswait_frac"] = median(ok["fswait_frac"])  # NaN for runs written before the column
     stalls = _finite(trials["stalls"])
     row["stalls"] = float(stalls.sum()) if len(stalls) else 0.0
     longest = _finite(trials["stall_longest_s"])
@@ -249,6 +251,7 @@ def config_row(
         write_calls=row["write_calls"],
         files_installed=row["files_installed"],
         dstate_max=row["dstate_max"],
+        fswait_frac=row["fswait_frac"],
         iowait_p95_pct=row["iowait_p95_pct"],
         stalls=row["stalls"],
         stall_longest_s=row["stall_longest_s"],
