@@ -197,6 +197,9 @@ def console_summary(rows: list[dict]) -> list[str]:
     """The short table printed at the end of a run: median time-to-ready per config."""
     by: dict[str, list[float]] = {}
     failed: dict[str, int] = {}
+    rerun = {r["trial_id"] for r in rows if r["status"] != "interrupted"}
+    # a trial interrupted and run again by --resume counts once, by its later row
+    rows = [r for r in rows if not (r["status"] == "interrupted" and r["trial_id"] in rerun)]
     for r in rows:
         by.setdefault(r["config"], [])
         if r["status"] == "ok" and r.get("time_to_ready_s"):

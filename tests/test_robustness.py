@@ -75,6 +75,10 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
     assert sorted(ok) == sorted(["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"])
     assert len(ok) == len(set(ok))
     assert json.loads((run / "meta.json").read_text())["status"] == "complete"
+    from iobench.cli import console_summary
+
+    table = "\n".join(console_summary(rows))
+    assert all(line.rstrip().endswith("x") for line in table.splitlines()[1:5]), table  # no "failed"
 
 
 def test_resume_refuses_changed_roles(tmp_path: Path, capsys) -> None:
