@@ -72,26 +72,6 @@ TEXT_TRIAL_COLUMNS = (
     "contended",
     "error",
 )
-SAMPLE_COLUMNS = (
-    "t",
-    "phase",
-    "cpu_user_pct",
-    "cpu_system_pct",
-    "iowait_pct",
-    "procs_blocked",
-    "disk_read_bps",
-    "disk_write_bps",
-    "net_recv_bps",
-    "net_sent_bps",
-    "tree_procs",
-    "tree_cpu_s",
-    "tree_read_bytes",
-    "tree_write_bytes",
-    "tree_write_calls",
-    "tree_dstate",
-    "tree_fswait",
-    "tree_rss_bytes",
-)
 
 
 @dataclass
