@@ -311,17 +311,23 @@ def cmd_clean(args: argparse.Namespace) -> int:
             continue
         if not is_scratch(root):
             raise UsageError(f"{root} has no iobench sentinel; not touching it")
+        from iobench.venvs import live_owner
+
         left = Scratch(d).leftovers()
         if args.dry_run:
-            print(f"{root}: {len(left)} leftover item(s): " + ", ".join(p.name for p in left))
+            names = [p.name + (" (in use)" if p.is_dir() and live_owner(p) else "") for p in left]
+            print(f"{root}: {len(left)} leftover item(s): " + ", ".join(names))
             continue
         from iobench.lock import read_lock
 
         holder = read_lock(root)
         if holder is not None and holder.stale_reason() is None:
             raise UsageError(f"{root} is in use by a running iobench ({holder.describe()}); not cleaning")
-        n = remove_scratch(root)
-        print(f"{root}: removed ({n} item(s))")
+        n, kept = remove_scratch(root)
+        if kept:
+            print(f"{root}: removed {n} item(s); kept what live runs use: {', '.join(kept)}")
+        else:
+            print(f"{root}: removed ({n} item(s))")
     return 0
 
 

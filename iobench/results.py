@@ -164,6 +164,8 @@ class RunDir:
             meta = json.loads(self.meta_json.read_text())
         except (OSError, ValueError) as exc:
             raise RunDirError(f"{self.meta_json}: unreadable ({exc})") from None
+        if not isinstance(meta, dict):
+            raise RunDirError(f"{self.meta_json}: not an iobench meta.json (expected an object)")
         version = meta.get("schema_version")
         if version != SCHEMA_VERSION:
             raise RunDirError(
@@ -173,10 +175,14 @@ class RunDir:
 
     def append_trial(self, row: dict) -> None:
         """Append one trial row and make it durable before the next trial starts."""
-        new = not self.trials_csv.exists()
-        with open(self.trials_csv, "a", newline="") as fh:
+        size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
+        with open(self.trials_csv, "a+", newline="") as fh:
+            if size:  # a row cut off by a crash or a full disk must not swallow this one
+                fh.seek(size - 1)
+                if fh.read(1) != "\n":
+                    fh.write("\n")
             writer = csv.DictWriter(fh, fieldnames=TRIAL_COLUMNS, extrasaction="ignore")
-            if new:
+            if not size:  # new, or left empty by a crash
                 writer.writeheader()
             writer.writerow({k: _cell(row.get(k)) for k in TRIAL_COLUMNS})
             fh.flush()
@@ -231,4 +237,5 @@ def _cell(v: object) -> object:
 
 def new_run_id(host: str, scenario: str) -> str:
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in host)[:30]
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}"
+    # the pid keeps two runs started in the same second apart (they may share a tmp role)
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"

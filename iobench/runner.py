@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 import os
 import select
-import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +87,6 @@ class PhaseResult:
     start: float
     end: float
     returncode: int
-    counters: TreeCounters
     output: str
 
 
@@ -122,27 +122,48 @@ def _used_bytes(path: Path | None) -> int | None:
 
 
 def _kill_tree(pid: int) -> None:
-    """End a phase's whole process tree (it runs in its own session / process group)."""
+    """End a phase's whole process tree (it runs in its own session / process group).
+
+    The root is our child and is left unreaped (a zombie), so that its counters can still
+    be read; its descendants are waited for here.
+    """
     import psutil
 
     try:
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        others = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
-        procs = []
+        others = []
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-        for p in procs:
+        for p in others:  # also those that left the process group
             try:
                 p.send_signal(sig)
             except psutil.Error:
                 pass
-        _, alive = psutil.wait_procs(procs, timeout=2.0)
-        if not alive:
+        deadline = time.monotonic() + 2.0
+        root_done = False
+        while time.monotonic() < deadline:
+            res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+            if res is not None and res.si_pid == pid:
+                root_done = True
+                break
+            time.sleep(0.02)
+        _, others = psutil.wait_procs(others, timeout=max(0.0, deadline - time.monotonic()))
+        if root_done and not others:
             return
-        procs = alive
+
+
+def _end_group(pid: int) -> None:
+    """Kill what a finished phase left running in its process group (e.g. a background
+    process started by a ready check); the group id is safe to use while the root is an
+    unreaped zombie."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class Runner:
@@ -156,6 +177,8 @@ class Runner:
         self.scratch: dict[str, Scratch] = {}
         self.run_dir: RunDir | None = None
         self.lock: TargetLock | None = None
+        self._pending: dict[str, Path] = {}
+        self._cwd: Path | None = None
 
     # ------------------------------------------------------------------ set-up
     def _start_index(self) -> dict:
@@ -250,8 +273,11 @@ class Runner:
         if o.resume is None:
             self._check_space()
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        if previous[signal.SIGHUP] == signal.SIG_IGN:  # under nohup: a hangup must not stop us
+            del previous[signal.SIGHUP]
         for sig in previous:
             signal.signal(sig, _sigterm)
+        rd: RunDir | None = None
         try:
             index_meta = self._start_index()
             if o.resume is not None:
@@ -262,12 +288,12 @@ class Runner:
                 self._lock_target(run_id)
                 rd.update_meta(status="running", resumed_at=utcnow())
             else:
-                run_id = new_run_id(metadata.socket.gethostname(), o.scenario.name)
+                run_id = new_run_id(socket.gethostname(), o.scenario.name)
                 self._lock_target(run_id)  # before the run folder: a refused run leaves nothing
                 rd = RunDir.create(o.results_root, run_id, self._meta(run_id, index_meta))
             self.run_dir = rd
             for role in sorted(used_roles):
-                self.scratch[role] = Scratch(o.roles[role], run_id).ensure()
+                self.scratch[role] = Scratch(o.roles[role], run_id).ensure().claim()
                 left = [p.name for p in self.scratch[role].leftovers() if p.name != run_id]
                 if left:
                     self.progress.message(
@@ -291,22 +317,29 @@ class Runner:
                     row = self.run_trial(plan, run_id)
                 except TrialInterrupted as exc:
                     row = exc.args[0]
-                    rd.append_trial(row)
-                    self.progress.trial_finished(k, total, row)
-                    rd.update_meta(status="interrupted", ended_at=utcnow())
+                    self._record(rd, row, k, total)
                     raise KeyboardInterrupt from None
-                rd.append_trial(row)
-                self.progress.trial_finished(k, total, row)
+                # the row is durable before the (possibly long) removal of the trial's venv
+                self._record(rd, row, k, total)
+                self._cleanup(self._pending, plan.trial_id)
                 if self.lock is not None and self.lock.lost:
                     self.progress.message("warning: " + self.lock.lost)
             rd.update_meta(status="complete", ended_at=utcnow())
             self.progress.run_finished()
             return rd
+        except KeyboardInterrupt:
+            if rd is not None:
+                self._quietly(lambda: rd.update_meta(status="interrupted", ended_at=utcnow()))
+            raise
         finally:
+            # a second Ctrl-C must not cut the clean-up short: removing our venvs, freeing the lock
+            sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if self._pending:
+                self._cleanup(self._pending, "interrupted trial")
             if self.index is not None:
                 self.index.stop()
-            if getattr(self, "_cwd", None) is not None:
-                shutil.rmtree(self._cwd, ignore_errors=True)  # made by mkdtemp above, empty
+            if self._cwd is not None:
+                self._quietly(lambda: os.rmdir(self._cwd))  # made by mkdtemp, left empty
             for scratch in self.scratch.values():
                 try:
                     scratch.finish()
@@ -316,6 +349,20 @@ class Runner:
                 self.lock.release()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            signal.signal(signal.SIGINT, sigint)
+
+    def _record(self, rd: RunDir, row: dict, k: int, total: int) -> None:
+        try:
+            rd.append_trial(row)
+        except OSError as exc:
+            raise IOBenchError(f"cannot append to {rd.trials_csv}: {exc.strerror or exc}") from None
+        self.progress.trial_finished(k, total, row)
+
+    def _quietly(self, fn) -> None:  # noqa: ANN001
+        try:
+            fn()
+        except OSError:
+            pass
 
     def _lock_target(self, run_id: str) -> None:
         """One iobench run per target at a time: two would spoil each other's figures."""
@@ -360,19 +407,11 @@ class Runner:
         o = self.opts
         cfg = plan.config
         tid = plan.trial_id
-        dirs = {role: self.scratch[role].trial_dir(tid) for role in cfg.roles()}
-        venv = dirs[cfg.venv] / "venv"
-        tmpdir = dirs[cfg.tmpdir] / "tmp"
-        tmpdir.mkdir(exist_ok=True)
-        cache = None
-        if cfg.cache != "off":
-            cache = dirs[cfg.cache] / "cache"
-            cache.mkdir(exist_ok=True)
-        workdir = self._neutral_cwd()
+        assert self.run_dir is not None and self.index_spec is not None
         installer = installers.get_installer(cfg.installer)
-        assert self.index_spec is not None
-        env = installers.base_environment(tmpdir, isolated=self.index_spec.local)
-        log_path = self.run_dir.logs_dir / f"{tid}.log" if self.run_dir else tmpdir / "install.log"
+        log_path = self.run_dir.logs_dir / f"{tid}.log"
+        dirs: dict[str, Path] = {}
+        self._pending = dirs  # removed by run() once the row is saved, or on interruption
         row: dict = {
             "run_id": run_id,
             "trial_id": tid,
@@ -392,6 +431,17 @@ class Runner:
         sampler: Sampler | None = None
         watch: ContentionWatch | None = None
         try:
+            for role in cfg.roles():
+                dirs[role] = self.scratch[role].trial_dir(tid)
+            venv = dirs[cfg.venv] / "venv"
+            tmpdir = dirs[cfg.tmpdir] / "tmp"
+            tmpdir.mkdir(exist_ok=True)
+            cache = None
+            if cfg.cache != "off":
+                cache = dirs[cfg.cache] / "cache"
+                cache.mkdir(exist_ok=True)
+            workdir = self._neutral_cwd()
+            env = installers.base_environment(tmpdir, isolated=self.index_spec.local)
             if cfg.cache_state == "warm":
                 self.progress.phase(tid, "priming cache (untimed)")
                 self._prime(installer, dirs[cfg.venv] / "prime-venv", cache, env, workdir)
@@ -457,14 +507,12 @@ class Runner:
             row["error"] = "interrupted by the user (SIGINT/SIGTERM); trial scratch removed"
             self._after_failure(row, sampler)
             self._note_contention(row, watch)
-            self._cleanup(dirs, tid)
             raise TrialInterrupted(row) from None
         except OSError as exc:
             row["status"] = "failed"
             row["error"] = f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
             self._after_failure(row, sampler)
         self._note_contention(row, watch)
-        self._cleanup(dirs, tid)
         return row
 
     def _note_contention(self, row: dict, watch: ContentionWatch | None) -> None:
@@ -480,10 +528,7 @@ class Runner:
     def _after_failure(self, row: dict, sampler: Sampler | None) -> None:
         if sampler is not None:
             result = sampler.stop()
-            if self.run_dir is not None and result.rows:
-                self.run_dir.write_samples(row["trial_id"], result.rows, SAMPLE_COLUMNS)
-            if self.run_dir is not None:
-                self.run_dir.append_stalls(row["run_id"], row["trial_id"], stall_dicts(result.stalls))
+            self._save_series(row, result)
             t = sampler.totals()
             row.update(
                 read_bytes=t.read_bytes,
@@ -499,11 +544,12 @@ class Runner:
 
     def _cleanup(self, dirs: dict[str, Path], tid: str) -> None:
         self.progress.phase(tid, "cleanup")
-        for d in dirs.values():
+        for d in list(dirs.values()):
             try:
                 remove(d)
             except OSError as exc:
                 self.progress.message(f"warning: could not remove {d}: {exc}")
+        dirs.clear()
 
     def _fill_measurements(self, row, sampler, result, used0, index0, download_end) -> None:  # noqa: ANN001
         rows = result.rows
@@ -540,22 +586,26 @@ class Runner:
             now = last.get(f"fs_used_{label}")
             if now is not None and used0.get(label) is not None:
                 row[col] = max(0, now - used0[label])
-        if self.run_dir is not None:
-            self.run_dir.write_samples(row["trial_id"], rows, SAMPLE_COLUMNS)
+        self._save_series(row, result)
+
+    def _save_series(self, row: dict, result) -> None:  # noqa: ANN001 - SamplerResult
+        """Samples and stalls; a full results disk costs them, never the trial's row."""
+        try:
+            if result.rows:
+                self.run_dir.write_samples(row["trial_id"], result.rows, SAMPLE_COLUMNS)
             self.run_dir.append_stalls(row["run_id"], row["trial_id"], stall_dicts(result.stalls))
+        except OSError as exc:
+            self.progress.message(f"warning: samples of {row['trial_id']} not saved: {exc.strerror or exc}")
 
     def _logs(self) -> Path:
-        if self.run_dir is not None:
-            return self.run_dir.logs_dir
-        return self._neutral_cwd()
+        assert self.run_dir is not None
+        return self.run_dir.logs_dir
 
     def _neutral_cwd(self) -> Path:
         """An empty local folder as every phase's working directory: `python -c` puts the
         cwd first on sys.path, so a cwd on the volume under test would add lookups to
         every import, and files in it could shadow modules."""
-        if getattr(self, "_cwd", None) is None:
-            import tempfile
-
+        if self._cwd is None:
             self._cwd = Path(tempfile.mkdtemp(prefix="iobench-cwd-"))
         return self._cwd
 
@@ -596,14 +646,12 @@ class Runner:
                 self._wait(proc, tid, phase, start, sampler)
             except BaseException:
                 _kill_tree(proc.pid)
+                sampler.finish(self._zombie_counters(proc.pid, sampler))  # the killed phase counts too
                 proc.wait()
-                sampler.finish(TreeCounters())
                 raise
             end = time.monotonic()
-            try:
-                counters, _, _ = read_process(proc.pid)
-            except (OSError, ValueError, IndexError):
-                counters = sampler.totals()
+            counters = self._zombie_counters(proc.pid, sampler)
+            _end_group(proc.pid)
             proc.wait()
             sampler.finish(counters)
             out.seek(0)
@@ -613,7 +661,14 @@ class Runner:
                 out_path.unlink()
             except OSError:
                 pass
-        return PhaseResult(start_wall, start, end, proc.returncode, counters, output)
+        return PhaseResult(start_wall, start, end, proc.returncode, output)
+
+    @staticmethod
+    def _zombie_counters(pid: int, sampler: Sampler) -> TreeCounters:
+        try:
+            return read_process(pid)[0]
+        except (OSError, ValueError, IndexError):
+            return sampler.live()  # the last sample of this phase, not the trial's total
 
     def _wait(self, proc: subprocess.Popen, tid: str, phase: str, start: float, sampler: Sampler) -> None:
         """Block until the process exits (not reaped), ticking progress and the watchdog."""

@@ -14,8 +14,11 @@ states. The tree is found through /proc/PID/task/TID/children (no scan of all pr
 Tree counters are cumulative over the trial: the counters of phases that ended (read
 exactly from the zombie before it is reaped, children included) plus the live tree.
 
-Stall rule: no advance in tree write calls or write bytes for ``stall_after`` seconds opens
-a stall interval; it closes at the next advance. The sampler's own CPU time is kept so
+Stall rule: no advance in the tree's write or read calls or bytes for ``stall_after``
+seconds opens a stall interval; it closes at the next advance. (Writes alone would call a
+slow import from a network volume a stall: it only reads.) Filesystem usage of the roles
+is polled at the same rate by a separate thread, one statvfs per filesystem, so that a volume that
+hangs statfs cannot stop the ticks that are meant to show the hang. The sampler's own CPU time is kept so
 its cost can be reported.
 """
 
@@ -196,12 +199,14 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self._progress_t = 0.0
-        self._progress_key: tuple[int, int] = (0, 0)
+        self._progress_key: tuple[int, ...] = (0, 0, 0, 0)
         self._stall_start: float | None = None
         self._stall_d = 0
         self._stall_iow: list[float] = []
         self._self_cpu = 0.0
         self._fs_peak: dict[str, int] = {}
+        self._fs_used: dict[str, int | None] = {}
+        self._fs_period = self.period
 
     # ------------------------------------------------------------------ control
     def start(self) -> Sampler:
@@ -211,9 +216,34 @@ class Sampler:
         self._prev_disk = psutil.disk_io_counters()
         self._prev_net = psutil.net_io_counters()
         self._prev_t = self._t0
+        self._poll_fs()
         self._thread = threading.Thread(target=self._loop, name="iobench-sampler", daemon=True)
         self._thread.start()
+        if self.fs_paths:
+            threading.Thread(target=self._fs_loop, name="iobench-statvfs", daemon=True).start()
         return self
+
+    def _poll_fs(self) -> None:
+        """Used bytes of each role's filesystem: one statvfs per filesystem."""
+        by_dev: dict[int, int | None] = {}
+        used: dict[str, int | None] = {}
+        for label, path in self.fs_paths.items():
+            try:
+                dev = os.stat(path).st_dev
+                if dev not in by_dev:
+                    st = os.statvfs(path)
+                    by_dev[dev] = (st.f_blocks - st.f_bfree) * st.f_frsize
+                used[label] = by_dev[dev]
+            except OSError:
+                used[label] = None
+        self._fs_used = used
+        for label, u in used.items():
+            if u is not None:
+                self._fs_peak[label] = max(self._fs_peak.get(label, 0), u)
+
+    def _fs_loop(self) -> None:
+        while not self._stop.wait(self._fs_period):
+            self._poll_fs()
 
     def watch(self, pid: int, phase: str) -> None:
         """Measure ``pid``'s tree from now on, labelled ``phase``."""
@@ -228,10 +258,6 @@ class Sampler:
             self._done = self._done + counters
             self._live = TreeCounters()
             self._root = None
-
-    def set_phase(self, phase: str) -> None:
-        with self._lock:
-            self.phase = phase
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
@@ -248,6 +274,11 @@ class Sampler:
     def latest(self) -> dict | None:
         with self._lock:
             return self.rows[-1] if self.rows else None
+
+    def live(self) -> TreeCounters:
+        """The running phase's counters as last sampled (for a phase whose zombie is gone)."""
+        with self._lock:
+            return self._live
 
     def totals(self) -> TreeCounters:
         with self._lock:
@@ -310,18 +341,12 @@ class Sampler:
                 fswait += fw
                 rss += r
                 procs += 1
-        fs = {}
-        for label, path in self.fs_paths.items():
-            try:
-                st = os.statvfs(path)
-                fs[label] = (st.f_blocks - st.f_bfree) * st.f_frsize
-            except OSError:
-                fs[label] = None
+        fs = dict(self._fs_used)  # written by the statvfs thread
         with self._lock:
             if root is not None and root == self._root:
                 self._live = live
             cum = self._done + self._live
-            key = (cum.write_calls, cum.write_bytes)
+            key = (cum.write_calls, cum.write_bytes, cum.read_calls, cum.read_bytes)
             if key != self._progress_key:
                 self._progress_key = key
                 self._progress_t = now
@@ -334,9 +359,6 @@ class Sampler:
             iowait = 100.0 * d[4] / total if len(d) > 4 else 0.0
             if self._stall_start is not None:
                 self._stall_iow.append(iowait)
-            for label, used in fs.items():
-                if used is not None:
-                    self._fs_peak[label] = max(self._fs_peak.get(label, 0), used)
             self.rows.append(
                 {
                     "t": round(now - self._t0, 4),

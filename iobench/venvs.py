@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from iobench.errors import SafetyError, UsageError
 
 SCRATCH_NAME = ".iobench-scratch"
@@ -92,6 +94,16 @@ class Scratch:
         """This run's own folder inside the scratch: runs sharing a role never collide."""
         return self.root / (self.run_id or f"pid-{os.getpid()}")
 
+    def claim(self) -> Scratch:
+        """Make this run's folder and mark it with its owner, so that `iobench clean`
+        leaves it alone while the run lives (a shared tmp role holds many runs' folders)."""
+        try:
+            self.run_root.mkdir(exist_ok=True)
+            (self.run_root / OWNER).write_text(json.dumps(_me()) + "\n")
+        except OSError as exc:
+            raise UsageError(f"cannot create {self.run_root}: {exc.strerror}") from None
+        return self
+
     def trial_dir(self, trial_id: str) -> Path:
         path = self.run_root / trial_id
         if path.exists():
@@ -112,6 +124,28 @@ class Scratch:
             for p in self.root.iterdir()
             if p.name not in (SENTINEL, "lock.json", "lock.json.takeover") and not p.name.startswith(".lock-")
         )
+
+
+OWNER = ".iobench-owner"
+
+
+def _me() -> dict:
+    proc = psutil.Process()
+    return {"pid": proc.pid, "host": socket.gethostname(), "started": proc.create_time()}
+
+
+def live_owner(run_root: Path) -> dict | None:
+    """The owner of a run folder if that process still runs on this host, else None."""
+    try:
+        owner = json.loads((run_root / OWNER).read_text())
+        if owner.get("host") != socket.gethostname():
+            return owner  # another machine's run on a shared volume: assume alive
+        proc = psutil.Process(int(owner["pid"]))
+        if abs(proc.create_time() - float(owner["started"])) < 1.0:
+            return owner
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        return None
+    return None
 
 
 def is_scratch(path: Path) -> bool:
@@ -148,29 +182,40 @@ def remove(path: Path) -> None:
         path.unlink()
         return
 
+    failures: list[str] = []
+
     def retry(func, p, _exc):  # noqa: ANN001 - shutil's callback signature
         try:  # a read-only folder inside (chmod by the installer): make it writable, retry
             os.chmod(os.path.dirname(p), 0o700)
             func(p)
-        except OSError:
-            pass
+        except OSError as exc:
+            failures.append(f"{p}: {exc.strerror}")
 
     if sys.version_info >= (3, 12):
         shutil.rmtree(path, onexc=retry)
     else:
         shutil.rmtree(path, onerror=retry)
+    if failures:
+        raise OSError(f"could not remove {len(failures)} entries under {path}, e.g. {failures[0]}")
 
 
-def remove_scratch(root: Path) -> int:
-    """Remove a whole scratch folder (``iobench clean``); returns entries removed."""
+def remove_scratch(root: Path) -> tuple[int, list[str]]:
+    """Remove a scratch folder (``iobench clean``) but the folders of runs still alive;
+    returns (entries removed, what was kept and why). The sentinel goes last."""
     if not is_scratch(root):
         raise SafetyError(f"{root} is not an iobench scratch folder (no sentinel); nothing removed")
     count = 0
-    for child in root.iterdir():
+    kept: list[str] = []
+    for child in sorted(root.iterdir()):
         if child.name == SENTINEL:
+            continue
+        owner = live_owner(child) if child.is_dir() and not child.is_symlink() else None
+        if owner is not None:
+            kept.append(f"{child.name} (in use by pid {owner.get('pid')} on {owner.get('host')})")
             continue
         remove(child)
         count += 1
-    (root / SENTINEL).unlink()
-    root.rmdir()
-    return count
+    if not kept:
+        (root / SENTINEL).unlink()
+        root.rmdir()
+    return count, kept
