@@ -1,7 +1,7 @@
 """The one exit of iobench: ``main(argv) -> int``.
 
-Only here are the project's errors turned into a one-line message (exit 2) and Ctrl-C
-into exit 130; everything below raises.
+Only here are the project's errors (and, as a last resort, OS errors such as a full disk)
+turned into a one-line message (exit 2) and Ctrl-C into exit 130; everything below raises.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 141
+    except OSError as exc:  # a disk filled or a folder vanished somewhere we did not expect
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"iobench: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
 
 
 def entry() -> None:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from iobench import __version__
-from iobench.errors import UsageError
+from iobench.errors import RunDirError, UsageError
 
 
 # ---------------------------------------------------------------- validators
@@ -66,7 +66,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tmp", type=Path, help="the local temp folder (default: the system temp dir)")
     p.add_argument("--path", type=role_spec, action="append", default=[], metavar="NAME=DIR",
                    help="an extra role, e.g. local=/root/scratch (repeatable)")
-    p.add_argument("--scenario", default="smoke", help="shipped scenario name or a .toml file (default: smoke)")
+    p.add_argument("--scenario", help="shipped scenario name or a .toml file (default: smoke)")
     p.add_argument("--configs", help="run only these configs, comma-separated, in this order")
     p.add_argument("--package", action="append", default=[], metavar="REQ",
                    help="install this requirement instead of the scenario's packages (repeatable), "
@@ -133,6 +133,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise UsageError(f"--wheelhouse: {args.wheelhouse} is not a folder")
+    if args.sample_hz > 100:
+        raise UsageError(f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)")
+    if not math.isfinite(args.lock_wait) or args.lock_wait < 0:
+        raise UsageError(f"--lock-wait must be a number of seconds >= 0, not {args.lock_wait}")
+    if args.python is not None:
+        import shutil
+
+        found = shutil.which(args.python)
+        if found is None:
+            raise UsageError(f"--python {args.python}: no such interpreter")
+        args.python = found
+    if args.resume is not None and args.scenario is not None:
+        raise UsageError("--resume continues a run with its own scenario; drop --scenario")
     cost = None
     if hasattr(args, "gpu"):
         from iobench.report.cli import cost_options_from_args
@@ -140,17 +153,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         cost = cost_options_from_args(args)
     if args.resume is not None:
         meta = RunDir.open(args.resume).load_meta()
-        scenario = scenario_from_meta(meta["scenario"])
-        if args.target is None:
-            args.target = Path(meta["roles"]["target"]["path"])
-        if args.tmp is None:
-            args.tmp = Path(meta["roles"]["tmp"]["path"])
-        if not args.path:
-            args.path = [(k, Path(v["path"])) for k, v in meta["roles"].items() if k not in ("target", "tmp")]
+        try:
+            scenario = scenario_from_meta(meta["scenario"])
+            if args.target is None:
+                args.target = Path(meta["roles"]["target"]["path"])
+            if args.tmp is None:
+                args.tmp = Path(meta["roles"]["tmp"]["path"])
+            if not args.path:
+                args.path = [(k, Path(v["path"])) for k, v in meta["roles"].items() if k not in ("target", "tmp")]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RunDirError(f"{args.resume}/meta.json lacks what --resume needs ({exc})") from None
         repeats = args.repeats or meta.get("repeats") or scenario.repeats
     else:
-        scenario = load_scenario(args.scenario)
+        scenario = load_scenario(args.scenario or "smoke")
         repeats = args.repeats or scenario.repeats
+        if scenario.wheels and not args.package and (args.index_url or args.wheelhouse):
+            # the synthetic names (smoke-core, ...) must never be fetched from a real index
+            raise UsageError(
+                f"scenario {scenario.name} installs synthetic wheels served by iobench; "
+                "--index-url and --wheelhouse need real packages (a scenario such as torch, or --package REQ)"
+            )
     if args.package:
         scenario = scenario.with_packages(args.package)
     if args.configs:

@@ -24,10 +24,6 @@ class RunDirError(IOBenchError):
     """A folder that is not a readable iobench run directory (or of an unknown schema)."""
 
 
-class IndexError_(IOBenchError):
-    """The package index cannot be reached or served."""
-
-
 class LabError(IOBenchError):
     """The emulated slow volume cannot be mounted, found or unmounted."""
 

@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from iobench.errors import UsageError
@@ -103,6 +103,7 @@ class Pip:
                 argv += ["--trusted-host", "127.0.0.1"]
         argv += list(index.extra_args)
         env = dict(env)
+        env["TZ"] = "UTC0"  # pip's --log stamps local time without a zone: make it UTC (no DST)
         if cache is not None:
             env["PIP_CACHE_DIR"] = str(cache)
         return InstallStep(argv + packages, env)
@@ -128,8 +129,9 @@ def _pip_ts(line: str) -> float | None:
     m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),(\d{3})", line)
     if not m:
         return None
-    # pip writes local time without a zone
-    return datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").timestamp() + int(m.group(2)) / 1000
+    # pip runs with TZ=UTC0 (see Pip.command): its zone-less stamps are UTC
+    stamp = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return stamp.timestamp() + int(m.group(2)) / 1000
 
 
 _UV_TIME = re.compile(r"^(Resolved|Prepared|Installed|Audited) \d+ packages? in ([\d.]+)(ms|s|m)", re.M)

@@ -190,7 +190,7 @@ class Runner:
             self.index = LocalIndex(o.wheelhouse, o.index_mbps).start()
             self.index_spec = IndexSpec(self.index.url, local=True)
             return {"kind": "local", "source": str(o.wheelhouse), "url": self.index.url, "mbps": o.index_mbps}
-        if sc.wheels and not o.index_url:
+        if sc.wheels and not o.index_url:  # (the CLI refuses a remote index for synthetic names)
             from iobench.wheels import cached_wheels, load_profile
 
             profile = load_profile(sc.wheels)
@@ -241,12 +241,15 @@ class Runner:
         return {
             "iobench_version": metadata.__version__,
             "run_id": run_id,
-            "command": o.command,
+            "command": [metadata.redact_value(a) for a in o.command],
             "label": o.label,
             "started_at": utcnow(),
             "ended_at": None,
             "status": "running",
-            "scenario": o.scenario.to_dict(),
+            "scenario": {
+                **o.scenario.to_dict(),
+                "packages": [metadata.redact_value(p) for p in o.scenario.packages],
+            },
             "repeats": o.repeats,
             "roles": {name: metadata.mount_of(p) for name, p in o.roles.items()},
             "host": metadata.host_info(),
@@ -712,12 +715,28 @@ def _sigterm(signum: int, frame: object) -> None:
 
 
 def _check_reachable(url: str) -> None:
+    """Fail the run early, once, if the index cannot be reached at all. Any HTTP answer
+    (even 401 or 404 at the root) counts as reachable: pip may still work with it.
+    Credentials in the URL are sent as Basic auth, never as part of the host."""
+    import base64
     import urllib.error
+    import urllib.parse
     import urllib.request
 
+    parts = urllib.parse.urlsplit(url)
+    headers = {}
+    if parts.username is not None:
+        token = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
     try:
-        with urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - user-given index
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=15) as resp:  # noqa: S310
             resp.read(1)
+    except urllib.error.HTTPError:
+        return
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise IOBenchError(f"package index {metadata.redact_value(url)} cannot be reached: {reason}") from None
@@ -739,3 +758,11 @@ def _check_resume(meta: dict, o: RunOptions) -> None:
         raise UsageError(f"cannot resume {meta.get('run_id')}: roles changed (was {old_roles}, now {new_roles})")
     if meta.get("repeats") not in (None, o.repeats):
         raise UsageError(f"cannot resume {meta.get('run_id')}: repeats changed (was {meta.get('repeats')})")
+    packages = [metadata.redact_value(p) for p in o.scenario.packages]
+    if list(old.get("packages", [])) != packages:
+        raise UsageError(f"cannot resume {meta.get('run_id')}: packages changed (was {old.get('packages')})")
+    if meta.get("venv_python") not in (None, o.python or sys.executable):
+        raise UsageError(f"cannot resume {meta.get('run_id')}: --python changed (was {meta.get('venv_python')})")
+    kind = "local" if (o.wheelhouse or (o.scenario.wheels and not o.index_url)) else "remote"
+    if (meta.get("index") or {}).get("kind") not in (None, kind):
+        raise UsageError(f"cannot resume {meta.get('run_id')}: the package index changed (was {meta['index'].get('kind')})")

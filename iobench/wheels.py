@@ -22,9 +22,12 @@ import hashlib
 import io
 import json
 import math
+import os
 import random
 import re
+import shutil
 import statistics
+import tempfile
 import zipfile
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -40,6 +43,11 @@ except ModuleNotFoundError:  # Python 3.10
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# a profile's name is part of its cache folder's name; versions and extensions become file names
+_SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.!_]*$")
+_EXT_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_MISSING = object()
 # kinds of file, by how an installer and an import treat them
 _KIND_BY_EXT = {
     "py": "python", "pyi": "python",
@@ -118,65 +126,118 @@ _GENERATOR_VERSION = 1
 # --------------------------------------------------------------------------- loading
 
 
-def _req(table: dict, key: str, where: str, typ: type | tuple[type, ...]) -> object:
+def _bad(where: str, msg: str) -> UsageError:
+    return UsageError(f"{where}: {msg}")
+
+
+def _table(value: object, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise _bad(where, f"expected a table, got {_show(value)}")
+    return value
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _get(table: dict, key: str, where: str, kind: str, default: object = _MISSING) -> object:
+    """``table[key]`` checked to be of ``kind`` (str, int, number, list); ``where`` names the table."""
+    w = f"{where}.{key}"
     if key not in table:
-        raise UsageError(f"{where}: missing key '{key}'")
+        if default is _MISSING:
+            raise _bad(w, "missing")
+        return default
     value = table[key]
-    if not isinstance(value, typ) or isinstance(value, bool) and typ is not bool:
-        raise UsageError(f"{where}: key '{key}' has the wrong type ({type(value).__name__})")
+    if kind == "str":
+        ok = isinstance(value, str)
+        want = "a string"
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        want = "an integer"
+    elif kind == "number":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        want = "a finite number"
+    else:  # list
+        ok = isinstance(value, list)
+        want = "a list"
+    if not ok:
+        raise _bad(w, f"expected {want}, got {_show(value)}")
     return value
 
 
 def profile_from_dict(data: dict, where: str) -> Profile:
-    """Validate a profile table (from TOML or a scenario) into a frozen Profile."""
-    prof = data.get("profile", data)
-    name = str(_req(prof, "name", where, str))
-    dists = []
-    raw_dists = _req(prof, "dist", where, list)
+    """Validate a profile table (from TOML or a scenario) into a frozen Profile.
+
+    Every error is one UsageError line naming ``where`` (the file) and the key, e.g.
+    ``p.toml: profile.dist[0].files[1].total_bytes: expected an integer, got 'big'``.
+    """
+    _table(data, where)
+    key = f"{where}: profile"  # the bare table (a measured profile) is named the same way
+    prof = _table(data["profile"], key) if "profile" in data else data
+    name = str(_get(prof, "name", key, "str"))
+    if not _SAFE_NAME_RE.match(name) or len(name) > 64:
+        raise _bad(
+            f"{key}.name",
+            f"{name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    raw_dists = _get(prof, "dist", key, "list")
     if not raw_dists:
-        raise UsageError(f"{where}: profile.dist is empty")
+        raise _bad(f"{key}.dist", "is empty")
+    dists = []
     for i, d in enumerate(raw_dists):
-        w = f"{where}: profile.dist[{i}]"
-        dname = str(_req(d, "name", w, str))
+        w = f"{key}.dist[{i}]"
+        _table(d, w)
+        dname = str(_get(d, "name", w, "str"))
         if not re.match(r"^[A-Za-z][A-Za-z0-9_-]*$", dname):
-            raise UsageError(f"{w}.name: '{dname}' is not a valid distribution name")
+            raise _bad(f"{w}.name", f"'{dname}' is not a valid distribution name")
+        version = str(_get(d, "version", w, "str", "1.0.0"))
+        if not _VERSION_RE.match(version):
+            raise _bad(f"{w}.version", f"{version!r} is not a version such as 1.0.0")
+        dirs = int(_get(d, "dirs", w, "int", 1))
+        import_modules = int(_get(d, "import_modules", w, "int", 10))
+        if import_modules < 0:
+            raise _bad(f"{w}.import_modules", "must be >= 0")
+        requires = _get(d, "requires", w, "list", [])
+        if not all(isinstance(r, str) for r in requires):
+            raise _bad(f"{w}.requires", "expected a list of requirement strings")
         groups = []
-        for j, g in enumerate(_req(d, "files", w, list)):
+        for j, g in enumerate(_get(d, "files", w, "list")):
             gw = f"{w}.files[{j}]"
-            count = int(_req(g, "count", gw, int))
-            med = int(_req(g, "median_bytes", gw, (int, float)))
-            total = int(g.get("total_bytes", med * count))
-            ratio = float(g.get("compress_ratio", 0.3))
+            _table(g, gw)
+            ext = str(_get(g, "ext", gw, "str")).lstrip(".")
+            if not _EXT_RE.match(ext):
+                raise _bad(f"{gw}.ext", f"{ext!r} must be 1-32 letters, digits, '_' or '-'")
+            count = int(_get(g, "count", gw, "int"))
+            med = int(_get(g, "median_bytes", gw, "number"))
+            total = int(_get(g, "total_bytes", gw, "number", med * count))
             if count < 0 or med < 0 or total < 0:
-                raise UsageError(f"{gw}: count and sizes must be >= 0")
+                raise _bad(gw, "count and sizes must be >= 0")
+            sigma = float(_get(g, "sigma", gw, "number", 1.0))
+            if not 0.0 <= sigma <= 5.0:
+                raise _bad(f"{gw}.sigma", f"{sigma} is outside 0..5")
+            ratio = float(_get(g, "compress_ratio", gw, "number", 0.3))
             if not 0.02 <= ratio <= 1.0:
-                raise UsageError(f"{gw}.compress_ratio: {ratio} is outside 0.02..1.0")
+                raise _bad(f"{gw}.compress_ratio", f"{ratio} is outside 0.02..1.0")
             groups.append(
-                FileGroup(
-                    ext=str(_req(g, "ext", gw, str)).lstrip("."),
-                    count=count,
-                    median_bytes=med,
-                    total_bytes=total,
-                    sigma=float(g.get("sigma", 1.0)),
-                    compress_ratio=ratio,
-                )
+                FileGroup(ext=ext, count=count, median_bytes=med, total_bytes=total, sigma=sigma, compress_ratio=ratio)
             )
         dists.append(
             DistProfile(
                 name=dname,
-                version=str(d.get("version", "1.0.0")),
-                dirs=max(1, int(d.get("dirs", 1))),
-                import_modules=int(d.get("import_modules", 10)),
+                version=version,
+                dirs=max(1, dirs),
+                import_modules=import_modules,
                 files=tuple(groups),
-                requires=tuple(str(r) for r in d.get("requires", [])),
+                requires=tuple(requires),
             )
         )
     return Profile(
         name=name,
-        source=str(prof.get("source", "")),
-        seed=int(prof.get("seed", 0)),
+        source=str(_get(prof, "source", key, "str", "")),
+        seed=int(_get(prof, "seed", key, "int", 0)),
         dists=tuple(dists),
-        description=str(prof.get("description", "")),
+        description=str(_get(prof, "description", key, "str", "")),
     )
 
 
@@ -189,7 +250,13 @@ def load_profile(name_or_path: str) -> Profile:
         known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.toml")))
         raise UsageError(f"unknown wheel profile '{name_or_path}' (known: {known})")
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); a profile is a TOML file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     return profile_from_dict(data, str(path))
@@ -202,7 +269,11 @@ def _group_key(filename: str) -> str:
     base = filename.rsplit("/", 1)[-1]
     if ".so" in base:
         return "so"
-    return base.rsplit(".", 1)[-1].lower() if "." in base else "noext"
+    if "." not in base:
+        return "noext"
+    # an extension becomes part of a generated file name: keep it to safe characters
+    ext = re.sub(r"[^a-z0-9_-]", "_", base.rsplit(".", 1)[-1].lower())[:32]
+    return ext or "noext"
 
 
 def profile_of_wheels(wheels: list[Path], name: str, seed: int = 1) -> Profile:
@@ -386,41 +457,109 @@ def _build_dist(dist: DistProfile, seed: int, out_dir: Path) -> Path:
     writer.writerow([f"{dist_info}/RECORD", "", ""])
     entries.append((f"{dist_info}/RECORD", record.getvalue().encode()))
     path = out_dir / f"{pkg}-{version}-py3-none-any.whl"
-    tmp = path.with_suffix(".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        for name, data in entries:
-            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data, compresslevel=1)
-    tmp.replace(path)
+    # a temp name of this process's own, then an atomic replace: two processes writing the
+    # same out_dir each write their own file, and the last replace wins (same bytes anyway)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{pkg}-{version}.", suffix=".tmp", dir=out_dir)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(
+            fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1
+        ) as zf:
+            for name, data in entries:
+                info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data, compresslevel=1)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a wheelhouse is read by other users' installers
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
 def synthesize(profile: Profile, out_dir: Path) -> list[Path]:
-    """Write the profile's wheels into ``out_dir`` (deterministic for the profile's seed)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return [_build_dist(d, profile.seed, out_dir) for d in profile.dists]
+    """Write the profile's wheels into ``out_dir`` (deterministic for the profile's seed).
+
+    Safe to run from several processes into the same ``out_dir`` at once. A folder that
+    cannot be made or written (a file in the way, no permission, a full disk) is a
+    UsageError naming it.
+    """
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{out_dir}: exists and is not a folder (give a folder for the wheels)") from None
+    except NotADirectoryError:
+        raise UsageError(f"{out_dir}: a part of this path is a file, not a folder") from None
+    except OSError as exc:
+        raise UsageError(f"{out_dir}: cannot create the folder ({exc.strerror or exc})") from None
+    try:
+        return [_build_dist(d, profile.seed, out_dir) for d in profile.dists]
+    except OSError as exc:
+        raise UsageError(f"{out_dir}: cannot write wheels there ({exc.strerror or exc})") from None
 
 
 def default_cache_dir() -> Path:
     """Where generated wheels are kept between runs (XDG cache)."""
-    import os
-
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "iobench" / "wheels"
 
 
 def cached_wheels(profile: Profile, cache_dir: Path | None = None) -> Path:
-    """A wheelhouse for the profile, generated once and then reused (keyed by fingerprint)."""
-    root = (cache_dir or default_cache_dir()) / f"{profile.name}-{profile.fingerprint()}"
+    """A wheelhouse for the profile, generated once and then reused (keyed by fingerprint).
+
+    Concurrency: the wheels are generated into a private temp folder beside the entry
+    (``.NAME-FP.XXXX.tmp``), marked complete, and the whole folder is renamed into place.
+    Rename is atomic, so a reader sees either no entry or a complete one; if another
+    process renamed its copy in first, ours is discarded and theirs is used. An entry
+    without ``.complete`` can only be left by an older iobench that generated in place
+    and was interrupted: it is moved aside and removed.
+    """
+    parent = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root = parent / f"{profile.name}-{profile.fingerprint()}"
     done = root / ".complete"
     if done.is_file():
         return root
-    root.mkdir(parents=True, exist_ok=True)
-    synthesize(profile, root)
-    done.write_text(json.dumps({"profile": profile.name, "files": profile.file_count}))
-    return root
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise UsageError(f"wheel cache {parent}: cannot create a folder there ({exc.strerror or exc})") from None
+    try:
+        synthesize(profile, tmp)
+        (tmp / ".complete").write_text(json.dumps({"profile": profile.name, "files": profile.file_count}))
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
+        for _ in range(5):
+            try:
+                os.rename(tmp, root)
+                return root
+            except OSError:
+                if done.is_file():
+                    return root  # another process won; ours is removed below
+                if not root.exists():
+                    continue  # it vanished between our rename and the check: try again
+                _discard_stale(root, parent)
+        raise UsageError(f"wheel cache {root}: cannot be put in place (is another process removing it?)")
+    except OSError as exc:
+        raise UsageError(f"wheel cache {parent}: cannot write there ({exc.strerror or exc})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _discard_stale(root: Path, parent: Path) -> None:
+    """Move an incomplete entry aside (one atomic rename, so only one process does it) and delete it."""
+    trash = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".stale", dir=parent))
+    moved = trash / "entry"
+    try:
+        os.rename(root, moved)
+        if (moved / ".complete").is_file():
+            # another process put its complete copy in place between our look and our move:
+            # give it back (if a third one got there first, that one is as good)
+            os.rename(moved, root)
+    except OSError:
+        pass  # someone else moved it, or the entry is back: the caller looks again
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def describe(profile: Profile) -> list[str]:

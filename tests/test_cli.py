@@ -71,3 +71,37 @@ def test_version_and_module_entry() -> None:
     assert out.returncode == 0 and out.stdout.strip() == f"iobench {__version__}"
     out = subprocess.run(["iobench", "--version"], capture_output=True, text=True)
     assert out.stdout.strip() == f"iobench {__version__}"
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "--index-url", "http://127.0.0.1:9/simple/"], "synthetic wheels"),
+        (["run", "--sample-hz", "1000"], "at most 100"),
+        (["run", "--lock-wait", "-5"], "--lock-wait"),
+        (["run", "--python", "/nonexistent/python"], "no such interpreter"),
+        (["run", "--resume", "x", "--scenario", "smoke"], "drop --scenario"),
+    ],
+)
+def test_bad_combinations_one_line(argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = _err(capsys)
+    assert fragment in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_credentials_never_reach_meta(tmp_path: Path) -> None:
+    import json
+
+    from conftest import only_run_dir
+
+    from iobench.metadata import redact_value
+
+    assert redact_value("https://user:s3cret@host/simple") == "https://***@host/simple"
+    rc = main(["run", "--scenario", str(TINY), "--configs", "naive", "--target", str(tmp_path),
+               "--results", str(tmp_path / "r"), "--no-report", "--quiet", "--label", "x",
+               "--package", "tiny-core @ https://user:s3cret@example.invalid/tiny.whl"])
+    assert rc == 1  # the trial fails (no such host), and that is recorded
+    meta = (only_run_dir(tmp_path / "r") / "meta.json").read_text()
+    assert "s3cret" not in meta and "***@example.invalid" in meta
+    assert json.loads(meta)["scenario"]["packages"] == ["tiny-core @ https://***@example.invalid/tiny.whl"]

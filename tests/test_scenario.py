@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from iobench.errors import ScenarioError
-from iobench.scenario import load_scenario, shipped
+from iobench.errors import RunDirError, ScenarioError
+from iobench.scenario import NAME_RE, load_scenario, scenario_from_meta, shipped
 
 REQUIRED = {"naive", "tmp-fix", "venv-on-tmp", "warm-cache-on-target"}
 
@@ -92,3 +93,122 @@ name = "{venv}-{tmpdir}-{cache}-{cache_state}"
     assert [c.name for c in sub.configs] == ["target-tmp-tmp-warm", "tmp-tmp-off-cold"]
     with pytest.raises(ScenarioError, match="unknown config 'zzz'"):
         s.select(["zzz"])
+
+
+CFG = "venv='t'\ntmpdir='t'\ncache='t'\n"
+
+
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        (f'[configs."../x"]\n{CFG}', 'configs."../x": config name'),
+        (f'[configs."a/b"]\n{CFG}', 'configs."a/b": config name'),
+        (f'[configs.".hidden"]\n{CFG}', 'configs.".hidden": config name'),
+        (f"[configs.-dash]\n{CFG}", "configs.-dash: config name"),
+        (f'[configs.".."]\n{CFG}', 'configs."..": config name'),
+        (f'[configs."a b"]\n{CFG}', 'configs."a b": config name'),
+        (f"[configs.{'a' * 81}]\n{CFG}", "at most 80"),
+    ],
+)
+def test_config_names_must_be_path_safe(tmp_path: Path, body: str, key: str) -> None:
+    p = _write(tmp_path, BASE + body)
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(str(p))
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}: ") and key in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("bad", ["../up", "a/b", ".x", "-x", ""])
+def test_scenario_name_must_be_path_safe(tmp_path: Path, bad: str) -> None:
+    p = _write(tmp_path, BASE.replace('name = "x"', f"name = {bad!r}") + f"[configs.a]\n{CFG}")
+    with pytest.raises(ScenarioError, match="scenario.name") as exc:
+        load_scenario(str(p))
+    assert str(p) in str(exc.value)
+
+
+def test_matrix_default_names_are_path_safe(tmp_path: Path) -> None:
+    p = _write(tmp_path, BASE + """
+[matrix]
+venv = ["target", "tmp"]
+tmpdir = ["tmp"]
+cache = ["off", "target"]
+cache_state = ["cold"]
+""")
+    names = [c.name for c in load_scenario(str(p)).configs]
+    assert names == [
+        "venv-target_tmpdir-tmp_cache-off_state-cold",
+        "venv-target_tmpdir-tmp_cache-target_state-cold",
+        "venv-tmp_tmpdir-tmp_cache-off_state-cold",
+        "venv-tmp_tmpdir-tmp_cache-target_state-cold",
+    ]
+    assert all(NAME_RE.match(n) for n in names)
+    # a role with characters a path must not hold: the error points at the pattern to set
+    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["a/b"]\ntmpdir = ["t"]\ncache = ["t"]\n')
+    with pytest.raises(ScenarioError, match=r"s\.toml: matrix: generated config name 'venv-a/b_.*matrix\.name"):
+        load_scenario(str(p))
+
+
+def test_matrix_pattern_names_are_checked(tmp_path: Path) -> None:
+    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "../{venv}"\n')
+    with pytest.raises(ScenarioError, match=r"s\.toml: matrix\.name: generated config name '\.\./t'"):
+        load_scenario(str(p))
+    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "{venv}={cache}"\n')
+    with pytest.raises(ScenarioError, match=r"matrix\.name: generated config name 't=t'"):
+        load_scenario(str(p))
+    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = 3\n')
+    with pytest.raises(ScenarioError, match=r"matrix\.name: expected a pattern"):
+        load_scenario(str(p))
+    # two combinations, one name: caught as a duplicate
+    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t", "u"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "same"\n')
+    with pytest.raises(ScenarioError, match="'same' used twice"):
+        load_scenario(str(p))
+
+
+def test_select_rejects_duplicates() -> None:
+    s = load_scenario("smoke")
+    with pytest.raises(ScenarioError, match="--configs: config 'naive' given twice"):
+        s.select(["naive", "tmp-fix", "naive"])
+    assert [c.name for c in s.select(["tmp-fix", "naive"]).configs] == ["tmp-fix", "naive"]
+
+
+def _meta() -> dict:
+    return json.loads(json.dumps(load_scenario("smoke").to_dict()))  # as meta.json holds it
+
+
+def test_scenario_from_meta_roundtrip() -> None:
+    s = load_scenario("smoke")
+    assert scenario_from_meta(_meta()) == s
+    legacy = _meta()
+    legacy["configs"][0]["name"] = "venv=target-tmpdir=tmp"  # an old default matrix name
+    del legacy["extra"], legacy["size_mb"]
+    assert scenario_from_meta(legacy).configs[0].name == "venv=target-tmpdir=tmp"
+
+
+def _drop(d: dict, key: str) -> dict:
+    d.pop(key)
+    return d
+
+
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda m: [], "scenario: expected a table"),
+        (lambda m: {**m, "future": 1}, "scenario: unknown key(s) future"),
+        (lambda m: _drop(m, "configs"), "scenario.configs"),
+        (lambda m: _drop(m, "name"), "scenario.name"),
+        (lambda m: {**m, "name": "../x"}, "scenario.name"),
+        (lambda m: {**m, "packages": "torch"}, "scenario.packages"),
+        (lambda m: {**m, "repeats": "3"}, "scenario.repeats"),
+        (lambda m: {**m, "configs": [1]}, "scenario.configs[0]: expected a table"),
+        (lambda m: {**m, "configs": [{**m["configs"][0], "pin": "x"}]}, "scenario.configs[0]: unknown key(s) pin"),
+        (lambda m: {**m, "configs": [_drop(m["configs"][0], "venv")]}, "scenario.configs[0].venv: missing"),
+        (lambda m: {**m, "configs": [{**m["configs"][0], "name": "a/b"}]}, "scenario.configs[0].name"),
+        (lambda m: {**m, "configs": [{**m["configs"][0], "installer": 3}]}, "scenario.configs[0].installer"),
+        (lambda m: {**m, "configs": [m["configs"][0], m["configs"][0]]}, "used twice"),
+    ],
+)
+def test_scenario_from_meta_malformed(mutate, key: str) -> None:
+    with pytest.raises(RunDirError) as exc:
+        scenario_from_meta(mutate(_meta()))
+    msg = str(exc.value)
+    assert msg.startswith("meta.json: ") and key in msg and "\n" not in msg

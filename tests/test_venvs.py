@@ -89,3 +89,22 @@ def test_clean_command_removes_leftovers_only(tmp_path: Path, capsys) -> None:
     assert main(["clean", str(target)]) == 0
     assert not (target / SCRATCH_NAME).exists()
     assert (target / "mine").exists() and (outside / "keep").exists()
+
+
+def test_clean_spares_the_folder_of_a_live_run(tmp_path: Path, capsys) -> None:
+    import json
+
+    tmp_role = tmp_path / "tmp"
+    tmp_role.mkdir()
+    live = Scratch(tmp_role, "live-run").ensure().claim()  # owned by this (alive) process
+    (live.trial_dir("naive-r1") / "venv").mkdir()
+    dead = Scratch(tmp_role, "crashed-run").ensure().claim()
+    owner = json.loads((dead.run_root / ".iobench-owner").read_text())
+    owner["pid"] = 2**22 + 1  # no such process
+    (dead.run_root / ".iobench-owner").write_text(json.dumps(owner))
+    assert main(["clean", str(tmp_role)]) == 0
+    out = capsys.readouterr().out
+    assert "kept what live runs use" in out and "live-run" in out
+    assert (live.run_root / "naive-r1" / "venv").is_dir()
+    assert not dead.run_root.exists()
+    assert (tmp_role / SCRATCH_NAME / ".iobench-sentinel").exists()  # still marked as ours

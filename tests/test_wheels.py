@@ -6,6 +6,7 @@ import base64
 import csv
 import hashlib
 import io
+import os
 import subprocess
 import sys
 import zipfile
@@ -13,8 +14,16 @@ from pathlib import Path
 
 import pytest
 
+import iobench
 from iobench.__main__ import main
-from iobench.wheels import load_profile, profile_of_wheels, profile_to_toml, synthesize
+from iobench.errors import UsageError
+from iobench.wheels import (
+    cached_wheels,
+    load_profile,
+    profile_of_wheels,
+    profile_to_toml,
+    synthesize,
+)
 
 TINY = Path(__file__).parent / "data" / "tiny-profile.toml"
 
@@ -79,3 +88,177 @@ def test_cli_profile_and_synth_roundtrip(tmp_path: Path, capsys) -> None:
     assert profile_to_toml(again) == out.read_text()
     assert main(["wheels", "profile", str(tmp_path / "missing.whl")]) == 2
     assert "no such wheel" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- concurrency
+
+_GEN = """
+import sys
+from pathlib import Path
+from iobench.wheels import cached_wheels, load_profile
+house = cached_wheels(load_profile(sys.argv[1]))
+print(house)
+print(sorted(p.name for p in house.glob("*.whl")))
+"""
+
+
+def _repo_env(cache: Path) -> dict:
+    """Children import this checkout's iobench (not whatever the install points at)."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    root = str(Path(iobench.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@pytest.mark.parametrize("round_", range(4))
+def test_cached_wheels_two_processes_at_once(tmp_path: Path, round_: int) -> None:
+    cache = tmp_path / f"xdg{round_}"  # fresh each round: both processes must generate
+    env = _repo_env(cache)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _GEN, str(TINY)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    houses = {out.splitlines()[0] for out, _ in outs}
+    assert len(houses) == 1
+    house = Path(houses.pop())
+    want = ["tiny_blob-0.1.0-py3-none-any.whl", "tiny_core-0.1.0-py3-none-any.whl"]
+    assert all(out.splitlines()[1] == repr(want) for out, _ in outs)
+    assert sorted(p.name for p in house.iterdir()) == [".complete", *want]
+    # nothing left behind: no temp folders beside the entry, no temp files in it
+    assert [p.name for p in house.parent.iterdir()] == [house.name]
+    # and the bytes are the profile's
+    fresh = synthesize(load_profile(str(TINY)), tmp_path / f"ref{round_}")
+    assert [p.read_bytes() for p in sorted(fresh)] == [(house / n).read_bytes() for n in want]
+
+
+def test_cached_wheels_reuses_and_replaces_a_stale_entry(tmp_path: Path) -> None:
+    prof = load_profile(str(TINY))
+    stale = tmp_path / f"{prof.name}-{prof.fingerprint()}"
+    stale.mkdir()
+    (stale / "half-written.tmp").write_bytes(b"x")  # an older iobench interrupted mid-way
+    house = cached_wheels(prof, tmp_path)
+    assert house == stale and (house / ".complete").is_file()
+    assert not (house / "half-written.tmp").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [house.name]
+    mtime = (house / ".complete").stat().st_mtime_ns
+    assert cached_wheels(prof, tmp_path) == house
+    assert (house / ".complete").stat().st_mtime_ns == mtime  # reused, not regenerated
+
+
+def test_synthesize_same_out_dir_from_two_processes(tmp_path: Path) -> None:
+    code = "import sys; from pathlib import Path; from iobench.wheels import load_profile, synthesize; " \
+        "synthesize(load_profile(sys.argv[1]), Path(sys.argv[2]))"
+    out = tmp_path / "wh"
+    for _ in range(3):
+        procs = [
+            subprocess.Popen([sys.executable, "-c", code, str(TINY), str(out)], env=_repo_env(tmp_path),
+                             stderr=subprocess.PIPE, text=True)
+            for _ in range(3)
+        ]
+        errs = [p.communicate(timeout=120)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errs
+    assert sorted(p.name for p in out.iterdir()) == ["tiny_blob-0.1.0-py3-none-any.whl", "tiny_core-0.1.0-py3-none-any.whl"]
+
+
+# --------------------------------------------------------------------------- bad profiles
+
+GOOD = TINY.read_text()
+
+
+@pytest.mark.parametrize(
+    "old, new, key",
+    [
+        ("total_bytes = 300000", 'total_bytes = "big"', "profile.dist[0].files[0].total_bytes: expected a finite number, got 'big'"),
+        ("count = 150", "count = 1.5", "profile.dist[0].files[0].count: expected an integer"),
+        ("median_bytes = 2000", "median_bytes = inf", "profile.dist[0].files[0].median_bytes: expected a finite"),
+        ("median_bytes = 2000", "median_bytes = nan", "profile.dist[0].files[0].median_bytes"),
+        ("sigma = 1.0", 'sigma = "wide"', "profile.dist[0].files[0].sigma"),
+        ("sigma = 1.0", "sigma = 900.0", "profile.dist[0].files[0].sigma: 900.0 is outside"),
+        ('ext = "py"', 'ext = "../x"', "profile.dist[0].files[0].ext"),
+        ("compress_ratio = 0.3 }", "compress_ratio = 7 }", "profile.dist[0].files[0].compress_ratio"),
+        ("dirs = 8", 'dirs = "eight"', "profile.dist[0].dirs: expected an integer"),
+        ('version = "0.1.0"\ndirs = 8', 'version = "../../x"\ndirs = 8', "profile.dist[0].version"),
+        ('version = "0.1.0"\ndirs = 8', "version = 1\ndirs = 8", "profile.dist[0].version: expected a string"),
+        ('requires = ["tiny-blob==0.1.0"]', "requires = [1]", "profile.dist[0].requires"),
+        ('requires = ["tiny-blob==0.1.0"]', 'requires = "tiny-blob"', "profile.dist[0].requires: expected a list"),
+        ("seed = 3", 'seed = "three"', "profile.seed: expected an integer"),
+        ('name = "tiny"', 'name = "../tiny"', "profile.name"),
+        ('name = "tiny"', "name = 7", "profile.name: expected a string"),
+        ("{ ext = \"py\"", "1, { ext = \"py\"", "profile.dist[0].files[0]: expected a table"),
+    ],
+)
+def test_bad_profile_is_one_line_naming_file_and_key(tmp_path: Path, old: str, new: str, key: str) -> None:
+    assert old in GOOD
+    p = tmp_path / "p.toml"
+    p.write_text(GOOD.replace(old, new, 1))
+    with pytest.raises(UsageError) as exc:
+        load_profile(str(p))
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}: ") and key in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("[profile]\nname = 'x'\ndist = [1]\n", "profile.dist[0]: expected a table, got 1"),
+        ("[profile]\nname = 'x'\ndist = ['a']\n", "profile.dist[0]: expected a table"),
+        ("[profile]\nname = 'x'\ndist = []\n", "profile.dist: is empty"),
+        ("[profile]\nname = 'x'\ndist = {}\n", "profile.dist: expected a list"),
+        ("[profile]\nname = 'x'\n", "profile.dist: missing"),
+        ("profile = 3\n", "profile: expected a table"),
+        ("[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a'\nfiles = [[1]]\n", "profile.dist[0].files[0]: expected a table"),
+        ("[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a'\nfiles = 'py'\n", "profile.dist[0].files: expected a list"),
+        ("[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a/b'\nfiles = []\n", "profile.dist[0].name"),
+        ("[profile\n", "not valid TOML"),
+    ],
+)
+def test_malformed_profile_tables(tmp_path: Path, text: str, key: str) -> None:
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    with pytest.raises(UsageError) as exc:
+        load_profile(str(p))
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}: ") and key in msg and "\n" not in msg, msg
+
+
+def test_unreadable_profile_files(tmp_path: Path) -> None:
+    p = tmp_path / "latin1.toml"
+    p.write_bytes(GOOD.replace("test fixture", "caf\xe9").encode("latin-1"))
+    with pytest.raises(UsageError, match=r"latin1\.toml: not UTF-8"):
+        load_profile(str(p))
+    if os.geteuid() != 0:  # root reads anything
+        q = tmp_path / "locked.toml"
+        q.write_text(GOOD)
+        q.chmod(0)
+        with pytest.raises(UsageError, match=r"locked\.toml: cannot be read"):
+            load_profile(str(q))
+
+
+def test_out_that_is_not_a_folder(tmp_path: Path, capsys) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    prof = load_profile(str(TINY))
+    with pytest.raises(UsageError, match=r"file: exists and is not a folder"):
+        synthesize(prof, f)
+    with pytest.raises(UsageError, match=r"file/sub: a part of this path is a file"):
+        synthesize(prof, f / "sub")
+    assert main(["wheels", "synth", str(TINY), "--out", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "exists and is not a folder" in err and "Traceback" not in err
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.replace("total_bytes = 300000", 'total_bytes = "big"'))
+    assert main(["wheels", "synth", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "total_bytes" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cache_dir_that_cannot_be_made(tmp_path: Path) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match="wheel cache"):
+        cached_wheels(load_profile(str(TINY)), blocker / "wheels")
