@@ -43,6 +43,15 @@ def _project_of(filename: str) -> str | None:
     return None
 
 
+def _sha256(path: Path) -> str:
+    """In 1 MiB chunks: a CUDA torch wheel is 2.5 GB."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _wheel_metadata(path: Path) -> bytes | None:
     import zipfile
 
@@ -112,7 +121,7 @@ class LocalIndex:
         for path in sorted(wheelhouse.iterdir()):
             project = _project_of(path.name)
             if project and path.is_file():
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                digest = _sha256(path)
                 self.projects.setdefault(project, []).append((path.name, digest))
                 if path.name.endswith(".whl"):
                     meta = _wheel_metadata(path)
