@@ -20,6 +20,7 @@ import pandas as pd
 
 from iobench.errors import RunDirError
 from iobench.gpu import GpuInfo
+from iobench.results import TRIAL_COLUMNS
 
 #: meta.json schema versions this reader understands.
 #: 1: first format (results/README.md).
@@ -31,32 +32,6 @@ PHASE_COLUMNS = tuple(f"{p}_s" for p in PHASES)
 #: trials.csv columns without which there is nothing to report.
 REQUIRED_TRIAL_COLUMNS = ("trial_id", "config", "status", "time_to_ready_s")
 
-#: numeric trials.csv columns (absent ones are added as NaN so later code stays simple).
-NUMERIC_TRIAL_COLUMNS = (
-    "repeat",
-    *PHASE_COLUMNS,
-    "time_to_ready_s",
-    "read_bytes",
-    "write_bytes",
-    "read_calls",
-    "write_calls",
-    "disk_write_bytes",
-    "cpu_s",
-    "offcpu_frac",
-    "iowait_mean_pct",
-    "iowait_p95_pct",
-    "blocked_max",
-    "dstate_max",
-    "fswait_frac",
-    "rss_max_bytes",
-    "index_bytes",
-    "tmpdir_peak_bytes",
-    "cache_bytes",
-    "venv_bytes",
-    "files_installed",
-    "stalls",
-    "stall_longest_s",
-)
 TEXT_TRIAL_COLUMNS = (
     "run_id",
     "venv_role",
@@ -71,6 +46,11 @@ TEXT_TRIAL_COLUMNS = (
     "started_at",
     "contended",
     "error",
+)
+#: numeric trials.csv columns (absent ones are added as NaN so later code stays simple):
+#: every column of the format (iobench.results) that is not text
+NUMERIC_TRIAL_COLUMNS = tuple(
+    c for c in TRIAL_COLUMNS if c not in TEXT_TRIAL_COLUMNS and c not in ("trial_id", "config", "status")
 )
 
 
