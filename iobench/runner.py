@@ -447,7 +447,7 @@ class Runner:
             env = installers.base_environment(tmpdir, isolated=self.index_spec.local)
             if cfg.cache_state == "warm":
                 self.progress.phase(tid, "priming cache (untimed)")
-                self._prime(installer, dirs[cfg.venv] / "prime-venv", cache, env, workdir)
+                self._prime(installer, dirs[cfg.venv] / "prime-venv", cache, env, workdir, tid)
             used0 = {"venv": _used_bytes(venv.parent), "tmpdir": _used_bytes(tmpdir), "cache": _used_bytes(cache)}
             index0 = self.index.snapshot() if self.index else None
             watch = ContentionWatch().start()  # its scans stay outside the timed interval
@@ -612,16 +612,23 @@ class Runner:
             self._cwd = Path(tempfile.mkdtemp(prefix="iobench-cwd-"))
         return self._cwd
 
-    def _prime(self, installer, venv: Path, cache: Path | None, env: dict, cwd: Path) -> None:  # noqa: ANN001
-        """Fill the cache through an untimed install into a separate venv."""
-        r = subprocess.run(self._venv_argv(venv), env=env, cwd=cwd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise _Failed(f"priming venv failed: {_tail(r.stdout + r.stderr)}")
-        log = self._logs() / "prime.log"
-        step = installer.command(venv, list(self.opts.scenario.packages), self.index_spec, cache, log, env)
-        r = subprocess.run(step.argv, env=step.env, cwd=cwd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise _Failed(f"priming install failed (exit {r.returncode}): {_tail(r.stdout + r.stderr)}")
+    def _prime(self, installer, venv: Path, cache: Path | None, env: dict, cwd: Path, tid: str) -> None:  # noqa: ANN001
+        """Fill the cache through an untimed install into a separate venv; run like a timed
+        phase (own session, watchdog, Ctrl-C ends the tree) but measured by nobody."""
+        sampler = Sampler(self.opts.sample_hz, stall_after=self.opts.stall_after).start()
+        log = self._logs() / f"{tid}.prime.log"
+        try:
+            r = self._phase(tid, "prime-venv", self._venv_argv(venv), env, cwd, sampler)
+            if r.returncode != 0:
+                raise _Failed(f"priming venv failed: {_tail(r.output)}")
+            step = installer.command(venv, list(self.opts.scenario.packages), self.index_spec, cache, log, env)
+            r = self._phase(tid, "prime-install", step.argv, step.env, cwd, sampler)
+            if r.returncode != 0:
+                raise _Failed(f"priming install failed (exit {r.returncode}): {_tail(r.output)}")
+        except _Stalled as exc:
+            raise _Stalled(f"priming the cache: {exc}") from None
+        finally:
+            sampler.stop()
         remove(venv)
         try:
             log.unlink()
