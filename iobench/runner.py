@@ -295,6 +295,7 @@ class Runner:
                 self._lock_target(run_id)  # before the run folder: a refused run leaves nothing
                 rd = RunDir.create(o.results_root, run_id, self._meta(run_id, index_meta))
             self.run_dir = rd
+            self._warn_results_on_target(rd)
             for role in sorted(used_roles):
                 self.scratch[role] = Scratch(o.roles[role], run_id).ensure().claim()
                 left = [p.name for p in self.scratch[role].leftovers() if p.name != run_id]
@@ -353,6 +354,18 @@ class Runner:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             signal.signal(signal.SIGINT, sigint)
+
+    def _warn_results_on_target(self, rd: RunDir) -> None:
+        """The run's logs are written during trials: on a network volume under test they
+        would add its latency to what is measured."""
+        target = self.opts.roles["target"]
+        fstype = metadata.fstype_of(target)
+        remote = fstype.startswith(("nfs", "fuse", "cifs", "smb", "9p", "ceph", "lustre", "gluster", "virtiofs"))
+        if remote and os.stat(rd.path).st_dev == os.stat(target).st_dev:
+            self.progress.message(
+                f"note: the results folder is on the target ({fstype}); give --results a local folder "
+                "so that iobench's own logs do not share the volume under test"
+            )
 
     def _record(self, rd: RunDir, row: dict, k: int, total: int) -> None:
         try:
