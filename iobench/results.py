@@ -19,6 +19,9 @@ from iobench.errors import RunDirError
 
 SCHEMA_VERSION = 1
 
+#: a trial's phases, in order; each has a ``<phase>_s`` column
+PHASES = ("venv", "download", "install", "compile", "import")
+
 TRIAL_COLUMNS = (
     "run_id",
     "trial_id",

@@ -32,12 +32,11 @@ from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
 from iobench.lock import TargetLock
 from iobench.progress import PlainProgress, Progress
-from iobench.results import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
+from iobench.results import PHASES, SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.sampler import Sampler, TreeCounters, read_process, stall_dicts
 from iobench.scenario import Config, Scenario
 from iobench.venvs import Scratch, remove
 
-PHASES = ("venv", "download", "install", "compile", "import")
 _TAIL_LINES = 12
 
 
@@ -545,16 +544,7 @@ class Runner:
         if sampler is not None:
             result = sampler.stop()
             self._save_series(row, result)
-            t = sampler.totals()
-            row.update(
-                read_bytes=t.read_bytes,
-                write_bytes=t.write_bytes,
-                read_calls=t.read_calls,
-                write_calls=t.write_calls,
-                cpu_s=round(t.cpu_s, 3),
-                stalls=len(result.stalls),
-                stall_longest_s=max((s.length_s for s in result.stalls), default=0.0),
-            )
+            row.update(_tree_fields(sampler, result))
         if "error" in row and row["error"] and "No space left" in row["error"] and "ENOSPC" not in row["error"]:
             row["error"] = "ENOSPC: " + row["error"]
 
@@ -572,25 +562,18 @@ class Runner:
         for s in rows:  # label the install process's first part as download
             if s["phase"] == "install" and s["t"] <= download_end:
                 s["phase"] = "download"
-        t = sampler.totals()
+        fields = _tree_fields(sampler, result)
+        row.update(fields)
         ttr = row["time_to_ready_s"]
         iow = [s["iowait_pct"] for s in rows]
         row.update(
-            read_bytes=t.read_bytes,
-            write_bytes=t.write_bytes,
-            read_calls=t.read_calls,
-            write_calls=t.write_calls,
-            disk_write_bytes=t.disk_write_bytes,
-            cpu_s=round(t.cpu_s, 3),
-            offcpu_frac=min(1.0, max(0.0, 1.0 - t.cpu_s / ttr)) if ttr > 0 else None,
+            offcpu_frac=min(1.0, max(0.0, 1.0 - fields["cpu_s"] / ttr)) if ttr > 0 else None,
             iowait_mean_pct=sum(iow) / len(iow) if iow else None,
             iowait_p95_pct=percentile(iow, 95) if iow else None,
             blocked_max=max((s["procs_blocked"] for s in rows), default=None),
             dstate_max=max((s["tree_dstate"] for s in rows), default=None),
             fswait_frac=(sum(1 for s in rows if s["tree_fswait"]) / len(rows)) if rows else None,
             rss_max_bytes=max((s["tree_rss_bytes"] for s in rows), default=None),
-            stalls=len(result.stalls),
-            stall_longest_s=max((s.length_s for s in result.stalls), default=0.0),
             sampler_cpu_s=round(result.self_cpu_s, 4),
         )
         if index0 is not None and self.index is not None:
@@ -728,6 +711,21 @@ class Runner:
 
 class _Failed(Exception):
     pass
+
+
+def _tree_fields(sampler: Sampler, result) -> dict:  # noqa: ANN001 - SamplerResult
+    """The trial-row figures of the installer trees and their stalls (ok or not)."""
+    t = sampler.totals()
+    return {
+        "read_bytes": t.read_bytes,
+        "write_bytes": t.write_bytes,
+        "read_calls": t.read_calls,
+        "write_calls": t.write_calls,
+        "disk_write_bytes": t.disk_write_bytes,
+        "cpu_s": round(t.cpu_s, 3),
+        "stalls": len(result.stalls),
+        "stall_longest_s": max((st.length_s for st in result.stalls), default=0.0),
+    }
 
 
 def _sigterm(signum: int, frame: object) -> None:

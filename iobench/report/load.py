@@ -20,13 +20,12 @@ import pandas as pd
 
 from iobench.errors import RunDirError
 from iobench.gpu import GpuInfo
-from iobench.results import TRIAL_COLUMNS
+from iobench.results import PHASES, TRIAL_COLUMNS
 
 #: meta.json schema versions this reader understands.
 #: 1: first format (results/README.md).
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
-PHASES = ("venv", "download", "install", "compile", "import")
 PHASE_COLUMNS = tuple(f"{p}_s" for p in PHASES)
 
 #: trials.csv columns without which there is nothing to report.

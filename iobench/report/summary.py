@@ -33,8 +33,8 @@ from iobench.report.load import PHASES, Run
 BASELINE_NAME = "naive"
 TARGET_ROLE = "target"
 
-SUMMARY_COLUMNS = [
-    "config",
+#: what a config is (the most common value over its trials)
+CONFIG_COLUMNS = (
     "installer",
     "cache_state",
     "compile",
@@ -44,6 +44,11 @@ SUMMARY_COLUMNS = [
     "venv_fstype",
     "tmpdir_fstype",
     "cache_fstype",
+)
+
+SUMMARY_COLUMNS = [
+    "config",
+    *CONFIG_COLUMNS,
     "n_ok",
     "n_failed",
     "n_stalled",
@@ -185,17 +190,7 @@ def config_row(
     """Summary figures of one config from its trials (all statuses) and sample figures."""
     ok = trials[trials["status"] == "ok"]
     row: dict[str, object] = {"config": config}
-    for col in (
-        "installer",
-        "cache_state",
-        "compile",
-        "venv_role",
-        "tmpdir_role",
-        "cache_role",
-        "venv_fstype",
-        "tmpdir_fstype",
-        "cache_fstype",
-    ):
+    for col in CONFIG_COLUMNS:
         row[col] = _mode(trials[col]) if col in trials.columns else ""
     row["n_ok"] = int(len(ok))
     row["n_failed"] = int((trials["status"] != "ok").sum())
