@@ -35,7 +35,7 @@ from iobench.progress import PlainProgress, Progress
 from iobench.results import PHASES, SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.sampler import Sampler, TreeCounters, read_process, stall_dicts
 from iobench.scenario import Config, Scenario
-from iobench.venvs import Scratch, remove
+from iobench.scratch import Scratch, remove
 
 _TAIL_LINES = 12
 

@@ -21,7 +21,8 @@ import pytest
 
 from iobench.errors import LabError, UsageError
 from iobench.lab import cli as lab_cli
-from iobench.lab import manage, probe, system
+from iobench import probe
+from iobench.lab import manage, system
 from iobench.lab.options import VolumeOptions
 from iobench.lab.shaping import ByteLink, TokenBucket
 from iobench.lab.testing import slow_volume

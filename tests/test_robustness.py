@@ -177,7 +177,7 @@ def test_unreachable_index_fails_early(tmp_path: Path, capsys) -> None:
 
 def test_second_run_on_same_target_is_refused_with_holder(tmp_path: Path, capsys) -> None:
     from iobench.lock import TargetLock
-    from iobench.venvs import Scratch
+    from iobench.scratch import Scratch
 
     scratch = Scratch(tmp_path).ensure()
     with TargetLock(scratch.root, "other-run", heartbeat=False):

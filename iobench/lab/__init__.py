@@ -2,7 +2,7 @@
 
 Modules: :mod:`~iobench.lab.manage` (up/down/status), :mod:`~iobench.lab.fs` (the FUSE
 filesystem), :mod:`~iobench.lab.shaping` (token bucket, burst credits),
-:mod:`~iobench.lab.sshfs` (the real-network kind), :mod:`~iobench.lab.probe` (storage
+:mod:`~iobench.lab.sshfs` (the real-network kind), :mod:`~iobench.probe` (storage
 probes), :mod:`~iobench.lab.testing` (a context manager for tests), :mod:`~iobench.lab.cli`.
 Importing this package loads no FUSE library; only the daemon does.
 """

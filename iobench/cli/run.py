@@ -1,8 +1,4 @@
-"""The command line: argparse subcommands, each validated before anything runs.
-
-Each subcommand is a handler ``(args) -> int``; ``iobench.__main__.main`` is the only place
-that turns an ``IOBenchError`` into a one-line message.
-"""
+"""`iobench run`: its options, the run, and the console table at the end."""
 
 from __future__ import annotations
 
@@ -13,45 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from iobench import __version__
+from iobench.cli.common import positive_float, positive_int, role_spec
 from iobench.errors import RunDirError, UsageError
-
-
-# ---------------------------------------------------------------- validators
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return v
-
-
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return v
-
-
-def role_spec(text: str) -> tuple[str, Path]:
-    name, sep, path = text.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=DIR, got {text!r}")
-    if not name.replace("-", "").replace("_", "").isalnum() or name in ("off",):
-        raise argparse.ArgumentTypeError(f"role name {name!r} must be letters, digits, - or _")
-    return name, Path(path)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
 
 
 # ---------------------------------------------------------------- run
@@ -100,7 +59,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _roles_from_args(args: argparse.Namespace) -> dict[str, Path]:
-    from iobench.venvs import check_role_dir
+    from iobench.scratch import check_role_dir
 
     roles: dict[str, Path] = {}
     target = args.target if args.target is not None else Path.cwd()
@@ -248,190 +207,3 @@ def console_summary(rows: list[dict]) -> list[str]:
             f"({', '.join(names[:5])}); see the contended column"
         )
     return lines
-
-
-# ---------------------------------------------------------------- wheels
-def _add_wheels(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("wheels", help="synthetic wheels: measure a real wheel's shape, or generate from a profile")
-    wsub = p.add_subparsers(dest="wheels_cmd", required=True, parser_class=_Parser)
-    prof = wsub.add_parser("profile", help="print a real wheel's shape as a profile (TOML)")
-    prof.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
-    prof.add_argument("--name", default="measured", help="profile name (default: measured)")
-    prof.add_argument("--seed", type=int, default=1)
-    prof.add_argument("--out", type=Path, help="write the TOML here instead of stdout")
-    prof.set_defaults(func=cmd_wheels_profile)
-    syn = wsub.add_parser("synth", help="generate the wheels of a profile")
-    syn.add_argument("profile", help="shipped profile name (smoke, torch-cpu-like) or a .toml path")
-    syn.add_argument("--out", type=Path, required=True, help="folder for the wheels")
-    syn.set_defaults(func=cmd_wheels_synth)
-
-
-def cmd_wheels_profile(args: argparse.Namespace) -> int:
-    from iobench.wheels import describe, profile_of_wheels, profile_to_toml
-
-    for w in args.wheels:
-        if not w.is_file():
-            raise UsageError(f"{w}: no such wheel file")
-    prof = profile_of_wheels(args.wheels, args.name, args.seed)
-    text = profile_to_toml(prof)
-    if args.out:
-        args.out.write_text(text)
-        print("\n".join(describe(prof)))
-        print(f"profile written to {args.out}")
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-def cmd_wheels_synth(args: argparse.Namespace) -> int:
-    from iobench.wheels import describe, load_profile, synthesize
-
-    prof = load_profile(args.profile)
-    paths = synthesize(prof, args.out)
-    print("\n".join(describe(prof)))
-    for p in paths:
-        print(f"wrote {p} ({p.stat().st_size / 1e6:.1f} MB)")
-    return 0
-
-
-# ---------------------------------------------------------------- scenarios, clean
-def _add_scenarios(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scenarios", help="list the shipped scenarios and their configs")
-    p.set_defaults(func=cmd_scenarios)
-
-
-def cmd_scenarios(args: argparse.Namespace) -> int:
-    from iobench.scenario import load_scenario, shipped
-
-    for name in shipped():
-        s = load_scenario(name)
-        print(f"{name}: {s.description} (repeats {s.repeats})")
-        for c in s.configs:
-            print(
-                f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} "
-                f"{c.cache_state} {c.installer} compile={c.compile}"
-            )
-    return 0
-
-
-def _add_clean(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("clean", help="report or remove scratch left by a crashed run")
-    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="a role folder (e.g. the target)")
-    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
-    p.set_defaults(func=cmd_clean)
-
-
-def cmd_clean(args: argparse.Namespace) -> int:
-    from iobench.venvs import SCRATCH_NAME, Scratch, is_scratch, remove_scratch
-
-    for d in args.dirs:
-        if not d.is_dir():
-            raise UsageError(f"{d} is not a directory")
-        root = d / SCRATCH_NAME
-        if not root.exists():
-            print(f"{d}: no iobench scratch")
-            continue
-        if not is_scratch(root):
-            raise UsageError(f"{root} has no iobench sentinel; not touching it")
-        from iobench.venvs import live_owner
-
-        left = Scratch(d).leftovers()
-        if args.dry_run:
-            names = [p.name + (" (in use)" if p.is_dir() and live_owner(p) else "") for p in left]
-            print(f"{root}: {len(left)} leftover item(s): " + ", ".join(names))
-            continue
-        from iobench.lock import read_lock
-
-        holder = read_lock(root)
-        if holder is not None and holder.stale_reason() is None:
-            raise UsageError(f"{root} is in use by a running iobench ({holder.describe()}); not cleaning")
-        n, kept = remove_scratch(root)
-        if kept:
-            print(f"{root}: removed {n} item(s); kept what live runs use: {', '.join(kept)}")
-        else:
-            print(f"{root}: removed ({n} item(s))")
-    return 0
-
-
-# ---------------------------------------------------------------- probe
-def _add_probe(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "probe",
-        help="quick storage probe of a folder: small-file creates/s, stats/s, sequential write over time",
-        description="Measure a folder's small-file create and stat rates (what a venv install pays per "
-        "file) and its sequential write rate over time (a burst-credit volume shows its drop).",
-    )
-    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
-    p.add_argument("--files", type=positive_int, default=300, help="files to create and stat (default 300)")
-    p.add_argument("--write-mb", type=float, default=64.0, help="MB for the sequential write; 0 skips it (default 64)")
-    p.add_argument("--timeline", action="store_true", help="print the write rate of every 0.25 s bucket")
-    p.set_defaults(func=cmd_probe)
-
-
-def probe_lines(result) -> list[str]:  # noqa: ANN001 - iobench.lab.probe.ProbeResult
-    """Lines describing one probe result (returned, not printed)."""
-    lines = [
-        f"{result.path}:",
-        f"  create  {result.create.per_s:9.0f} files/s   ({result.create.ms_each:.3f} ms per create+write+close)",
-        f"  stat    {result.stat.per_s:9.0f} stats/s   ({result.stat.ms_each:.3f} ms each)",
-    ]
-    w = result.write
-    if w is not None:
-        rates = [pt.mbps for pt in w.timeline]
-        lines.append(
-            f"  write   {w.mean_mbps:9.1f} MB/s mean over {w.total_mb:.0f} MB in {w.seconds:.1f} s"
-            + (f" (first bucket {rates[0]:.1f}, last {rates[-1]:.1f} MB/s)" if rates else "")
-        )
-    return lines
-
-
-def cmd_probe(args: argparse.Namespace) -> int:
-    from iobench.lab.probe import probe
-    from iobench.venvs import check_role_dir
-
-    if args.write_mb < 0:
-        raise UsageError("--write-mb must be >= 0")
-    for d in args.dirs:
-        check_role_dir("probe", d)
-    for d in args.dirs:
-        res = probe(d, files=args.files, write_mb=args.write_mb or None)
-        print("\n".join(probe_lines(res)))
-        if args.timeline and res.write is not None:
-            for pt in res.write.timeline:
-                print(f"    t={pt.t:6.2f} s  {pt.mbps:8.1f} MB/s")
-    return 0
-
-
-# ---------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="iobench",
-        description="Where should a Python venv, TMPDIR and package caches live on this machine, "
-        "and what does the wrong choice cost in idle GPU time?",
-    )
-    parser.add_argument("--version", action="version", version=f"iobench {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    _add_run(sub)
-    for module in ("iobench.report.cli", "iobench.lab.cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError:
-            continue
-        mod.register(sub)
-    _add_probe(sub)
-    _add_wheels(sub)
-    _add_scenarios(sub)
-    _add_clean(sub)
-    return parser
-
-
-def dispatch(argv: list[str]) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    return int(args.func(args) or 0)
-
-
-

@@ -9,7 +9,7 @@ import pytest
 
 from iobench.__main__ import main
 from iobench.errors import SafetyError, UsageError
-from iobench.venvs import SCRATCH_NAME, Scratch, check_role_dir, remove, remove_scratch
+from iobench.scratch import SCRATCH_NAME, Scratch, check_role_dir, remove, remove_scratch
 
 
 def test_dangerous_targets_refused(tmp_path: Path) -> None:

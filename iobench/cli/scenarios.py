@@ -1,0 +1,67 @@
+"""`iobench scenarios` and `iobench clean`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from iobench.errors import UsageError
+
+
+# ---------------------------------------------------------------- scenarios, clean
+def _add_scenarios(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scenarios", help="list the shipped scenarios and their configs")
+    p.set_defaults(func=cmd_scenarios)
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    from iobench.scenario import load_scenario, shipped
+
+    for name in shipped():
+        s = load_scenario(name)
+        print(f"{name}: {s.description} (repeats {s.repeats})")
+        for c in s.configs:
+            print(
+                f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} "
+                f"{c.cache_state} {c.installer} compile={c.compile}"
+            )
+    return 0
+
+
+def _add_clean(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("clean", help="report or remove scratch left by a crashed run")
+    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="a role folder (e.g. the target)")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.set_defaults(func=cmd_clean)
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from iobench.scratch import SCRATCH_NAME, Scratch, is_scratch, remove_scratch
+
+    for d in args.dirs:
+        if not d.is_dir():
+            raise UsageError(f"{d} is not a directory")
+        root = d / SCRATCH_NAME
+        if not root.exists():
+            print(f"{d}: no iobench scratch")
+            continue
+        if not is_scratch(root):
+            raise UsageError(f"{root} has no iobench sentinel; not touching it")
+        from iobench.scratch import live_owner
+
+        left = Scratch(d).leftovers()
+        if args.dry_run:
+            names = [p.name + (" (in use)" if p.is_dir() and live_owner(p) else "") for p in left]
+            print(f"{root}: {len(left)} leftover item(s): " + ", ".join(names))
+            continue
+        from iobench.lock import read_lock
+
+        holder = read_lock(root)
+        if holder is not None and holder.stale_reason() is None:
+            raise UsageError(f"{root} is in use by a running iobench ({holder.describe()}); not cleaning")
+        n, kept = remove_scratch(root)
+        if kept:
+            print(f"{root}: removed {n} item(s); kept what live runs use: {', '.join(kept)}")
+        else:
+            print(f"{root}: removed ({n} item(s))")
+    return 0
