@@ -7,17 +7,25 @@ from __future__ import annotations
 
 
 class IOBenchError(Exception):
-    """An error the user can act on; its message is printed as one line (exit 2)."""
+    """An error the user can act on; its message is printed as one line.
+
+    Exit status 1 (a runtime failure: a held lock, the lab, a run directory) unless a
+    subclass says 2 (the command line itself was wrong).
+    """
+
+    exit_code = 1
+
+
+class UsageError(IOBenchError):
+    """Bad command-line input: a missing path, a bad number, an unknown name (exit 2)."""
 
     exit_code = 2
 
 
-class UsageError(IOBenchError):
-    """Bad command-line input: a missing path, a bad number, an unknown name."""
-
-
 class ScenarioError(IOBenchError):
-    """A scenario file that cannot be read or does not validate (names file and key)."""
+    """A scenario file that cannot be read or does not validate (names file and key; exit 2)."""
+
+    exit_code = 2
 
 
 class RunDirError(IOBenchError):
@@ -29,4 +37,6 @@ class LabError(IOBenchError):
 
 
 class SafetyError(IOBenchError):
-    """iobench refused to touch a path it did not create, or a dangerous target."""
+    """iobench refused to touch a path it did not create, or a dangerous target (exit 2)."""
+
+    exit_code = 2
