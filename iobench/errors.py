@@ -40,3 +40,15 @@ class SafetyError(IOBenchError):
     """iobench refused to touch a path it did not create, or a dangerous target (exit 2)."""
 
     exit_code = 2
+
+
+class LockHeldError(IOBenchError):
+    """The target is locked by another live iobench run (the message names the holder)."""
+
+    def __init__(self, message: str, holder: object | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder  # the holder's iobench.lock.LockInfo, when readable
+
+
+class LockLostError(IOBenchError):
+    """Our lock was taken over (we stopped refreshing it for longer than its ttl)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import getpass
 import json
+import math
 import os
 import secrets
 import socket
@@ -36,25 +37,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import psutil
-
-from iobench.errors import IOBenchError
+from iobench import procfs
+from iobench.errors import IOBenchError, LockHeldError, LockLostError
 
 LOCK_NAME = "lock.json"
 _GRACE_S = 10.0  # an unreadable lock (or a takeover guard) older than this is abandoned
+_MAX_TTL_S = 7 * 86400.0
+_YEAR_9999 = 253402300799.0
 _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
-
-
-class LockHeldError(IOBenchError):
-    """The target is locked by another live iobench run (message names the holder)."""
-
-    def __init__(self, message: str, holder: LockInfo | None = None) -> None:
-        super().__init__(message)
-        self.holder = holder
-
-
-class LockLostError(IOBenchError):
-    """Our lock was taken over (we stopped refreshing it for longer than its ttl)."""
 
 
 def _user() -> str:
@@ -64,23 +54,19 @@ def _user() -> str:
         return str(os.getuid())
 
 
+def _number(value: object, lo: float, hi: float) -> float | None:
+    """``value`` as a finite float in [lo, hi], else None (numbers read from lock files)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) and lo <= x <= hi else None
+
+
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(ts))
-
-
-def _pid_namespace() -> str | None:
-    """Pids are only comparable inside one pid namespace (containers sharing a hostname)."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-
-
-def _process_start(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
 
 
 @dataclass(frozen=True)
@@ -100,39 +86,56 @@ class LockInfo:
 
     @classmethod
     def from_json(cls, raw: bytes) -> LockInfo | None:
-        """Parse a lock file; None when it is not a complete iobench lock."""
+        """Parse a lock file; None when it is not a complete, sane iobench lock."""
+        info = cls.parse(raw)
+        return info if isinstance(info, LockInfo) else None
+
+    @classmethod
+    def parse(cls, raw: bytes) -> LockInfo | str:
+        """Parse a lock file (untrusted input); the lock, or why it is corrupt.
+
+        Every number must be finite and in range: a pid in 1..PID_MAX, times after the
+        epoch and before year 10000, a ttl of at most a week.
+        """
         try:
             d = json.loads(raw)
-            return cls(
-                owner=str(d["owner"]), pid=int(d["pid"]), host=str(d["host"]), run_id=str(d["run_id"]),
-                created=float(d["created"]), expires=float(d["expires"]), ttl_s=float(d["ttl_s"]),
-                token=str(d["token"]),
-                pid_started=None if d.get("pid_started") is None else float(d["pid_started"]),
-                pid_ns=d.get("pid_ns"),
-            )
-        except (ValueError, KeyError, TypeError):
-            return None
+        except (ValueError, UnicodeDecodeError) as exc:
+            return f"not JSON ({exc})"
+        if not isinstance(d, dict):
+            return "not a JSON object"
+        missing = [k for k in ("owner", "pid", "host", "run_id", "created", "expires", "ttl_s", "token") if k not in d]
+        if missing:
+            return f"missing {', '.join(missing)}"
+        pid = procfs.valid_pid(d["pid"])
+        if pid is None:
+            return f"pid {str(d['pid'])[:40]} is not a process id (1..{procfs.PID_MAX})"
+        times = {k: _number(d.get(k), 0.0, _YEAR_9999) for k in ("created", "expires", "pid_started")}
+        ttl = _number(d["ttl_s"], 1e-3, _MAX_TTL_S)
+        for key in ("created", "expires"):
+            if times[key] is None:
+                return f"{key} {str(d[key])[:40]} is not a time"
+        if d.get("pid_started") is not None and times["pid_started"] is None:
+            return f"pid_started {str(d['pid_started'])[:40]} is not a time"
+        if ttl is None:
+            return f"ttl_s {str(d['ttl_s'])[:40]} is not a number of seconds in 0.001..{_MAX_TTL_S:g}"
+        ns = d.get("pid_ns")
+        return cls(
+            owner=str(d["owner"]), pid=pid, host=str(d["host"]), run_id=str(d["run_id"]),
+            created=times["created"], expires=times["expires"], ttl_s=ttl,  # type: ignore[arg-type]
+            token=str(d["token"]), pid_started=times["pid_started"], pid_ns=ns if isinstance(ns, str) else None,
+        )
 
     def to_json(self) -> bytes:
         d = asdict(self)
         d["created_at"] = _when(self.created)
-        return (json.dumps(d, indent=1) + "\n").encode()
+        return (json.dumps(d, indent=1, allow_nan=False) + "\n").encode()
 
     def stale_reason(self, now: float | None = None) -> str | None:
         """Why this lock may be taken over, or None while its holder counts as alive."""
         now = time.time() if now is None else now
-        same_ns = self.pid_ns is None or self.pid_ns == _pid_namespace()
-        if self.host == socket.gethostname() and same_ns:
-            if not psutil.pid_exists(self.pid):
-                return f"its process {self.pid} is gone"
-            started = _process_start(self.pid)
-            if self.pid_started is not None and started is not None and abs(started - self.pid_started) > 0.05:
-                return f"its process {self.pid} is gone (the pid now belongs to another process)"
-            try:
-                if psutil.Process(self.pid).status() == psutil.STATUS_ZOMBIE:
-                    return f"its process {self.pid} has exited"
-            except psutil.Error:
-                return f"its process {self.pid} is gone"
+        why = procfs.ProcessStamp(self.pid, self.pid_started, self.host, self.pid_ns).gone_reason()
+        if why:
+            return why
         if now > self.expires:
             return f"it expired {now - self.expires:.0f} s ago (not refreshed)"
         return None
@@ -198,7 +201,7 @@ class TargetLock:
         created = self.info.created if self.info is not None else now
         return LockInfo(
             owner=_user(), pid=pid, host=socket.gethostname(), run_id=self.run_id, created=created,
-            expires=now + self.ttl_s, ttl_s=self.ttl_s, token=self.token, pid_started=_process_start(pid), pid_ns=_pid_namespace(),
+            expires=now + self.ttl_s, ttl_s=self.ttl_s, token=self.token, pid_started=procfs.start_time(pid), pid_ns=procfs.pid_namespace(),
         )
 
     def _write_private(self, info: LockInfo, suffix: str) -> Path:
@@ -305,20 +308,20 @@ class TargetLock:
                 if why:
                     why = f"lock of run {info.run_id} (pid {info.pid} on {info.host}): {why}"
             elif time.time() - st.st_mtime > _GRACE_S:
-                why = f"unreadable lock file (last written {_when(st.st_mtime)})"
+                why = f"corrupt lock file: {LockInfo.parse(raw)} (last written {_when(st.st_mtime)})"
             else:
                 why = None  # being written right now (O_EXCL fallback), or foreign: wait
             if why and self._take_over(raw, st, why):
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                raise LockHeldError(self._held_message(info), info)
+                raise LockHeldError(self._held_message(info, raw), info)
             time.sleep(min(self.poll_s, left))
 
-    def _held_message(self, info: LockInfo | None) -> str:
+    def _held_message(self, info: LockInfo | None, raw: bytes = b"") -> str:
         target = self.root.parent
         waited = f" (waited {self.wait_s:g} s)" if self.wait_s else ""
-        who = info.describe() if info is not None else f"an unreadable lock file {self.path}"
+        who = info.describe() if info is not None else f"a corrupt lock file {self.path} ({LockInfo.parse(raw)})"
         return (
             f"target {target} is in use by another iobench run{waited}: {who}; "
             f"wait for it to finish, or remove {self.path} if you are sure it is not running"

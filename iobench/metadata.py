@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from iobench import __version__
+from iobench import __version__, procfs
 
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 _URL_CRED = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/@\s]+)@")
@@ -34,34 +34,13 @@ def redact_env(env: dict[str, str]) -> dict[str, str]:
     return {k: ("***" if _SECRET_NAME.search(k) else redact_value(v)) for k, v in sorted(env.items())}
 
 
-def _unescape(s: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
-
-
 def mount_of(path: Path) -> dict:
     """Filesystem facts of the mount holding ``path``."""
     real = str(Path(path).resolve())
     best: dict = {}
-    best_len = -1
-    try:
-        with open("/proc/self/mountinfo") as fh:
-            for line in fh:
-                left, _, right = line.partition(" - ")
-                parts = left.split()
-                mnt = _unescape(parts[4])
-                rparts = right.split()
-                if real == mnt or real.startswith(mnt.rstrip("/") + "/") or mnt == "/":
-                    if len(mnt) >= best_len:
-                        best_len = len(mnt)
-                        best = {
-                            "mountpoint": mnt,
-                            "fstype": rparts[0],
-                            "device": _unescape(rparts[1]) if len(rparts) > 1 else "",
-                            "mount_options": parts[5]
-                            + ("," + rparts[2] if len(rparts) > 2 else ""),
-                        }
-    except OSError:
-        pass
+    m = procfs.mount_of(real)
+    if m is not None:
+        best = {"mountpoint": m.mountpoint, "fstype": m.fstype, "device": m.source, "mount_options": m.options}
     try:
         st = os.statvfs(real)
         best["total_bytes"] = st.f_blocks * st.f_frsize

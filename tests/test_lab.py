@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from iobench import probe, procfs
 from iobench.errors import LabError, UsageError
 from iobench.lab import cli as lab_cli
-from iobench import probe
-from iobench.lab import manage, system
+from iobench.lab import manage
 from iobench.lab.options import VolumeOptions
 from iobench.lab.shaping import ByteLink, TokenBucket
 from iobench.lab.testing import slow_volume
@@ -160,8 +160,8 @@ def test_status_lines_show_health_and_counters() -> None:
 
 
 def test_mountinfo_escapes_are_undone() -> None:
-    assert system._unescape(r"/tmp/with\040space\011tab") == "/tmp/with space\ttab"
-    assert any(m.mountpoint == "/" for m in system.mounts())
+    assert procfs.unescape(r"/tmp/with\040space\011tab") == "/tmp/with space\ttab"
+    assert any(m.mountpoint == "/" for m in procfs.mounts())
 
 
 # ---- probe on a local folder ----------------------------------------------------------------
@@ -184,14 +184,14 @@ def _procs_mentioning(text: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
-            if text in system.cmdline(int(entry)) and system.alive(int(entry)):
+            if text in procfs.cmdline(int(entry)) and procfs.alive(int(entry)):
                 found.append(int(entry))
     return found
 
 
 def _assert_nothing_left(mountpoint: Path) -> None:
     mp = manage.mount_path(mountpoint)
-    assert not any(m.mountpoint == mp for m in system.mounts()), f"{mp} still mounted"
+    assert not any(m.mountpoint == mp for m in procfs.mounts()), f"{mp} still mounted"
     assert _procs_mentioning(mp) == [], f"processes left for {mp}"
     assert all(s.mountpoint != mp for s in manage.status())
 
@@ -424,7 +424,7 @@ def test_sshfs_kind_takes_a_venv_and_tears_everything_down(tmp_path: Path) -> No
     lab = manage.up(mnt, kind="sshfs", mbps=200)
     net = dict(lab.net or {})
     try:
-        assert system.mounted_at(str(mnt), "fuse.sshfs")
+        assert procfs.mounted_at(str(mnt), "fuse.sshfs")
         _venv_and_pip(mnt, wheel)
     finally:
         manage.down(mnt)
@@ -432,7 +432,7 @@ def test_sshfs_kind_takes_a_venv_and_tears_everything_down(tmp_path: Path) -> No
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert net["netns"] not in netns
     assert not Path("/sys/class/net", net["veth_host"]).exists()
-    assert not system.alive(net["sshd_pid"])
+    assert not procfs.alive(net["sshd_pid"])
     assert not Path(lab.state_dir).exists()
 
 
@@ -464,7 +464,7 @@ def test_down_ends_a_stopped_daemon_and_writes_stats(tmp_path: Path) -> None:
         (mnt / "a").write_text("x")
         os.kill(lab.pid, signal.SIGSTOP)  # a hung daemon
         deadline = time.monotonic() + 5
-        while system.proc_state(lab.pid) != "T" and time.monotonic() < deadline:
+        while procfs.proc_state(lab.pid) != "T" and time.monotonic() < deadline:
             time.sleep(0.01)
         assert [s.problem for s in manage.status() if s.mountpoint == lab.mountpoint] == [
             "daemon stopped (SIGSTOP)"
@@ -474,7 +474,7 @@ def test_down_ends_a_stopped_daemon_and_writes_stats(tmp_path: Path) -> None:
         manage.down(mnt)
         assert time.perf_counter() - t0 < 10
     _assert_nothing_left(mnt)
-    assert not system.alive(lab.pid)
+    assert not procfs.alive(lab.pid)
     assert not Path(lab.state_dir).exists() and not mnt.exists()  # we made the mountpoint
     stats = json.loads(stats_file.read_text())
     assert stats["final"] is True and stats["ops"]["create"]["count"] == 1
@@ -487,7 +487,7 @@ def test_killed_daemon_is_reported_stale_and_cleaned_up(tmp_path: Path) -> None:
     lab = manage.up(mnt)
     try:
         os.kill(lab.pid, signal.SIGKILL)
-        assert system.wait_gone(lab.pid, 5)
+        assert procfs.wait_gone(lab.pid, 5)
         (entry,) = [s for s in manage.status() if s.mountpoint == lab.mountpoint]
         assert entry.stale and entry.problem == "stale: daemon gone, mount dead"
     finally:
@@ -502,11 +502,11 @@ def test_daemon_failure_is_one_line_and_leaves_nothing(
 ) -> None:
     monkeypatch.setenv("FUSE_LIBRARY_PATH", str(tmp_path / "no-such-libfuse3.so"))
     mnt = tmp_path / "broken"
-    before = {m.mountpoint for m in system.mounts()}
+    before = {m.mountpoint for m in procfs.mounts()}
     with pytest.raises(LabError, match="daemon exited before mounting.*no-such-libfuse3") as err:
         manage.up(mnt)
     assert "\n" not in str(err.value)
-    assert {m.mountpoint for m in system.mounts()} == before  # tmpfs backing gone too
+    assert {m.mountpoint for m in procfs.mounts()} == before  # tmpfs backing gone too
     assert not mnt.exists()
     assert all(s.mountpoint != manage.mount_path(mnt) for s in manage.status())
 

@@ -138,12 +138,64 @@ def test_foreign_host_lock_expires(root: Path) -> None:
 
 def test_unreadable_lock_waits_while_fresh_and_is_taken_over_when_old(root: Path) -> None:
     (root / LOCK_NAME).write_text("{half")
-    with pytest.raises(LockHeldError, match="unreadable"):
+    with pytest.raises(LockHeldError, match="corrupt lock file .*not JSON"):
         TargetLock(root, "run-B").acquire()
     old = time.time() - 60
     os.utime(root / LOCK_NAME, (old, old))
     with TargetLock(root, "run-B") as lock:
-        assert "unreadable" in lock.took_over
+        assert "corrupt lock file" in lock.took_over
+
+
+def _valid_lock() -> dict:
+    now = time.time()
+    return {"owner": "bob", "pid": os.getpid(), "host": socket.gethostname(), "run_id": "run-X",
+            "created": now, "expires": now + 100, "ttl_s": 100, "token": "t"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("pid", 2**70, "is not a process id"),
+        ("pid", -1, "is not a process id"),
+        ("pid", 0, "is not a process id"),
+        ("pid", "12; rm", "is not a process id"),
+        ("pid", 1.5, "is not a process id"),
+        ("expires", "Infinity", "expires .* is not a time"),
+        ("created", "NaN", "created .* is not a time"),
+        ("expires", 1e300, "expires .* is not a time"),
+        ("ttl_s", "-Infinity", "ttl_s .* is not a number"),
+        ("ttl_s", 0, "ttl_s .* is not a number"),
+        ("pid_started", "Infinity", "pid_started .* is not a time"),
+        ("expires", "soon", "expires .* is not a time"),
+    ],
+)
+def test_every_number_in_a_lock_file_is_checked(root: Path, field: str, value: object, why: str) -> None:
+    """Before: a huge pid raised OverflowError from psutil and an Infinity expiry never went stale."""
+    content = _valid_lock()
+    raw = json.dumps(content | {field: value})  # NaN/Infinity as JSON literals, not strings:
+    raw = raw.replace('"Infinity"', "Infinity").replace('"-Infinity"', "-Infinity").replace('"NaN"', "NaN")
+    (root / LOCK_NAME).write_text(raw)
+    with pytest.raises(LockHeldError, match=f"corrupt lock file .*{why}") as err:
+        TargetLock(root, "run-B").acquire()
+    assert "\n" not in str(err.value)
+    old = time.time() - 60  # an old corrupt lock is taken over, naming why
+    os.utime(root / LOCK_NAME, (old, old))
+    with TargetLock(root, "run-B", heartbeat=False) as lock:
+        assert "corrupt lock file" in lock.took_over and lock.held
+
+
+def test_a_sane_lock_parses(root: Path) -> None:
+    from iobench.lock import LockInfo
+
+    info = LockInfo.parse(json.dumps(_valid_lock()).encode())
+    assert isinstance(info, LockInfo) and info.pid == os.getpid()
+    assert info.stale_reason() is None  # this very process holds it
+
+
+def test_lock_errors_live_in_errors_module() -> None:
+    from iobench import errors
+
+    assert LockHeldError is errors.LockHeldError and LockLostError is errors.LockLostError
 
 
 def test_refresh_extends_expiry_and_release_keeps_a_foreign_lock(root: Path) -> None:

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobench import procfs
 from iobench.errors import LabError
 from iobench.lab import system
 from iobench.lab.options import VolumeOptions
@@ -281,7 +282,7 @@ def up(
         stats_file=stats_file,
     )
     try:
-        if system.mounted_at(str(state_dir / "backing")):
+        if procfs.mounted_at(str(state_dir / "backing")):
             raise LabError(f"{state_dir} holds a mount from an earlier run; unmount it first")
         shutil.rmtree(state_dir, ignore_errors=True)
         state_dir.mkdir(mode=0o700)
@@ -326,7 +327,7 @@ def _check_backing(backing: str | os.PathLike[str] | None, mp: str) -> str | Non
 
 def _prepare_mountpoint(mp: str) -> bool:
     """Check (or create) an empty folder to mount on; True if we created it."""
-    if system.mounted_at(mp):
+    if procfs.mounted_at(mp):
         raise LabError(f"{mp} is already a mount point; pick another folder or unmount it")
     if os.path.lexists(mp):
         if os.path.islink(mp) or not os.path.isdir(mp):
@@ -370,16 +371,16 @@ def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> 
 def wait_mounted(lab: LabMount, timeout_s: float, what: str) -> None:
     """Poll the mount table until ``lab`` is mounted; fail fast when its daemon dies."""
     deadline = time.monotonic() + timeout_s
-    while not system.mounted_at(lab.mountpoint, lab.fstype):
-        if not system.alive(lab.pid):
+    while not procfs.mounted_at(lab.mountpoint, lab.fstype):
+        if not procfs.alive(lab.pid):
             raise LabError(
                 f"{what} exited before mounting {lab.mountpoint}: "
-                f"{system.tail(str(lab.log_path)) or 'no output'}"
+                f"{procfs.tail_file(str(lab.log_path)) or 'no output'}"
             )
         if time.monotonic() > deadline:
             raise LabError(
                 f"{lab.mountpoint} was not mounted within {timeout_s:g} s: "
-                f"{system.tail(str(lab.log_path)) or 'no output from ' + what}"
+                f"{procfs.tail_file(str(lab.log_path)) or 'no output from ' + what}"
             )
         time.sleep(0.02)
 
@@ -395,7 +396,7 @@ def down(mountpoint: str | os.PathLike[str]) -> dict[str, Any] | None:
     mp = mount_path(mountpoint)
     lab = _find(mp)
     if lab is None:
-        if system.mounted_at(mp, FUSE_TYPE):  # ours, but its state is lost
+        if procfs.mounted_at(mp, FUSE_TYPE):  # ours, but its state is lost
             unmount(mp, FUSE_TYPE, fuse=True)
             return None
         raise LabError(f"no iobench lab volume at {mp} (see `iobench lab status`)")
@@ -423,11 +424,11 @@ def teardown(lab: LabMount) -> dict[str, Any] | None:
         step(unmount, lab.backing, "tmpfs", False)
     stats = _read_json(lab.live_stats_path)
     state_dir = Path(lab.state_dir)
-    if system.mounted_at(lab.backing):
+    if procfs.mounted_at(lab.backing):
         errors.append(f"{lab.backing} is still mounted; state kept in {state_dir}")
     else:
         shutil.rmtree(state_dir, ignore_errors=True)
-    if lab.created_mountpoint and not system.mounted_at(lab.mountpoint):
+    if lab.created_mountpoint and not procfs.mounted_at(lab.mountpoint):
         with contextlib.suppress(OSError):
             os.rmdir(lab.mountpoint)
     if errors:
@@ -440,10 +441,10 @@ def unmount(path: str, fstype: str | None, fuse: bool) -> None:
     attempts = [["fusermount3", "-u", path]] if fuse else [["umount", path]]
     attempts.append(["umount", "-l", path])
     for cmd in attempts:
-        if not system.mounted_at(path, fstype):
+        if not procfs.mounted_at(path, fstype):
             return
         system.run(cmd, timeout=15, check=False)
-    if system.mounted_at(path, fstype):
+    if procfs.mounted_at(path, fstype):
         raise LabError(f"could not unmount {path}; try `umount -l {path}`")
 
 
@@ -457,7 +458,7 @@ def status() -> list[LabStatus]:
     for lab in _recorded():
         seen.add(lab.mountpoint)
         result.append(_status_of(lab))
-    for m in system.mounts():
+    for m in procfs.mounts():
         if m.fstype == FUSE_TYPE and m.mountpoint not in seen:
             result.append(
                 LabStatus(m.mountpoint, "fuse", None, {}, True, False, "no state recorded (orphan mount)", None)
@@ -466,9 +467,9 @@ def status() -> list[LabStatus]:
 
 
 def _status_of(lab: LabMount) -> LabStatus:
-    mounted = system.mounted_at(lab.mountpoint, lab.fstype) is not None
-    state = system.proc_state(lab.pid) if lab.pid else None
-    alive = state not in (None, "Z", "X") and system.is_ours(lab.pid, lab.daemon_needles())
+    mounted = procfs.mounted_at(lab.mountpoint, lab.fstype) is not None
+    state = procfs.proc_state(lab.pid) if lab.pid else None
+    alive = state not in (None, "Z", "X") and procfs.is_ours(lab.pid, lab.daemon_needles())
     problem = None
     if not alive and not mounted:
         problem = "stale: daemon gone, not mounted"

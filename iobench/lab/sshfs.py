@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iobench import procfs
 from iobench.errors import LabError
 from iobench.lab import system
 from iobench.lab.options import VolumeOptions
@@ -163,8 +164,8 @@ def _wait_listening(ip: str, pid: int, log: Path, timeout_s: float) -> None:
                 return
         except OSError:
             pass
-        if not system.alive(pid):
-            raise LabError(f"sshd exited in the lab namespace: {system.tail(str(log)) or 'no output'}")
+        if not procfs.alive(pid):
+            raise LabError(f"sshd exited in the lab namespace: {procfs.tail_file(str(log)) or 'no output'}")
         if time.monotonic() > deadline:
             raise LabError(f"sshd in the lab namespace did not listen on {ip}:22 within {timeout_s:g} s")
         time.sleep(0.05)
@@ -208,7 +209,7 @@ def _netns_exists(ns: str) -> bool:
 def problem(lab: LabMount) -> str | None:
     """What is wrong with a mounted sshfs volume's server side, or None."""
     net = lab.net or {}
-    if not system.is_ours(net.get("sshd_pid"), ["sshd", lab.state_dir]):
+    if not procfs.is_ours(net.get("sshd_pid"), ["sshd", lab.state_dir]):
         return "stale: sshd gone"
     if not _netns_exists(str(net.get("netns"))):
         return "stale: network namespace gone"
