@@ -1,0 +1,250 @@
+"""Start-up strategies with real venvs: pack or copy out, remove, restore, import, nothing left."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from iobench import strategies
+from iobench.errors import IOBenchError, SafetyError
+from iobench.scratch import SENTINEL, Scratch, remove
+from iobench.strategies import StrategyError
+
+HERMETIC_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "PIP_CONFIG_FILE": os.devnull,
+    "PIP_NO_INDEX": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "HOME": "/nonexistent",
+}
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def build_wheel(out: Path) -> Path:
+    """A tiny pure-Python wheel with a module and a console script (a bin/ shebang)."""
+    files = {
+        "h8pkg/__init__.py": b"VALUE = 42\n\ndef main():\n    print('hello', VALUE)\n",
+        "h8pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: h8pkg\nVersion: 1.0\n",
+        "h8pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "h8pkg-1.0.dist-info/entry_points.txt": b"[console_scripts]\nh8hello = h8pkg:main\n",
+    }
+    record = [_record_line(n, d) for n, d in files.items()] + ["h8pkg-1.0.dist-info/RECORD,,"]
+    wheel = out / "h8pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("h8pkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def make_venv(venv: Path, wheel: Path) -> None:
+    """A real virtualenv with the wheel installed from the local file, no index."""
+    subprocess.run(
+        [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools", str(venv)],
+        check=True, env=HERMETIC_ENV, capture_output=True,
+    )
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated", "--no-index", "--no-deps",
+         "--quiet", str(wheel)],
+        check=True, env=HERMETIC_ENV, capture_output=True,
+    )
+
+
+def check_venv(venv: Path) -> None:
+    """The venv's python imports the package, knows its prefix, and the console script runs."""
+    r = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import h8pkg, sys; print(h8pkg.VALUE, sys.prefix)"],
+        capture_output=True, text=True, env=HERMETIC_ENV,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["42", str(venv)]
+    r = subprocess.run([str(venv / "bin" / "h8hello")], capture_output=True, text=True, env=HERMETIC_ENV)
+    assert r.returncode == 0 and r.stdout.strip() == "hello 42", r.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture
+def roles(tmp_path: Path, tmpfs) -> tuple[Scratch, Scratch]:  # noqa: ANN001 - conftest factory
+    """A target scratch on tmp_path's filesystem and a tmp scratch on a tmpfs we mount."""
+    target = tmp_path / "target"
+    target.mkdir()
+    return Scratch(target).ensure(), Scratch(tmpfs()).ensure()
+
+
+def only_sentinels(*scratches: Scratch) -> None:
+    for s in scratches:
+        assert sorted(p.name for p in s.root.iterdir()) == [SENTINEL]
+        assert sorted(p.name for p in s.root.parent.iterdir()) == [s.root.name]
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [("packed-venv", "tar"), ("packed-venv", "tar+zstd"), ("packed-venv", "zstd-module"),
+            ("packed-venv", "squashfs"), ("packed-venv", "squashfuse"), ("copied-venv", "copy")]
+
+
+@pytest.mark.parametrize(("name", "method"), _cases())
+def test_persist_remove_restore_imports_and_leaves_nothing(
+    name: str, method: str, roles: tuple[Scratch, Scratch], wheel: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target, local = roles
+    if method == "zstd-module":
+        pytest.importorskip("zstandard")
+        monkeypatch.setattr(strategies, "compressor", lambda: "zstandard module")
+        method = "tar+zstd"
+    elif method == "squashfuse":
+        if not (shutil.which("squashfuse") and shutil.which("mksquashfs") and os.path.exists("/dev/fuse")):
+            pytest.skip("squashfuse or mksquashfs missing")
+        monkeypatch.setattr(strategies, "squashfs_mounter", lambda: "squashfuse")
+        method = "squashfs"
+    elif method not in ("copy", *strategies.available_methods()):
+        pytest.skip(f"{method} cannot run here")
+    venv = local.root / "venv"
+    make_venv(venv, wheel)
+    store = target.root / "store"
+
+    packed = strategies.persist(name, venv, store, method="auto" if method == "copy" else method)
+    assert packed is not None and packed.method == method
+    assert packed.bytes > 0 and packed.files > 10 and packed.seconds > 0
+    assert strategies.stored_bytes(store) == packed.bytes
+    if method == "tar+zstd":
+        tar_size = strategies.read_manifest(store)["tree_bytes"]
+        assert packed.bytes < tar_size  # compressed
+    remove(venv)
+
+    restored = strategies.restore(name, store, venv)
+    assert restored is not None
+    assert (restored.method, restored.files, restored.bytes) == (method, packed.files, packed.bytes)
+    assert restored.mounted == (method == "squashfs")
+    if restored.mounted:
+        assert os.path.ismount(venv)
+    check_venv(venv)
+    if restored.command:  # a start script could run exactly this
+        assert str(venv.parent) in restored.command or str(venv) in restored.command
+
+    strategies.release(restored)
+    remove(venv)
+    remove(store)
+    only_sentinels(target, local)
+
+
+def test_the_module_compressor_really_uses_zstandard(
+    roles: tuple[Scratch, Scratch], wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zstandard = pytest.importorskip("zstandard")
+    monkeypatch.setattr(strategies, "compressor", lambda: "zstandard module")
+    target, local = roles
+    venv = local.root / "venv"
+    make_venv(venv, wheel)
+    packed = strategies.pack(venv, target.root / "store", "tar+zstd")
+    assert packed.tool == "zstandard module" and packed.command == ""
+    with open(packed.path, "rb") as f:
+        head = zstandard.ZstdDecompressor().stream_reader(f).read(512)
+    assert head[257:262] == b"ustar"  # a tar header inside the zstd frame
+    remove(venv)
+    remove(target.root / "store")
+
+
+def test_restore_refuses_another_path_because_venvs_hold_absolute_paths(
+    roles: tuple[Scratch, Scratch], wheel: Path
+) -> None:
+    target, local = roles
+    venv = local.root / "venv"
+    make_venv(venv, wheel)
+    strategies.copy_out(venv, target.root / "store")
+    remove(venv)
+    with pytest.raises(StrategyError, match="absolute path"):
+        strategies.copy_in(target.root / "store", local.root / "elsewhere")
+    assert not (local.root / "elsewhere").exists()
+    remove(target.root / "store")
+
+
+def test_steps_refuse_paths_outside_scratch_and_existing_ones(
+    roles: tuple[Scratch, Scratch], wheel: Path, tmp_path: Path
+) -> None:
+    target, local = roles
+    venv = local.root / "venv"
+    make_venv(venv, wheel)
+    outside = tmp_path / "not-scratch"
+    with pytest.raises(SafetyError, match="not inside an iobench scratch"):
+        strategies.pack(venv, outside, "tar")
+    assert not outside.exists()
+    mine = target.root / "store"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("not iobench's")
+    with pytest.raises(SafetyError, match="already exists"):
+        strategies.pack(venv, mine, "tar")
+    assert (mine / "keep.txt").read_text() == "not iobench's"
+    with pytest.raises(StrategyError, match="not a venv"):
+        strategies.copy_out(local.root, target.root / "other")
+
+
+def test_a_failed_step_removes_only_what_it_made(roles: tuple[Scratch, Scratch], wheel: Path) -> None:
+    target, local = roles
+    venv = local.root / "venv"
+    make_venv(venv, wheel)
+
+    def failing(argv: Sequence[str]) -> None:
+        subprocess.run(list(argv), check=True, capture_output=True)
+        raise StrategyError("interrupted after the command")
+
+    with pytest.raises(StrategyError, match="interrupted"):
+        strategies.pack(venv, target.root / "store", "tar", run=failing)
+    assert not (target.root / "store").exists()
+    strategies.pack(venv, target.root / "store", "tar")
+    remove(venv)
+    with pytest.raises(StrategyError, match="interrupted"):
+        strategies.unpack(target.root / "store", venv, run=failing)
+    assert not venv.exists()
+    assert (target.root / "store" / "venv.tar").is_file()  # the stored archive is kept
+    remove(target.root / "store")
+    only_sentinels(target, local)
+
+
+def test_a_failing_command_is_one_clear_error(roles: tuple[Scratch, Scratch], wheel: Path) -> None:
+    target, local = roles
+    venv = local.root / "venv"
+    make_venv(venv, wheel)
+    strategies.pack(venv, target.root / "store", "tar")
+    (target.root / "store" / "venv.tar").write_bytes(b"not a tar file")
+    remove(venv)
+    with pytest.raises(StrategyError, match="tar failed"):
+        strategies.unpack(target.root / "store", venv)
+    assert not venv.exists()
+
+
+def test_strategies_as_data() -> None:
+    assert list(strategies.STRATEGIES) == ["reinstall", "persistent-venv", "packed-venv", "copied-venv"]
+    assert strategies.get("persistent-venv").venv_role == "target"
+    assert strategies.get("packed-venv").restart == ("restore",)
+    assert strategies.get("reinstall").restart == ("install",)
+    with pytest.raises(IOBenchError, match="unknown strategy 'nope'; known: reinstall"):
+        strategies.get("nope")
+    assert strategies.persist("persistent-venv", Path("/x"), Path("/y")) is None
+    assert strategies.restore("reinstall", Path("/y"), Path("/x")) is None
+    with pytest.raises(StrategyError, match="unknown pack method"):
+        strategies.choose_method("zip")
+
+
+def test_step_result_row_columns() -> None:
+    r = strategies.StepResult("restore", "tar", "tar", "tar -xf a", 10, 2, 0.5, "/v")
+    assert r.to_row("restore") == {
+        "restore_method": "tar", "restore_tool": "tar", "restore_command": "tar -xf a",
+        "restore_bytes": 10, "restore_files": 2, "restore_mounted": False, "restore_s": 0.5,
+    }
