@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -108,3 +115,145 @@ def test_clean_spares_the_folder_of_a_live_run(tmp_path: Path, capsys) -> None:
     assert (live.run_root / "naive-r1" / "venv").is_dir()
     assert not dead.run_root.exists()
     assert (tmp_role / SCRATCH_NAME / ".iobench-sentinel").exists()  # still marked as ours
+
+
+# ------------------------------------------------------------------ issue 9 item 1: a second user
+# the sentinel's text is public: the attacker writes a valid one
+NOBODY_PLANTS = """
+import json, os, sys
+root = os.path.join(sys.argv[1], sys.argv[2])
+os.mkdir(root, 0o755)
+with open(os.path.join(root, sys.argv[3]), "w") as f:
+    f.write(json.dumps({"magic": sys.argv[4]}))
+os.mkdir(os.path.join(root, "run-of-root"))
+print(os.getuid(), flush=True)
+"""
+
+
+def _runuser_nobody() -> list[str]:
+    """The command prefix that runs a system Python as user nobody (the test venv may sit
+    under a home folder nobody cannot enter)."""
+    if os.geteuid() != 0 or shutil.which("runuser") is None or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root, runuser and /usr/bin/python3 to act as a second user")
+    return ["runuser", "-u", "nobody", "--", "/usr/bin/python3"]
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A world-writable sticky folder like /tmp, reachable by other users."""
+    path = Path(tempfile.mkdtemp(prefix="iobench-shared-", dir="/tmp"))
+    os.chmod(path, 0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_scratch_planted_by_another_user_is_refused(shared_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ensure() adopted nobody's folder because its sentinel was valid (root code execution)."""
+    from iobench.scratch import _SENTINEL_MAGIC, SENTINEL
+
+    argv = [*_runuser_nobody(), "-c", NOBODY_PLANTS, str(shared_tmp), SCRATCH_NAME, SENTINEL, _SENTINEL_MAGIC]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "65534"
+    root = shared_tmp / SCRATCH_NAME
+    assert root.stat().st_uid == 65534
+    with pytest.raises(SafetyError, match=r"belongs to user nobody \(uid 65534\), not to you") as err:
+        Scratch(shared_tmp, "run-1").ensure()
+    assert "\n" not in str(err.value)
+    with pytest.raises(SafetyError):
+        remove(root / "run-of-root")
+    with pytest.raises(SafetyError, match="belongs to user nobody"):
+        remove_scratch(root)
+    assert main(["clean", str(shared_tmp)]) != 0
+    assert "belongs to user nobody" in capsys.readouterr().err
+    assert (root / "run-of-root").is_dir()  # nothing of theirs deleted either
+
+
+def test_another_user_cannot_enter_our_scratch(shared_tmp: Path) -> None:
+    scratch = Scratch(shared_tmp, "run-1").ensure().claim()
+    trial = scratch.trial_dir("t1")
+    mode = stat.S_IMODE(scratch.root.stat().st_mode)
+    assert scratch.root.stat().st_uid == os.geteuid() and mode & 0o022 == 0, oct(mode)
+    attack = f"import os; os.rename({str(trial)!r}, {str(trial)!r} + '.x')"
+    done = subprocess.run([*_runuser_nobody(), "-c", attack], capture_output=True, text=True)
+    assert done.returncode != 0 and "Permission denied" in done.stderr
+    assert trial.is_dir()
+
+
+def test_scratch_is_checked_on_every_use(tmp_path: Path) -> None:
+    role = tmp_path / "role"
+    role.mkdir()
+    scratch = Scratch(role, "run-1").ensure().claim()
+    os.chmod(scratch.root, 0o777)  # made writable by others after creation
+    with pytest.raises(SafetyError, match=r"writable by other users \(mode 0777\)"):
+        scratch.trial_dir("t1")
+    with pytest.raises(SafetyError):
+        remove(scratch.run_root)
+    os.chmod(scratch.root, 0o755)  # 0755 is fine: others may read, not write
+    assert scratch.trial_dir("t1").is_dir()
+    # swapped for a symlink to a look-alike folder: refused, not followed
+    elsewhere = tmp_path / "elsewhere"
+    scratch.root.rename(elsewhere)
+    scratch.root.symlink_to(elsewhere)
+    with pytest.raises(SafetyError, match="is a symlink"):
+        scratch.trial_dir("t2")
+    with pytest.raises(SafetyError, match="is a symlink"):
+        Scratch(role, "run-2").ensure()
+    assert not (elsewhere / "run-1" / "t2").exists()
+
+
+def test_role_folder_writable_by_others_must_be_sticky(tmp_path: Path) -> None:
+    role = tmp_path / "open"
+    role.mkdir()
+    os.chmod(role, 0o777)
+    with pytest.raises(SafetyError, match="writable by other users and not sticky"):
+        Scratch(role).ensure()
+    assert not (role / SCRATCH_NAME).exists()
+    os.chmod(role, 0o1777)  # like /tmp: others cannot rename what is ours
+    assert Scratch(role).ensure().root.is_dir()
+
+
+# ------------------------------------------------------------------ clean: live processes and mounts
+def test_clean_spares_folders_a_live_process_works_in(tmp_path: Path) -> None:
+    role = tmp_path / "role"
+    role.mkdir()
+    crashed = Scratch(role, "crashed").ensure().claim()
+    (crashed.run_root / ".iobench-owner").unlink()  # its owner record is lost
+    busy = crashed.trial_dir("t1")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], cwd=busy)
+    try:
+        deadline = time.monotonic() + 5
+        while os.path.realpath(f"/proc/{proc.pid}/cwd") != str(busy.resolve()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        n, kept = remove_scratch(crashed.root)
+        assert n == 0 and kept and f"live process {proc.pid}" in kept[0]
+        assert busy.is_dir()
+    finally:
+        proc.kill()
+        proc.wait()
+    n, kept = remove_scratch(crashed.root)
+    assert kept == [] and not crashed.root.exists()
+
+
+def test_removal_never_descends_into_a_mount(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount")
+    role = tmp_path / "role"
+    role.mkdir()
+    scratch = Scratch(role, "run-1").ensure()  # not claimed: a crashed run's leftovers
+    trial = scratch.trial_dir("t1")
+    mnt = trial / "venv"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "iobench-test", str(mnt)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        (mnt / "precious").write_text("on another filesystem")
+        with pytest.raises(SafetyError, match="is mounted there"):
+            remove(trial)
+        n, kept = remove_scratch(scratch.root)
+        assert any("mounted inside" in k for k in kept)
+        assert (mnt / "precious").read_text() == "on another filesystem"
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+    remove(trial)
+    assert not trial.exists()
