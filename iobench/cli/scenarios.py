@@ -36,7 +36,7 @@ def _add_clean(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from iobench.scratch import SCRATCH_NAME, Scratch, is_scratch, remove_scratch
+    from iobench.scratch import SCRATCH_NAME, Scratch, is_scratch, remove_scratch, scratch_problem
 
     for d in args.dirs:
         if not d.is_dir():
@@ -46,7 +46,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
             print(f"{d}: no iobench scratch")
             continue
         if not is_scratch(root):
-            raise UsageError(f"{root} has no iobench sentinel; not touching it")
+            raise UsageError(f"{scratch_problem(root)}; not touching it")
         from iobench.scratch import live_owner
 
         left = Scratch(d).leftovers()
