@@ -108,8 +108,9 @@ class Pip:
             env["PIP_CACHE_DIR"] = str(cache)
         return InstallStep(argv + packages, env)
 
-    def split(self, log: Path, start_wall: float, end_wall: float, output: str) -> tuple[float, float]:
-        """(download_s, install_s) from pip's timestamped log."""
+    def split(self, log: Path, start_wall: float, end_wall: float, output: str) -> tuple[float | None, float | None]:
+        """(download_s, install_s) from pip's timestamped log; (None, None) when the log has
+        no mark to split at (unreadable, e.g. on a full disk): unknown, never zero."""
         mark = None
         try:
             with open(log, errors="replace") as fh:
@@ -120,7 +121,7 @@ class Pip:
             pass
         total = max(0.0, end_wall - start_wall)
         if mark is None:
-            return total, 0.0
+            return None, None
         download = min(total, max(0.0, mark - start_wall))
         return download, total - download
 
@@ -167,12 +168,16 @@ class Uv:
         env.setdefault("UV_NO_PROGRESS", "1")
         return InstallStep(argv + list(index.extra_args) + packages, env)
 
-    def split(self, log: Path, start_wall: float, end_wall: float, output: str) -> tuple[float, float]:
+    def split(self, log: Path, start_wall: float, end_wall: float, output: str) -> tuple[float | None, float | None]:
+        """(download_s, install_s) from uv's "Installed N packages in T" line; (None, None)
+        when the output has none (unknown, never zero)."""
         total = max(0.0, end_wall - start_wall)
-        install = 0.0
+        install = None
         for m in _UV_TIME.finditer(output):
             if m.group(1) == "Installed":
                 install = float(m.group(2)) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(3)]
+        if install is None:
+            return None, None
         install = min(install, total)
         return total - install, install
 
