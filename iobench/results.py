@@ -1,109 +1,114 @@
-"""The run directory: meta.json, trials.csv (appended and flushed per trial), samples/.
+"""The run directory: meta.json, trials.csv (appended and flushed per trial), samples/, stalls.csv.
 
-Format in results/README.md. Schema versions (bump on any incompatible change, and say
-what changed here; ``load_meta`` upgrades older versions or refuses with a clear line):
+``RunDir`` is the one writer and the one reader of a run's folder; the rows are the typed
+records of ``iobench.records`` and the metadata is ``iobench.runmeta.RunMeta`` (its
+docstring keeps the schema's version history). The report, compare and --resume read
+through the same functions: ``RunDir.meta()``, ``RunDir.trials(latest_only=True)`` (a trial
+interrupted and run again by --resume counts once, by its later row) and
+``RunDir.resume_state()``.
 
-- 1: first version.
+Read back, trials.csv is untrusted: a cut or damaged header, an unknown column, a number that
+is not finite or out of range, or a name that is not a safe path component is one
+RunDirError line. A row cut short (a crash mid-append, the file's last line without its
+newline, or fewer cells than the header) is never trusted: it is skipped, said so, and its
+trial runs again on --resume. Format and column docs: results/README.md (generated from the
+field docs by ``python -m iobench.results --markdown``).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import sys
 import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from iobench.errors import RunDirError
-
-SCHEMA_VERSION = 1
-
-#: a trial's phases, in order; each has a ``<phase>_s`` column
-PHASES = ("venv", "download", "install", "compile", "import")
-
-TRIAL_COLUMNS = (
-    "run_id",
-    "trial_id",
-    "config",
-    "repeat",
-    "venv_role",
-    "tmpdir_role",
-    "cache_role",
-    "venv_fstype",
-    "tmpdir_fstype",
-    "cache_fstype",
-    "cache_state",
-    "installer",
-    "compile",
-    "status",
-    "started_at",
-    "venv_s",
-    "download_s",
-    "install_s",
-    "compile_s",
-    "import_s",
-    "time_to_ready_s",
-    "read_bytes",
-    "write_bytes",
-    "read_calls",
-    "write_calls",
-    "disk_write_bytes",
-    "cpu_s",
-    "offcpu_frac",
-    "iowait_mean_pct",
-    "iowait_p95_pct",
-    "blocked_max",
-    "dstate_max",
-    "fswait_frac",
-    "rss_max_bytes",
-    "index_bytes",
-    "tmpdir_peak_bytes",
-    "cache_bytes",
-    "venv_bytes",
-    "files_installed",
-    "stalls",
-    "stall_longest_s",
-    "contended",
-    "sampler_cpu_s",
-    "error",
+from iobench.records import (
+    FINAL_STATUSES,
+    PHASES,
+    REQUIRED_TRIAL_COLUMNS,
+    SAMPLE_COLUMNS,
+    STALL_COLUMNS,
+    TRIAL_COLUMNS,
+    Sample,
+    Stall,
+    TrialRow,
+    cell,
+    check_header,
+    from_cells,
+    markdown_table,
+    to_cells,
 )
-#: samples/<trial_id>.csv, one row per sampler tick
-SAMPLE_COLUMNS = (
-    "t",
-    "phase",
-    "cpu_user_pct",
-    "cpu_system_pct",
-    "iowait_pct",
-    "procs_blocked",
-    "disk_read_bps",
-    "disk_write_bps",
-    "net_recv_bps",
-    "net_sent_bps",
-    "tree_procs",
-    "tree_cpu_s",
-    "tree_read_bytes",
-    "tree_write_bytes",
-    "tree_write_calls",
-    "tree_dstate",
-    "tree_fswait",
-    "tree_rss_bytes",
-    "fs_used_venv",
-    "fs_used_tmpdir",
-    "fs_used_cache",
-)
-FINAL_STATUSES = ("ok", "failed", "stalled")
-STALL_COLUMNS = ("run_id", "trial_id", "phase", "start_s", "length_s", "dstate_max", "iowait_mean_pct")
+from iobench.runmeta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
+from iobench.scenario import Scenario, scenario_from_meta
+
+__all__ = [
+    "FINAL_STATUSES", "PHASES", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STALL_COLUMNS",
+    "TRIAL_COLUMNS", "ResumeState", "RunDir", "RunMeta", "Sample", "Stall", "TrialRow",
+    "TrialsFile", "latest_rows", "new_run_id", "utcnow",
+]  # fmt: skip
+
+#: a trials.csv larger than this is not one iobench wrote (2000 trials take about 1 MB)
+MAX_TRIALS_BYTES = 512 * 1024 * 1024
 
 
 def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _atomic_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
+def new_run_id(host: str, scenario: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in host)[:30].strip("-_") or "host"
+    # the pid keeps two runs started in the same second apart (they may share a tmp role)
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"
+
+
+def latest_rows(trial_ids: Sequence[str], statuses: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Which rows count when a trial id appears more than once: the one "latest row" rule.
+
+    ``iobench run --resume`` runs an ``interrupted`` trial again and appends its new row. The
+    interrupted row of a trial that has any other row is dropped (it is neither a failure
+    nor a result); of what is left, the last row per trial id counts. Returns the indices
+    kept (in file order) and the ids that were run again.
+    """
+    finished = {t for t, s in zip(trial_ids, statuses, strict=True) if s != "interrupted"}
+    superseded = [s == "interrupted" and t in finished for t, s in zip(trial_ids, statuses, strict=True)]
+    last = {t: i for i, t in enumerate(trial_ids) if not superseded[i]}
+    kept = sorted(last.values())
+    resumed = list(dict.fromkeys(t for t, sup in zip(trial_ids, superseded, strict=True) if sup))
+    return kept, resumed
+
+
+@dataclass(frozen=True)
+class TrialsFile:
+    """trials.csv as read: its rows, its header, and the rows not trusted (cut short)."""
+
+    rows: tuple[TrialRow, ...] = ()
+    columns: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # one line per row cut short
+
+    def latest(self) -> tuple[list[TrialRow], list[str]]:
+        """The rows that count (``latest_rows``) and the trial ids run again by --resume."""
+        kept, resumed = latest_rows([r.trial_id for r in self.rows], [r.status for r in self.rows])
+        return [self.rows[i] for i in kept], resumed
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """What --resume continues: the run's meta, scenario, roles, and the trials already done."""
+
+    meta: RunMeta
+    scenario: Scenario
+    roles: dict[str, Path]
+    repeats: int
+    done: frozenset[str]  # trial ids whose latest row has a final status
+    skipped: tuple[str, ...] = ()  # rows cut short (their trials run again)
+    rows: tuple[TrialRow, ...] = field(default=(), repr=False)
 
 
 class RunDir:
@@ -121,6 +126,10 @@ class RunDir:
         return self.path / "meta.json"
 
     @property
+    def stalls_csv(self) -> Path:
+        return self.path / "stalls.csv"
+
+    @property
     def samples_dir(self) -> Path:
         return self.path / "samples"
 
@@ -128,8 +137,16 @@ class RunDir:
     def logs_dir(self) -> Path:
         return self.path / "logs"
 
+    def sample_path(self, trial_id: str) -> Path:
+        return self.samples_dir / f"{trial_id}.csv"
+
+    # -------------------------------------------------------------- meta.json
     @classmethod
-    def create(cls, results_root: Path, run_id: str, meta: dict) -> RunDir:
+    def create(cls, results_root: Path, run_id: str, meta: RunMeta | dict) -> RunDir:
+        """Make the run's folder and write its meta.json (``meta.run_id`` is set to ``run_id``)."""
+        info = meta if isinstance(meta, RunMeta) else RunMeta.from_json({**meta, "schema_version": SCHEMA_VERSION})
+        info = replace(info, run_id=run_id, schema_version=SCHEMA_VERSION)
+        RunMeta.from_json(info.to_json())  # what is written must read back
         path = results_root / run_id
         try:
             path.mkdir(parents=True, exist_ok=False)
@@ -140,105 +157,189 @@ class RunDir:
         except OSError as exc:
             raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
         rd = cls(path)
-        rd.write_meta({"schema_version": SCHEMA_VERSION, **meta})
+        rd.write_meta(info)
         return rd
 
     @classmethod
     def open(cls, path: Path) -> RunDir:
+        """An existing run directory; its meta.json must load."""
         rd = cls(path)
-        rd.load_meta()
+        rd.meta()
         return rd
 
-    def write_meta(self, meta: dict) -> None:
-        _atomic_json(self.meta_json, meta)
+    def meta(self) -> RunMeta:
+        """meta.json, upgraded to this version and checked (``iobench.runmeta.load_meta``)."""
+        if not self.path.exists():
+            raise RunDirError(f"{self.path}: no such folder")
+        if not self.path.is_dir():
+            raise RunDirError(f"{self.path} is not an iobench run directory (not a folder)")
+        return load_meta(self.path)
 
-    def update_meta(self, **changes: object) -> dict:
-        meta = self.load_meta()
-        meta.update(changes)
+    def write_meta(self, meta: RunMeta | dict) -> None:
+        data = meta.to_json() if isinstance(meta, RunMeta) else meta
+        tmp = self.meta_json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
+        os.replace(tmp, self.meta_json)
+
+    def update_meta(self, **changes: object) -> RunMeta:
+        """Change some keys of meta.json (e.g. ``status``, ``ended_at``); checked before writing."""
+        data = {**self.meta().to_json(), **changes}
+        meta = RunMeta.from_json(data, str(self.meta_json))
         self.write_meta(meta)
         return meta
 
     def load_meta(self) -> dict:
-        if not self.path.is_dir():
-            raise RunDirError(f"{self.path} is not a folder")
-        if not self.meta_json.is_file():
-            raise RunDirError(f"{self.path} is not an iobench run directory (no meta.json)")
-        try:
-            meta = json.loads(self.meta_json.read_text())
-        except (OSError, ValueError) as exc:
-            raise RunDirError(f"{self.meta_json}: unreadable ({exc})") from None
-        if not isinstance(meta, dict):
-            raise RunDirError(f"{self.meta_json}: not an iobench meta.json (expected an object)")
-        version = meta.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise RunDirError(
-                f"{self.path}: run directory schema {version!r}, this iobench reads {SCHEMA_VERSION}"
-            )
-        return meta
+        """meta.json as a plain dict (transition: callers move to ``meta()``)."""
+        return self.meta().to_json()
 
-    def append_trial(self, row: dict) -> None:
-        """Append one trial row and make it durable before the next trial starts."""
+    # -------------------------------------------------------------- trials.csv
+    def append_trial(self, row: TrialRow | dict) -> None:
+        """Append one trial row and make it durable before the next trial starts.
+
+        A file that already has a header keeps it (a run resumed from an older version keeps
+        its columns; a column it lacks is not written).
+        """
+        cells = to_cells(row) if isinstance(row, TrialRow) else {k: cell(row.get(k)) for k in TRIAL_COLUMNS}
         size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
+        columns = self._header() if size else TRIAL_COLUMNS
         with open(self.trials_csv, "a+", newline="") as fh:
             if size:  # a row cut off by a crash or a full disk must not swallow this one
                 fh.seek(size - 1)
                 if fh.read(1) != "\n":
                     fh.write("\n")
-            writer = csv.DictWriter(fh, fieldnames=TRIAL_COLUMNS, extrasaction="ignore")
+            writer = csv.writer(fh)
             if not size:  # new, or left empty by a crash
-                writer.writeheader()
-            writer.writerow({k: _cell(row.get(k)) for k in TRIAL_COLUMNS})
+                writer.writerow(columns)
+            writer.writerow([cells.get(c, "") for c in columns])
             fh.flush()
             os.fsync(fh.fileno())
 
-    def append_stalls(self, run_id: str, trial_id: str, stalls: list[dict]) -> None:
-        """Every no-progress interval of a trial: when, how long, D state and iowait meanwhile."""
-        if not stalls:
-            return
-        path = self.path / "stalls.csv"
-        new = not path.exists()
-        with open(path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=STALL_COLUMNS, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            for st in stalls:
-                writer.writerow({**st, "run_id": run_id, "trial_id": trial_id})
-            fh.flush()
-            os.fsync(fh.fileno())
+    def _header(self) -> tuple[str, ...]:
+        with open(self.trials_csv, newline="", encoding="utf-8", errors="replace") as fh:
+            first = fh.readline(1 << 16)
+        header = next(csv.reader([first]), [])
+        if not first.endswith("\n"):
+            raise RunDirError(f"{self.trials_csv}: header is cut short; not an iobench trials.csv")
+        check_header(header, TrialRow, str(self.trials_csv), REQUIRED_TRIAL_COLUMNS)
+        return tuple(header)
 
-    def trials(self) -> list[dict]:
-        if not self.trials_csv.exists():
-            return []
-        with open(self.trials_csv, newline="") as fh:
-            return list(csv.DictReader(fh))
+    def read_trials(self) -> TrialsFile:
+        """Every row of trials.csv, checked (see the module docstring); empty if none yet."""
+        path = self.trials_csv
+        where = str(path)
+        try:
+            if not path.exists() or path.stat().st_size == 0:
+                return TrialsFile()
+            if path.stat().st_size > MAX_TRIALS_BYTES:
+                raise RunDirError(f"{where}: larger than {MAX_TRIALS_BYTES >> 20} MiB; not an iobench trials.csv")
+            text = path.read_text(encoding="utf-8")
+            records = list(csv.reader(io.StringIO(text, newline="")))
+        except UnicodeDecodeError as exc:
+            raise RunDirError(f"{where}: not text (byte {exc.start} is not UTF-8)") from None
+        except OSError as exc:
+            raise RunDirError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+        except csv.Error as exc:
+            raise RunDirError(f"{where}: cannot be parsed as CSV ({exc})") from None
+        cut_last = not text.endswith("\n")
+        header = records[0] if records else []
+        if cut_last and len(records) <= 1:
+            raise RunDirError(f"{where}: header is cut short (no row, no end of line); the file is damaged")
+        check_header(header, TrialRow, where, REQUIRED_TRIAL_COLUMNS)
+        rows: list[TrialRow] = []
+        skipped: list[str] = []
+        for n, rec in enumerate(records[1:], start=2):
+            if not rec:
+                continue
+            if len(rec) != len(header) or (cut_last and n == len(records)):
+                skipped.append(f"{where}: row {n} is cut short ({len(rec)} of {len(header)} cells); not trusted, skipped")
+                continue
+            rows.append(from_cells(TrialRow, dict(zip(header, rec, strict=True)), f"{where}: row {n}"))
+        return TrialsFile(tuple(rows), tuple(header), tuple(skipped))
+
+    def trials(self, latest_only: bool = False) -> list[TrialRow]:
+        """trials.csv's rows; ``latest_only``: one row per trial, by ``latest_rows``."""
+        read = self.read_trials()
+        return read.latest()[0] if latest_only else list(read.rows)
 
     def done_trial_ids(self) -> set[str]:
-        """Trials with a final status (``interrupted`` ones are run again on resume)."""
-        return {r["trial_id"] for r in self.trials() if r.get("status") in FINAL_STATUSES}
+        """Trials whose latest row has a final status (``interrupted`` ones run again)."""
+        return {r.trial_id for r in self.trials(latest_only=True) if r.status in FINAL_STATUSES}
 
-    def write_samples(self, trial_id: str, rows: list[dict], columns: tuple[str, ...]) -> Path:
-        path = self.samples_dir / f"{trial_id}.csv"
+    def resume_state(self) -> ResumeState:
+        """Everything --resume needs, read and checked once; a RunDirError line otherwise."""
+        meta = self.meta()
+        read = self.read_trials()
+        scenario = scenario_from_meta(meta.scenario, f"{self.meta_json}: scenario")
+        for name in ("target", "tmp"):
+            if name not in meta.roles:
+                raise RunDirError(f"{self.meta_json}: roles: no '{name}' role; --resume cannot tell where it ran")
+        latest, _ = read.latest()
+        names = {c.name for c in scenario.configs}
+        strange = sorted({r.config for r in latest} - names)
+        if strange:
+            raise RunDirError(f"{self.trials_csv}: config(s) {', '.join(strange[:3])} are not in meta.json's scenario")
+        return ResumeState(
+            meta=meta,
+            scenario=scenario,
+            roles=meta.role_paths,
+            repeats=meta.repeats or scenario.repeats,
+            done=frozenset(r.trial_id for r in latest if r.status in FINAL_STATUSES),
+            skipped=read.skipped,
+            rows=read.rows,
+        )
+
+    # -------------------------------------------------------------- samples, stalls
+    def append_stalls(self, run_id: str, trial_id: str, stalls: Iterable[Stall | dict]) -> None:
+        """Every no-progress interval of a trial: when, how long, D state and iowait meanwhile."""
+        items = [replace(s, run_id=run_id, trial_id=trial_id) if isinstance(s, Stall)
+                 else Stall(**{**s, "run_id": run_id, "trial_id": trial_id}) for s in stalls]  # fmt: skip
+        if not items:
+            return
+        new = not self.stalls_csv.exists()
+        with open(self.stalls_csv, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=STALL_COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerows(to_cells(s) for s in items)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_samples(
+        self, trial_id: str, rows: Sequence[Sample | dict], columns: tuple[str, ...] = SAMPLE_COLUMNS
+    ) -> Path:
+        """A trial's time series, written whole (to a .tmp, then renamed)."""
+        path = self.sample_path(trial_id)
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-            writer.writeheader()
+            writer = csv.writer(fh)
+            writer.writerow(columns)
             for r in rows:
-                writer.writerow({k: _cell(r.get(k)) for k in columns})
+                cells = to_cells(r) if isinstance(r, Sample) else {k: cell(r.get(k)) for k in columns}
+                writer.writerow([cells.get(c, "") for c in columns])
         os.replace(tmp, path)
         return path
 
 
-def _cell(v: object) -> object:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return round(v, 4)
-    if isinstance(v, str):
-        return v.replace("\r", " ").replace("\n", " | ")
-    return v
+def readme_tables() -> str:
+    """The generated part of results/README.md: every column and meta.json key, documented."""
+    return "\n".join([
+        "### trials.csv", "", markdown_table(TrialRow), "",
+        "### samples/<trial_id>.csv", "", markdown_table(Sample), "",
+        "### stalls.csv", "", markdown_table(Stall), "",
+        f"### meta.json (schema_version {SCHEMA_VERSION})", "",
+        "| key | meaning |", "|---|---|", *markdown_keys(), "",
+    ])  # fmt: skip
 
 
-def new_run_id(host: str, scenario: str) -> str:
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in host)[:30]
-    # the pid keeps two runs started in the same second apart (they may share a tmp role)
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"
+def main(argv: list[str] | None = None) -> int:
+    """``python -m iobench.results --markdown``: print the README's generated tables."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["--markdown"]:
+        print("usage: python -m iobench.results --markdown", file=sys.stderr)
+        return 2
+    sys.stdout.write(readme_tables())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

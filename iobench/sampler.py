@@ -33,6 +33,8 @@ from pathlib import Path
 
 import psutil
 
+from iobench.records import Sample, Stall
+
 
 @dataclass
 class TreeCounters:
@@ -152,17 +154,6 @@ def _read_stat() -> tuple[list[int], int]:
             elif line.startswith(b"procs_blocked"):
                 blocked = int(line.split()[1])
     return cpu, blocked
-
-
-@dataclass
-class Stall:
-    """A no-progress interval of the watched tree."""
-
-    start_s: float
-    length_s: float
-    phase: str
-    dstate_max: int = 0
-    iowait_mean_pct: float = 0.0
 
 
 @dataclass
@@ -359,35 +350,35 @@ class Sampler:
             iowait = 100.0 * d[4] / total if len(d) > 4 else 0.0
             if self._stall_start is not None:
                 self._stall_iow.append(iowait)
-            self.rows.append(
-                {
-                    "t": round(now - self._t0, 4),
-                    "phase": phase,
-                    "cpu_user_pct": round(100.0 * (d[0] + d[1]) / total, 2),
-                    "cpu_system_pct": round(100.0 * (d[2] + d[5] + d[6]) / total, 2),
-                    "iowait_pct": round(iowait, 2),
-                    "procs_blocked": blocked,
-                    "disk_read_bps": round((disk.read_bytes - self._prev_disk.read_bytes) / dt)
-                    if disk and self._prev_disk
-                    else 0,
-                    "disk_write_bps": round((disk.write_bytes - self._prev_disk.write_bytes) / dt)
-                    if disk and self._prev_disk
-                    else 0,
-                    "net_recv_bps": round((net.bytes_recv - self._prev_net.bytes_recv) / dt),
-                    "net_sent_bps": round((net.bytes_sent - self._prev_net.bytes_sent) / dt),
-                    "tree_procs": procs,
-                    "tree_cpu_s": round(cum.cpu_s, 3),
-                    "tree_read_bytes": cum.read_bytes,
-                    "tree_write_bytes": cum.write_bytes,
-                    "tree_write_calls": cum.write_calls,
-                    "tree_dstate": dstate,
-                    "tree_fswait": fswait,
-                    "tree_rss_bytes": rss,
-                    "fs_used_venv": fs.get("venv"),
-                    "fs_used_tmpdir": fs.get("tmpdir"),
-                    "fs_used_cache": fs.get("cache"),
-                }
+            sample = Sample(
+                t=round(now - self._t0, 4),
+                phase=phase,
+                cpu_user_pct=round(100.0 * (d[0] + d[1]) / total, 2),
+                cpu_system_pct=round(100.0 * (d[2] + d[5] + d[6]) / total, 2),
+                iowait_pct=round(iowait, 2),
+                procs_blocked=blocked,
+                disk_read_bps=round((disk.read_bytes - self._prev_disk.read_bytes) / dt)
+                if disk and self._prev_disk
+                else 0,
+                disk_write_bps=round((disk.write_bytes - self._prev_disk.write_bytes) / dt)
+                if disk and self._prev_disk
+                else 0,
+                net_recv_bps=round((net.bytes_recv - self._prev_net.bytes_recv) / dt),
+                net_sent_bps=round((net.bytes_sent - self._prev_net.bytes_sent) / dt),
+                tree_procs=procs,
+                tree_cpu_s=round(cum.cpu_s, 3),
+                tree_read_bytes=cum.read_bytes,
+                tree_write_bytes=cum.write_bytes,
+                tree_write_calls=cum.write_calls,
+                tree_dstate=dstate,
+                tree_fswait=fswait,
+                tree_rss_bytes=rss,
+                fs_used_venv=fs.get("venv"),
+                fs_used_tmpdir=fs.get("tmpdir"),
+                fs_used_cache=fs.get("cache"),
             )
+            # rows stay dicts keyed by column while the runner and live view index them by name
+            self.rows.append(sample.as_dict())
         self._prev_stat, self._prev_disk, self._prev_net, self._prev_t = cpu, disk, net, now
 
     def _close_stall(self, now: float) -> None:

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from iobench.errors import RunDirError, ScenarioError
 
@@ -32,12 +36,21 @@ CACHE_STATES = ("cold", "warm")
 ON_OFF = ("on", "off")
 KINDS = ("install",)
 _CONFIG_KEYS = {"venv", "tmpdir", "cache", "cache_state", "installer", "compile", "description"}
+# the schema: what each table may hold (anything else is an error naming file and key)
+_TABLES = ("scenario", "defaults", "configs", "matrix")
+_SCENARIO_KEYS = ("name", "kind", "packages", "wheels", "ready", "repeats", "description", "size_mb")
+REPEATS_MAX = 1000
+SIZE_MB_MAX = 10_000_000.0  # 10 TB
 # Scenario and config names become path components (venv folders, samples/<trial_id>.csv,
 # logs): letters, digits, '.', '_', '-', not starting with '.' or '-' (so no '..', no
 # hidden files, nothing an option parser takes for a flag), and short enough for a path.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 NAME_MAX = 80
 NAME_RULE = f"must be 1-{NAME_MAX} letters, digits, '.', '_' or '-', starting with a letter or digit"
+# Runs made before names were checked may hold the old default matrix names, which contain
+# '=' (venv=target-tmpdir=tmp): harmless in a path, so --resume still accepts them.
+_META_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
+_META_NAME_MAX = 200
 # the default name of a matrix config: "venv-target_tmpdir-tmp_cache-off_state-cold"
 # (axis-value pairs joined by '_', in the order the axes are written)
 _AXIS_LABEL = {"cache_state": "state"}
@@ -101,8 +114,9 @@ class Scenario:
     def with_packages(self, packages: list[str]) -> Scenario:
         """The same scenario installing other requirements (e.g. a pinned torch)."""
         for req in packages:
-            if not req.strip() or req.strip().startswith("-"):
-                raise ScenarioError(f"--package {req!r}: expected a requirement such as torch==2.13.0")
+            problem = requirement_problem(req)
+            if problem:
+                raise ScenarioError(f"--package {req[:80]!r}: {problem}")
         return Scenario(**{**self.__dict__, "packages": tuple(p.strip() for p in packages)})
 
     def to_dict(self) -> dict:
@@ -118,19 +132,44 @@ def _key(name: str) -> str:
     return name if _BARE_KEY_RE.match(name) else json.dumps(name)
 
 
-def name_problem(name: object) -> str | None:
-    """Why ``name`` cannot be a scenario or config name (a path component), or None."""
+def name_problem(name: object, legacy: bool = False) -> str | None:
+    """Why ``name`` cannot be a scenario or config name (a path component), or None.
+
+    ``legacy``: also accept the names older runs hold ('=' allowed, up to 200 characters).
+    """
     if not isinstance(name, str) or not name:
         return "missing or not a string"
-    if len(name) > NAME_MAX:
-        return f"{name[:20]!r}... is {len(name)} characters; names must be at most {NAME_MAX}"
-    if not NAME_RE.match(name):
-        return f"{name!r} {NAME_RULE}"
+    most = _META_NAME_MAX if legacy else NAME_MAX
+    if len(name) > most:
+        return f"{name[:20]!r}... is {len(name)} characters; names must be at most {most}"
+    if not (_META_NAME_RE if legacy else NAME_RE).match(name):
+        return f"{name[:80]!r} {NAME_RULE}"
     return None
 
 
-def _check_name(name: object, what: str, src: str, key: str, hint: str = "") -> str:
-    problem = name_problem(name)
+def requirement_problem(req: object) -> str | None:
+    """Why ``req`` is not one requirement pip can take (a PEP 508 string, a path or a URL), or None.
+
+    Anything that starts with '-' is a pip option, never a requirement; a string with
+    spaces that is not PEP 508 would carry options too.
+    """
+    if not isinstance(req, str) or not req.strip():
+        return "expected a requirement such as torch==2.13.0"
+    text = req.strip()
+    if text.startswith("-"):
+        return "a pip option, not a requirement (expected e.g. torch==2.13.0)"
+    try:
+        Requirement(text)
+        return None
+    except InvalidRequirement:
+        pass
+    if not any(c.isspace() for c in text) and ("/" in text or text.endswith((".whl", ".zip", ".tar.gz"))):
+        return None  # a path or URL (file, https, git+https) that pip accepts
+    return "not a requirement (PEP 508, a path or a URL), e.g. torch==2.13.0"
+
+
+def _check_name(name: object, what: str, src: str, key: str, hint: str = "", legacy: bool = False) -> str:
+    problem = name_problem(name, legacy)
     if problem:
         raise ScenarioError(f"{_where(src, key)}: {what} {problem}{hint}")
     return name  # type: ignore[return-value]
@@ -147,19 +186,36 @@ def _role(value: object, src: str, key: str, allow_off: bool = False) -> str:
         raise ScenarioError(f"{_where(src, key)}: expected a role name (e.g. target, tmp)")
     if value == "off" and not allow_off:
         raise ScenarioError(f"{_where(src, key)}: 'off' is only allowed for cache")
+    problem = name_problem(value)
+    if problem:
+        raise ScenarioError(f"{_where(src, key)}: role {problem}")
     return value
+
+
+def _text(value: object, src: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise ScenarioError(f"{_where(src, key)}: expected a string")
+    return value
+
+
+def _unknown(table: dict, allowed: Iterable[str], src: str, key: str, what: str = "key") -> None:
+    """Scenario files speak only the schema: a key it does not define is an error, not ignored."""
+    unknown = sorted(str(k) for k in table if k not in set(allowed))
+    if unknown:
+        where = f"{src}: {key}" if key else src
+        raise ScenarioError(
+            f"{where}: unknown {what}(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))})"
+        )
 
 
 def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Config:
     if not isinstance(table, dict):
         raise ScenarioError(f"{_where(src, key)}: expected a table")
-    unknown = set(table) - _CONFIG_KEYS
-    if unknown:
-        raise ScenarioError(f"{_where(src, key)}: unknown key(s) {', '.join(sorted(unknown))}")
+    _unknown(table, _CONFIG_KEYS, src, key)
     t = {**defaults, **table}
-    for required in ("venv", "tmpdir", "cache"):
-        if required not in t:
-            raise ScenarioError(f"{_where(src, key + '.' + required)}: missing")
+    for needed in ("venv", "tmpdir", "cache"):
+        if needed not in t:
+            raise ScenarioError(f"{_where(src, key + '.' + needed)}: missing")
     cfg = Config(
         name=name,
         venv=_role(t["venv"], src, f"{key}.venv"),
@@ -168,26 +224,34 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
         cache_state=_choice(t.get("cache_state", "cold"), CACHE_STATES, src, f"{key}.cache_state"),
         installer=_choice(t.get("installer", "pip"), INSTALLERS, src, f"{key}.installer"),
         compile=_choice(t.get("compile", "on"), ON_OFF, src, f"{key}.compile"),
-        description=str(t.get("description", "")),
+        description=_text(t.get("description", ""), src, f"{key}.description"),
     )
     if cfg.cache == "off" and cfg.cache_state == "warm":
         raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
     return cfg
 
 
-def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
+def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:
+    """A [matrix] table's axes, excludes and name pattern, each checked against the schema."""
     axes = {k: v for k, v in table.items() if k not in ("exclude", "name")}
     for k, v in axes.items():
         if k not in _CONFIG_KEYS - {"description"}:
             raise ScenarioError(f"{_where(src, 'matrix.' + k)}: not a config axis")
-        if not isinstance(v, list) or not v:
-            raise ScenarioError(f"{_where(src, 'matrix.' + k)}: expected a non-empty list")
+        if not isinstance(v, list) or not v or len(v) > 100:
+            raise ScenarioError(f"{_where(src, 'matrix.' + k)}: expected a non-empty list (at most 100 values)")
     excludes = table.get("exclude", [])
     if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
         raise ScenarioError(f"{_where(src, 'matrix.exclude')}: expected a list of tables")
+    for i, e in enumerate(excludes):
+        _unknown(e, axes, src, f"matrix.exclude[{i}]", "axis")
     pattern = table.get("name", "")
     if not isinstance(pattern, str):
         raise ScenarioError(f"{_where(src, 'matrix.name')}: expected a pattern string such as \"{{venv}}-{{cache}}\"")
+    return axes, excludes, pattern
+
+
+def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
+    axes, excludes, pattern = _matrix_axes(table, src)
     keys = list(axes)
     out = []
     for combo in itertools.product(*(axes[k] for k in keys)):
@@ -213,44 +277,48 @@ def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
     return out
 
 
-def scenario_from_dict(data: dict, src: str) -> Scenario:
-    """Validate a parsed TOML document (``src`` names it in errors)."""
-    s = data.get("scenario")
-    if not isinstance(s, dict):
-        raise ScenarioError(f"{src}: missing [scenario] table")
-    name = _check_name(s.get("name"), "scenario name", src, "scenario.name")
-    kind = _choice(s.get("kind", "install"), KINDS, src, "scenario.kind")
-    packages = s.get("packages")
-    if not isinstance(packages, list) or not packages or not all(isinstance(p, str) for p in packages):
+def _packages(value: object, src: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) for p in value):
         raise ScenarioError(f"{_where(src, 'scenario.packages')}: expected a non-empty list of requirement strings")
-    wheels = s.get("wheels")
-    if wheels is not None and not isinstance(wheels, str):
-        raise ScenarioError(f"{_where(src, 'scenario.wheels')}: expected a profile name or path")
-    if wheels and wheels.endswith(".toml") and not Path(wheels).is_absolute():
-        wheels = str((Path(src).parent / wheels).resolve())  # relative to the scenario file
-    ready = s.get("ready")
-    if not isinstance(ready, str) or not ready.strip():
+    for i, req in enumerate(value):
+        problem = requirement_problem(req)
+        if problem:
+            raise ScenarioError(f"{_where(src, f'scenario.packages[{i}]')}: {req[:80]!r}: {problem}")
+    return tuple(value)
+
+
+def _ready(value: object, src: str) -> str:
+    if not isinstance(value, str) or not value.strip():
         raise ScenarioError(f"{_where(src, 'scenario.ready')}: expected Python code to run in the new venv")
     try:
-        compile(ready, f"{src}:scenario.ready", "exec")
-    except SyntaxError as exc:
-        raise ScenarioError(f"{_where(src, 'scenario.ready')}: not valid Python ({exc.msg})") from None
+        compile(value, f"{src}:scenario.ready", "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise ScenarioError(f"{_where(src, 'scenario.ready')}: not valid Python ({getattr(exc, 'msg', exc)})") from None
+    return value
+
+
+def _numbers(s: dict, src: str) -> tuple[int, float | None]:
+    """repeats and size_mb: finite and in a sane range."""
     repeats = s.get("repeats", 3)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise ScenarioError(f"{_where(src, 'scenario.repeats')}: expected an integer >= 1")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= REPEATS_MAX:
+        raise ScenarioError(f"{_where(src, 'scenario.repeats')}: expected an integer from 1 to {REPEATS_MAX}")
     size_mb = s.get("size_mb")
-    if size_mb is not None and (not isinstance(size_mb, (int, float)) or size_mb < 0):
-        raise ScenarioError(f"{_where(src, 'scenario.size_mb')}: expected a number >= 0")
-    defaults = data.get("defaults", {})
-    if not isinstance(defaults, dict):
-        raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
-    configs: list[Config] = []
+    if size_mb is not None and (
+        not isinstance(size_mb, (int, float)) or isinstance(size_mb, bool)
+        or not math.isfinite(size_mb) or not 0 <= size_mb <= SIZE_MB_MAX
+    ):
+        raise ScenarioError(f"{_where(src, 'scenario.size_mb')}: expected a number from 0 to {SIZE_MB_MAX:.0f}")
+    return repeats, float(size_mb) if size_mb is not None else None
+
+
+def _configs(data: dict, defaults: dict, src: str, legacy: bool) -> tuple[Config, ...]:
     raw_configs = data.get("configs", {})
     if not isinstance(raw_configs, dict):
         raise ScenarioError(f"{_where(src, 'configs')}: expected tables [configs.NAME]")
+    configs: list[Config] = []
     for cname, table in raw_configs.items():
         key = f"configs.{_key(cname)}"
-        _check_name(cname, "config name", src, key)
+        _check_name(cname, "config name", src, key, legacy=legacy)
         configs.append(_config(cname, table, defaults, src, key))
     if "matrix" in data:
         if not isinstance(data["matrix"], dict):
@@ -263,17 +331,47 @@ def scenario_from_dict(data: dict, src: str) -> Scenario:
         if c.name in seen:
             raise ScenarioError(f"{_where(src, 'configs')}: config name '{c.name}' used twice")
         seen.add(c.name)
+    return tuple(configs)
+
+
+def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scenario:
+    """Validate a parsed TOML document (``src`` names it in errors): the one validator.
+
+    ``legacy_names``: accept the names older runs hold (for a scenario read back from a
+    run's meta.json by ``scenario_from_meta``).
+    """
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{src}: expected a table")
+    _unknown(data, _TABLES, src, "", "table")
+    s = data.get("scenario")
+    if not isinstance(s, dict):
+        raise ScenarioError(f"{src}: missing [scenario] table")
+    _unknown(s, _SCENARIO_KEYS, src, "scenario")
+    name = _check_name(s.get("name"), "scenario name", src, "scenario.name", legacy=legacy_names)
+    kind = _choice(s.get("kind", "install"), KINDS, src, "scenario.kind")
+    packages = _packages(s.get("packages"), src)
+    wheels = s.get("wheels")
+    if wheels is not None and (not isinstance(wheels, str) or not wheels or "\0" in wheels):
+        raise ScenarioError(f"{_where(src, 'scenario.wheels')}: expected a profile name or path")
+    if wheels and wheels.endswith(".toml") and not Path(wheels).is_absolute():
+        wheels = str((Path(src).parent / wheels).resolve())  # relative to the scenario file
+    ready = _ready(s.get("ready"), src)
+    repeats, size_mb = _numbers(s, src)
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
+    _unknown(defaults, _CONFIG_KEYS, src, "defaults")
     return Scenario(
         name=name,
         source=src,
         kind=kind,
-        packages=tuple(packages),
+        packages=packages,
         wheels=wheels,
         ready=ready,
         repeats=repeats,
-        configs=tuple(configs),
-        description=str(s.get("description", "")),
-        size_mb=float(size_mb) if size_mb is not None else None,
+        configs=_configs(data, defaults, src, legacy_names),
+        description=_text(s.get("description", ""), src, "scenario.description"),
+        size_mb=size_mb,
     )
 
 
@@ -302,93 +400,49 @@ def load_scenario(name_or_path: str) -> Scenario:
     return scenario_from_dict(data, str(path))
 
 
-# Runs made before names were checked may hold the old default matrix names, which contain
-# '=' (venv=target-tmpdir=tmp): harmless in a path, so --resume still accepts them.
-_META_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
-
-
-def _meta_name_ok(name: str) -> bool:
-    return bool(_META_NAME_RE.match(name)) and len(name) <= 200
-
-
 def scenario_from_meta(data: object, where: str = "meta.json") -> Scenario:
     """Rebuild the resolved scenario stored in a run's meta.json (for --resume).
 
-    Anything malformed is one RunDirError line naming ``where`` and the key. Unknown keys,
-    in the scenario or in a config, are refused rather than ignored: a key this version does
-    not know may change what a trial measures (a newer iobench's config option), and
-    resuming without it would silently mix trials run under different conditions. Resume
-    such a run with the iobench version that started it.
+    The stored form (``Scenario.to_dict()``) is turned back into the TOML document's shape
+    and checked by ``scenario_from_dict``, the one validator, with the names older runs
+    hold still accepted. Anything malformed is one RunDirError line naming ``where`` and
+    the key. Unknown keys are refused rather than ignored: a key this version does not
+    know may change what a trial measures, and resuming without it would silently mix
+    trials run under different conditions. Resume such a run with the iobench that
+    started it.
     """
-    def bad(key: str, msg: str) -> RunDirError:
-        return RunDirError(f"{where}: {key}: {msg}")
-
     if not isinstance(data, dict):
-        raise bad("scenario", f"expected a table, got {type(data).__name__}")
-    known = {f.name for f in fields(Scenario)}
-    unknown = sorted(str(k) for k in set(data) - known)
-    if unknown:
-        raise bad("scenario", f"unknown key(s) {', '.join(unknown)} (written by another iobench version?)")
-    for key in ("name", "source", "kind", "ready"):
-        if not isinstance(data.get(key), str):
-            raise bad(f"scenario.{key}", "missing or not a string")
-    if not _meta_name_ok(data["name"]):
-        raise bad("scenario.name", f"{data['name']!r} is not a safe name for files and folders")
-    if data["kind"] not in KINDS:
-        raise bad("scenario.kind", f"{data['kind']!r} is not one of {', '.join(KINDS)}")
-    packages = data.get("packages")
-    if not isinstance(packages, list) or not packages or not all(isinstance(p, str) for p in packages):
-        raise bad("scenario.packages", "expected a non-empty list of requirement strings")
-    wheels = data.get("wheels")
-    if wheels is not None and not isinstance(wheels, str):
-        raise bad("scenario.wheels", "expected a profile name or path, or null")
-    repeats = data.get("repeats")
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise bad("scenario.repeats", "expected an integer >= 1")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise bad("scenario.description", "expected a string")
-    size_mb = data.get("size_mb")
-    if size_mb is not None and (
-        not isinstance(size_mb, (int, float)) or isinstance(size_mb, bool) or size_mb < 0
-    ):
-        raise bad("scenario.size_mb", "expected a number >= 0, or null")
-    extra = data.get("extra", {})
-    if not isinstance(extra, dict):
-        raise bad("scenario.extra", "expected a table")
-    raw = data.get("configs")
+        raise RunDirError(f"{where}: scenario: expected a table, got {type(data).__name__}")
+    stored = ("source", "configs", "extra")
+    try:
+        _unknown(data, (*_SCENARIO_KEYS, *stored), where, "scenario", "key")
+        doc = {"scenario": {k: data[k] for k in _SCENARIO_KEYS if k in data and data[k] is not None},
+               "configs": _configs_from_meta(data.get("configs"), where)}  # fmt: skip
+        if "repeats" not in data:
+            raise ScenarioError(f"{where}: scenario.repeats: missing")
+        scenario = scenario_from_dict(doc, where, legacy_names=True)
+    except ScenarioError as exc:
+        raise RunDirError(str(exc)) from None
+    source, extra = data.get("source"), data.get("extra", {})
+    if not isinstance(source, str) or not isinstance(extra, dict):
+        raise RunDirError(f"{where}: scenario.source/extra: expected a string and a table")
+    # the stored wheels path was resolved when the run started: keep it as it is
+    return replace(scenario, source=source, wheels=data.get("wheels"), extra=extra)
+
+
+def _configs_from_meta(raw: object, where: str) -> dict[str, dict]:
+    """meta.json's list of configs as the TOML document's ``configs`` tables."""
     if not isinstance(raw, list) or not raw:
-        raise bad("scenario.configs", "expected a non-empty list of configs")
-    configs: list[Config] = []
-    seen: set[str] = set()
+        raise ScenarioError(f"{where}: scenario.configs: expected a non-empty list of configs")
+    tables: dict[str, dict] = {}
     for i, c in enumerate(raw):
-        key = f"scenario.configs[{i}]"
         if not isinstance(c, dict):
-            raise bad(key, f"expected a table, got {type(c).__name__}")
-        unknown = sorted(str(k) for k in set(c) - _CONFIG_KEYS - {"name"})
-        if unknown:
-            raise bad(key, f"unknown key(s) {', '.join(unknown)} (written by another iobench version?)")
-        cname = c.get("name")
-        if not isinstance(cname, str) or not _meta_name_ok(cname):
-            raise bad(f"{key}.name", f"{cname!r} is not a safe name for files and folders")
-        if cname in seen:
-            raise bad(f"{key}.name", f"config name '{cname}' used twice")
-        seen.add(cname)
-        table = {k: v for k, v in c.items() if k != "name"}
-        try:
-            configs.append(_config(cname, table, {}, where, key))
-        except ScenarioError as exc:
-            raise RunDirError(str(exc)) from None
-    return Scenario(
-        name=data["name"],
-        source=data["source"],
-        kind=data["kind"],
-        packages=tuple(packages),
-        wheels=wheels,
-        ready=data["ready"],
-        repeats=repeats,
-        configs=tuple(configs),
-        description=description,
-        size_mb=float(size_mb) if size_mb is not None else None,
-        extra=extra,
-    )
+            raise ScenarioError(f"{where}: scenario.configs[{i}]: expected a table, got {type(c).__name__}")
+        name = c.get("name")
+        problem = name_problem(name, legacy=True)
+        if problem:
+            raise ScenarioError(f"{where}: scenario.configs[{i}].name: {problem}")
+        if name in tables:
+            raise ScenarioError(f"{where}: scenario.configs[{i}].name: config name '{name}' used twice")
+        tables[name] = {k: v for k, v in c.items() if k != "name"}  # type: ignore[index]
+    return tables

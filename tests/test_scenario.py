@@ -200,10 +200,10 @@ def _drop(d: dict, key: str) -> dict:
         (lambda m: {**m, "packages": "torch"}, "scenario.packages"),
         (lambda m: {**m, "repeats": "3"}, "scenario.repeats"),
         (lambda m: {**m, "configs": [1]}, "scenario.configs[0]: expected a table"),
-        (lambda m: {**m, "configs": [{**m["configs"][0], "pin": "x"}]}, "scenario.configs[0]: unknown key(s) pin"),
-        (lambda m: {**m, "configs": [_drop(m["configs"][0], "venv")]}, "scenario.configs[0].venv: missing"),
+        (lambda m: {**m, "configs": [{**m["configs"][0], "pin": "x"}]}, "configs.naive: unknown key(s) pin"),
+        (lambda m: {**m, "configs": [_drop(m["configs"][0], "venv")]}, "configs.naive.venv: missing"),
         (lambda m: {**m, "configs": [{**m["configs"][0], "name": "a/b"}]}, "scenario.configs[0].name"),
-        (lambda m: {**m, "configs": [{**m["configs"][0], "installer": 3}]}, "scenario.configs[0].installer"),
+        (lambda m: {**m, "configs": [{**m["configs"][0], "installer": 3}]}, "configs.naive.installer"),
         (lambda m: {**m, "configs": [m["configs"][0], m["configs"][0]]}, "used twice"),
     ],
 )
