@@ -110,6 +110,7 @@ def run_phase(
 ) -> PhaseResult:
     """Run one phase's tree under ``sampler``; its output goes to ``out_path`` (kept only
     when the phase fails). A KeyboardInterrupt ends the tree and is raised again."""
+    keep = our_children()
     with open(out_path, "w+b") as out:
         start_wall, start = time.time(), time.monotonic()
         try:
@@ -124,10 +125,10 @@ def run_phase(
         try:
             stopped, why = _wait(proc.pid, sampler, limits, start, on_tick)
         except BaseException:
-            _finish(proc, sampler, True, start_wall)
+            _finish(proc, sampler, True, keep)
             raise
         end = time.monotonic()
-        counters, returncode = _finish(proc, sampler, bool(stopped), start_wall)
+        counters, returncode = _finish(proc, sampler, bool(stopped), keep)
         out.seek(max(0, out.seek(0, os.SEEK_END) - OUTPUT_KEEP))
         output = out.read().decode(errors="replace")
     result = PhaseResult(phase, start_wall, start, end, returncode, output, counters, stopped, why)
@@ -139,7 +140,7 @@ def run_phase(
 
 
 def _finish(
-    proc: subprocess.Popen, sampler: Sampler, stopped: bool, since: float
+    proc: subprocess.Popen, sampler: Sampler, stopped: bool, keep: set[int]
 ) -> tuple[TreeCounters, int | None]:
     """End what is left of the tree, read the root's counters, reap it and the orphans
     it left (never blocking for long)."""
@@ -153,7 +154,7 @@ def _finish(
             returncode = proc.wait(timeout=END_GRACE_S)
         except subprocess.TimeoutExpired:
             pass
-    end_strays(since)
+    end_strays(keep)
     return counters, returncode
 
 
@@ -212,17 +213,21 @@ def end_group(pid: int) -> None:
     _signal_group(pid, signal.SIGKILL)
 
 
-def end_strays(since: float, grace_s: float = END_GRACE_S) -> list[int]:
-    """Kill our children started at or after ``since`` (epoch seconds) that are not ours
-    to keep: orphans a phase left, which came to us as their subreaper. Returns their pids."""
-    me = psutil.Process()
-    strays = []
-    for child in me.children():
-        try:
-            if child.create_time() >= since - 0.01:
-                strays.append(child)
-        except psutil.Error:
-            continue
+def our_children() -> set[int]:
+    """The pids of iobench's own children now (taken before a phase starts)."""
+    try:
+        return {p.pid for p in psutil.Process().children()}
+    except psutil.Error:
+        return set()
+
+
+def end_strays(keep: set[int], grace_s: float = END_GRACE_S) -> list[int]:
+    """Kill our children not in ``keep``: orphans a phase left, which came to us as their
+    subreaper (a daemon a ready check started in its own session). Returns their pids."""
+    try:
+        strays = [p for p in psutil.Process().children() if p.pid not in keep]
+    except psutil.Error:
+        return []
     for p in strays:
         try:
             p.kill()
@@ -251,6 +256,7 @@ __all__ = [
     "PhaseResult",
     "end_group",
     "end_strays",
+    "our_children",
     "root_exited",
     "run_phase",
     "set_subreaper",

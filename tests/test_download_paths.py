@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import os
 from pathlib import Path
 
@@ -9,6 +11,8 @@ from conftest import only_run_dir, read_csv
 from test_run_e2e import TINY_PROFILE, _wheel_bytes
 
 from iobench.__main__ import main
+
+pytestmark = pytest.mark.e2e
 
 SCENARIO = f"""
 [scenario]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -15,6 +17,8 @@ from conftest import TINY, only_run_dir, read_csv
 from test_run_e2e import TINY_PROFILE
 
 from iobench.__main__ import main
+
+pytestmark = pytest.mark.e2e
 
 HEAD = f"""
 [scenario]

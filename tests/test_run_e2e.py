@@ -13,8 +13,10 @@ from conftest import TINY, only_run_dir, read_csv
 from iobench.__main__ import main
 from iobench.metadata import fstype_of
 from iobench.results import SAMPLE_COLUMNS, TRIAL_COLUMNS
-from iobench.runner import percentile
+from iobench.stats import percentile
 from iobench.wheels import cached_wheels, load_profile
+
+pytestmark = pytest.mark.e2e
 
 TINY_PROFILE = Path(__file__).parent / "data" / "tiny-profile.toml"
 

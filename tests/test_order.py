@@ -1,0 +1,49 @@
+"""iobench.order: order is not a treatment — every config takes every place equally often."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from iobench.order import plan_trials, round_order
+from iobench.scenario import Config
+
+
+def _configs(n: int) -> tuple[Config, ...]:
+    return tuple(Config(f"c{i}", "target", "tmp", "off") for i in range(n))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("cycles", [1, 3])
+def test_plan_is_balanced_over_full_cycles(n: int, cycles: int) -> None:
+    plans = plan_trials(_configs(n), repeats=n * cycles, seed=1234)
+    assert len(plans) == n * n * cycles
+    places = Counter((p.config.name, p.position) for p in plans)
+    assert set(places.values()) == {cycles}  # each config at each position equally often
+    assert len(places) == n * n
+    for r in range(1, n * cycles + 1):  # every round runs every config once, positions 1..n
+        in_round = [p for p in plans if p.round == r]
+        assert sorted(p.config.name for p in in_round) == sorted(c.name for c in _configs(n))
+        assert [p.position for p in in_round] == list(range(1, n + 1))
+        assert all(p.repeat == r for p in in_round)
+
+
+def test_first_place_is_not_always_the_same_config() -> None:
+    firsts = {p.config.name for p in plan_trials(_configs(4), repeats=4, seed=7) if p.position == 1}
+    assert len(firsts) == 4
+
+
+def test_the_seed_decides_the_order_and_a_resume_rebuilds_it() -> None:
+    configs = _configs(4)
+    a = [p.trial_id for p in plan_trials(configs, 8, seed=99)]
+    assert a == [p.trial_id for p in plan_trials(configs, 8, seed=99)]
+    orders = {tuple(c.name for c in round_order(configs, 1, seed)) for seed in range(20)}
+    assert len(orders) > 1  # the base order is shuffled by the seed
+    done = set(a[:5])
+    rest = plan_trials(configs, 8, seed=99, done=done)
+    assert [p.trial_id for p in rest] == a[5:]
+
+
+def test_no_configs_no_trials() -> None:
+    assert plan_trials((), 3, seed=0) == []
