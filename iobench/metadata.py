@@ -1,5 +1,5 @@
 """Facts about the machine a run measured: filesystems of each role, host, versions, pip's
-configuration, GPU, and the environment with secrets redacted.
+configuration, GPU, and the environment that matters (allow-listed, secrets redacted).
 
 Why: a time-to-ready figure means nothing without the storage it was measured on. Every
 role records its filesystem type, mount point, mount options and free space, read from
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import socket
 import subprocess
 import sys
@@ -18,20 +17,13 @@ from pathlib import Path
 
 import psutil
 
-from iobench import __version__, procfs
-
-_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
-_URL_CRED = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/@\s]+)@")
-
-
-def redact_value(value: str) -> str:
-    """Hide credentials inside URLs (``https://user:pw@host`` -> ``https://***@host``)."""
-    return _URL_CRED.sub(lambda m: m.group("scheme") + "***@", value)
+from iobench import __version__, procfs, redact
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """Copy of ``env`` with secret-looking names' values and URL credentials as ``***``."""
-    return {k: ("***" if _SECRET_NAME.search(k) else redact_value(v)) for k, v in sorted(env.items())}
+    """The environment as meta.json records it: allow-listed variables only, values redacted
+    (see :mod:`iobench.redact`)."""
+    return redact.environment(env)
 
 
 def mount_of(path: Path) -> dict:
@@ -107,7 +99,7 @@ def pip_config(isolated: bool) -> dict:
         out = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30
         )
-        listed = [redact_value(line) for line in out.stdout.splitlines() if line.strip()]
+        listed = [redact.redact_text(line) for line in out.stdout.splitlines() if line.strip()]
     except (OSError, subprocess.SubprocessError):
         pass
     files = []
@@ -129,24 +121,16 @@ def pip_config(isolated: bool) -> dict:
         ),
         "config_list": listed,
         "files": files,
-        "env": {k: redact_value(v) for k, v in os.environ.items() if k.startswith("PIP_")},
+        "env": {k: v for k, v in redact.environment(os.environ).items() if k.startswith("PIP_")},
     }
 
 
 def gpu_info() -> dict | None:
     """The GPU as iobench.gpu detects it (None on a machine without one)."""
+    from iobench import gpu
+
     try:
-        from iobench import gpu
-    except ImportError:
-        return None
-    try:
-        found = gpu.detect()
+        found = gpu.detect_gpus()
     except Exception:  # noqa: BLE001 - a broken driver must not stop a storage benchmark
         return None
-    if found is None:
-        return None
-    if hasattr(found, "to_dict"):
-        return found.to_dict()
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(found) if is_dataclass(found) else {"name": str(found)}
+    return None if found is None else found.to_meta()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobench import installers, metadata, procfs
+from iobench import installers, metadata, procfs, redact
 from iobench.errors import IOBenchError, RunDirError, UsageError
 from iobench.results import RunDir
 from iobench.scenario import Scenario, load_scenario, scenario_from_meta
@@ -374,7 +374,7 @@ def check_reachable(url: str) -> None:
         return
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise IOBenchError(f"package index {metadata.redact_value(url)} cannot be reached: {reason}") from None
+        raise IOBenchError(f"package index {redact.redact(url)} cannot be reached: {reason}") from None
 
 
 # ---------------------------------------------------------------- resume
@@ -391,7 +391,7 @@ def check_resume(meta: dict, plan: RunPlan) -> None:
         raise UsageError(f"cannot resume {run}: roles changed (was {old_roles}, now {new_roles})")
     if meta.get("repeats") not in (None, plan.repeats):
         raise UsageError(f"cannot resume {run}: repeats changed (was {meta.get('repeats')})")
-    packages = [metadata.redact_value(p) for p in plan.scenario.packages]
+    packages = [redact.redact(p) for p in plan.scenario.packages]
     if list(old.get("packages", [])) != packages:
         raise UsageError(f"cannot resume {run}: packages changed (was {old.get('packages')})")
     if meta.get("venv_python") not in (None, plan.python or sys.executable):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from iobench import redact
 from iobench.errors import RunDirError
 from iobench.records import (
     FINAL_STATUSES,
@@ -151,7 +152,7 @@ class RunDir:
         try:
             path.mkdir(parents=True, exist_ok=False)
             (path / "samples").mkdir()
-            (path / "logs").mkdir()
+            (path / "logs").mkdir(mode=redact.PRIVATE_DIR_MODE)  # installer logs may hold configuration
         except FileExistsError:
             raise RunDirError(f"run directory {path} already exists") from None
         except OSError as exc:
@@ -177,9 +178,7 @@ class RunDir:
 
     def write_meta(self, meta: RunMeta | dict) -> None:
         data = meta.to_json() if isinstance(meta, RunMeta) else meta
-        tmp = self.meta_json.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
-        os.replace(tmp, self.meta_json)
+        redact.write_private(self.meta_json, json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
 
     def update_meta(self, **changes: object) -> RunMeta:
         """Change some keys of meta.json (e.g. ``status``, ``ended_at``); checked before writing."""

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench import metadata, process
+from iobench import metadata, process, redact
 from iobench.errors import IOBenchError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
@@ -100,7 +100,7 @@ class Runner:
             return IndexSpec(self.index.url, local=True), {
                 "kind": "local", "source": source, "url": self.index.url, "mbps": p.index_mbps}
         return IndexSpec(p.index_url, local=False), {
-            "kind": "remote", "url": metadata.redact_value(p.index_url or "(pip configuration)")}
+            "kind": "remote", "url": redact.redact(p.index_url or "(pip configuration)")}
 
     def _open_run_dir(self, index_meta: dict) -> RunDir:
         """Lock the target first (a refused run leaves nothing), then create or reopen the run."""
@@ -231,12 +231,12 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> dict:
     return {
         "iobench_version": metadata.__version__,
         "run_id": run_id,
-        "command": [metadata.redact_value(a) for a in p.command],
+        "command": redact.redact_argv(p.command),
         "label": p.label,
         "started_at": utcnow(),
         "ended_at": None,
         "status": "running",
-        "scenario": {**p.scenario.to_dict(), "packages": [metadata.redact_value(x) for x in p.scenario.packages]},
+        "scenario": {**p.scenario.to_dict(), "packages": [redact.redact(x) for x in p.scenario.packages]},
         "repeats": p.repeats,
         "order_seed": p.order_seed,
         "roles": {name: metadata.mount_of(path) for name, path in p.roles.items()},

@@ -95,9 +95,9 @@ def test_credentials_never_reach_meta(tmp_path: Path) -> None:
 
     from conftest import only_run_dir
 
-    from iobench.metadata import redact_value
+    from iobench.redact import redact
 
-    assert redact_value("https://user:s3cret@host/simple") == "https://***@host/simple"
+    assert redact("https://user:s3cret@host/simple") == "https://***@host/simple"
     rc = main(["run", "--scenario", str(TINY), "--configs", "naive", "--target", str(tmp_path),
                "--results", str(tmp_path / "r"), "--no-report", "--quiet", "--label", "x",
                "--package", "tiny-core @ https://user:s3cret@example.invalid/tiny.whl"])

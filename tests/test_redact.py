@@ -1,0 +1,72 @@
+"""Secrets never reach results: URL credentials, query tokens, key= pairs, and an allow-listed environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.redact import environment, redact, redact_argv, redact_text
+
+SECRETS = ["s3cr@t", "tok123", "AbCdKey==", "sigval", "hunter2", "jwt.payload.sig"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        # a password holding '@' goes whole (before: 'https://***@t@host' kept part of it)
+        ("https://user:s3cr@t@host.example/simple", "https://***@host.example/simple"),
+        ("https://tok123@host/simple/", "https://***@host/simple/"),
+        ("https://host/simple/?token=tok123", "https://host/simple/?token=***"),
+        ("https://acct.blob.core.windows.net/c/x.whl?sv=2022&sig=sigval&se=2030", "https://acct.blob.core.windows.net/c/x.whl?sv=***&sig=***&se=***"),
+        ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=AbCdKey==;EndpointSuffix=core",
+         "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;EndpointSuffix=core"),
+        ("torch @ https://u:hunter2@files.example/torch.whl", "torch @ https://***@files.example/torch.whl"),
+        ("password=hunter2", "password=***"),
+        ("Authorization: Bearer jwt.payload.sig", "Authorization: ***"),
+        ("https://pypi.org/simple/", "https://pypi.org/simple/"),  # nothing to hide: unchanged
+        ("numpy==2.0", "numpy==2.0"),
+        ("pkg @ git+https://host/repo@v1.0", "pkg @ git+https://host/repo@v1.0"),  # '@' in a path is not userinfo
+    ],
+)
+def test_redact(raw: str, shown: str) -> None:
+    assert redact(raw) == shown
+
+
+def test_redact_text_hides_every_secret_of_a_log() -> None:
+    log = (
+        "Looking in indexes: https://user:s3cr@t@idx.example/simple?token=tok123\n"
+        "Collecting torch @ https://u:hunter2@files.example/torch.whl\n"
+        "  Authorization: Basic hunter2\n"
+        "conn AccountKey=AbCdKey==; sig: sigval\n"
+    )
+    out = redact_text(log)
+    assert not any(s in out for s in SECRETS), out
+    assert out.count("\n") == log.count("\n")  # lines kept: a reader still sees where
+
+
+def test_redact_argv_hides_the_value_after_a_secret_option() -> None:
+    argv = ["iobench", "run", "--index-url", "https://u:hunter2@h/simple", "--token", "tok123", "--repeats", "3"]
+    assert redact_argv(argv) == ["iobench", "run", "--index-url", "https://***@h/simple", "--token", "***", "--repeats", "3"]
+
+
+def test_environment_is_an_allow_list_with_values_redacted() -> None:
+    env = {
+        # secrets under names a deny-list missed (before: stored in clear)
+        "DB_PASS": "hunter2", "GH_PAT": "tok123", "NPM_AUTH": "x", "CI_JOB_JWT": "jwt.payload.sig",
+        "AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;AccountKey=AbCdKey==",
+        "RANDOM_THING": "whatever",
+        # what matters to a measurement, recorded
+        "PIP_INDEX_URL": "https://user:s3cr@t@idx.example/simple?token=tok123",
+        "PIP_NO_CACHE_DIR": "1", "UV_LINK_MODE": "copy", "TMPDIR": "/fast/tmp", "PATH": "/usr/bin:/bin",
+        "HF_TOKEN": "tok123", "HF_HOME": "/cache/hf", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+        "CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "4", "HTTPS_PROXY": "http://u:hunter2@proxy:3128",
+    }
+    out = environment(env)
+    assert set(out) == {
+        "PIP_INDEX_URL", "PIP_NO_CACHE_DIR", "UV_LINK_MODE", "TMPDIR", "PATH", "HF_TOKEN", "HF_HOME",
+        "LC_ALL", "PYTHONDONTWRITEBYTECODE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "HTTPS_PROXY",
+    }
+    assert out["PIP_INDEX_URL"] == "https://***@idx.example/simple?token=***"
+    assert out["HF_TOKEN"] == "***" and out["HF_HOME"] == "/cache/hf"
+    assert out["HTTPS_PROXY"] == "http://***@proxy:3128"
+    assert not any(s in repr(out) for s in SECRETS)
+    assert list(out) == sorted(out)
