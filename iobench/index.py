@@ -3,44 +3,57 @@
 Why: installing from a folder (``--find-links DIR``) makes pip read wheels in place, so
 TMPDIR and the HTTP cache would never be touched and their placement could not matter.
 Served over HTTP, pip and uv take their real path: download into TMPDIR, store in the
-HTTP cache, reuse it when warm. PEP 503 HTML pages with ``#sha256=`` fragments and PEP 658 metadata; files are
-sent with long-lived ``Cache-Control`` as PyPI does, so a warm cache downloads nothing.
+HTTP cache, reuse it when warm. PEP 503 HTML pages with ``#sha256=`` fragments and PEP 658
+metadata; files are sent with long-lived ``Cache-Control`` as PyPI does, so a warm cache
+downloads nothing.
 
-``mbps`` caps the total rate of file bytes sent (one token bucket shared by all
-connections) to emulate a slow download link. Counters (requests, file bytes served) let a
-trial record what it really downloaded.
+What it serves, and nothing else: the wheels found in the folder at start (regular files
+with a valid wheel name; links, dotfiles, sdists and any other file are not listed and not
+served, since any local process can reach the port) and their PEP 658 metadata.
+
+``mbit_per_s`` caps the total rate of file bytes sent, in megabits per second (one token
+bucket shared by all connections, :class:`iobench.lab.shaping.TokenBucket`) to emulate a
+slow download link. Counters (requests, file bytes served) let a trial record what it
+really downloaded.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
+import math
+import os
 import re
+import stat
 import threading
 import time
 import urllib.parse
+import zipfile
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
 from iobench.errors import UsageError
+from iobench.lab.shaping import TokenBucket
 
 _CHUNK = 64 * 1024
+_MAX_MBIT = 1e6  # 1 Tbit/s: beyond this a cap means nothing
+_IMMUTABLE = "max-age=365000000, immutable, public"
 
 
 def normalize(name: str) -> str:
     """PEP 503 project-name normalisation."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return str(canonicalize_name(name))
 
 
 def _project_of(filename: str) -> str | None:
-    if filename.endswith(".whl"):
-        return normalize(filename.split("-")[0])
-    for ext in (".tar.gz", ".zip", ".tar.bz2"):
-        if filename.endswith(ext):
-            stem = filename[: -len(ext)]
-            return normalize(stem.rsplit("-", 1)[0]) if "-" in stem else None
-    return None
+    """The project a wheel file belongs to, or None when the name is not a wheel's."""
+    try:
+        return str(parse_wheel_filename(filename)[0])
+    except InvalidWheelFilename:
+        return None
 
 
 def _sha256(path: Path) -> str:
@@ -53,8 +66,6 @@ def _sha256(path: Path) -> str:
 
 
 def _wheel_metadata(path: Path) -> bytes | None:
-    import zipfile
-
     try:
         with zipfile.ZipFile(path) as zf:
             name = next((n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
@@ -79,56 +90,68 @@ class IndexCounters:
     file_bytes: int = 0
 
 
-class _Bucket:
-    """Token bucket in bytes per second, shared by all connections."""
+class _Link:
+    """The download link: bytes pass at ``mbit_per_s`` (None: unlimited); blocks the sender."""
 
-    def __init__(self, mbps: float | None) -> None:
-        self.rate = mbps * 1e6 / 8 if mbps else None  # megabits per second -> bytes/s
-        self.lock = threading.Lock()
-        self.tokens = 0.0
-        self.last = time.monotonic()
+    def __init__(self, mbit_per_s: float | None) -> None:
+        rate = mbit_per_s * 1e6 / 8 if mbit_per_s else None  # megabits per second -> bytes/s
+        self.bucket = TokenBucket(rate, depth=rate * 0.25, start_full=False) if rate else None
 
     def take(self, n: int) -> None:
-        if self.rate is None:
+        if self.bucket is None:
             return
-        with self.lock:
-            now = time.monotonic()
-            self.tokens = min(self.rate * 0.25, self.tokens + (now - self.last) * self.rate)
-            self.last = now
-            self.tokens -= n
-            wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
+        now = time.monotonic()
+        wait = self.bucket.reserve(now, n) - now
         if wait > 0:
             time.sleep(wait)
 
 
-class LocalIndex:
-    """Serve ``wheelhouse`` on a free 127.0.0.1 port; use as a context manager."""
+def check_mbit(mbit_per_s: float | None) -> float | None:
+    """A rate cap in megabits/s: None, or finite and in (0, 1e6]; else one UsageError line."""
+    if mbit_per_s is None:
+        return None
+    if not (isinstance(mbit_per_s, int | float) and math.isfinite(mbit_per_s) and 0 < mbit_per_s <= _MAX_MBIT):
+        raise UsageError(f"--index-mbit must be a number of megabits/s in (0, {_MAX_MBIT:g}] (got {mbit_per_s})")
+    return float(mbit_per_s)
 
-    def __init__(self, wheelhouse: Path, mbps: float | None = None) -> None:
+
+def _regular_wheels(wheelhouse: Path) -> list[Path]:
+    """Regular files (not links) with a valid wheel name, sorted."""
+    found = []
+    for path in sorted(wheelhouse.iterdir()):
+        try:
+            mode = path.lstat().st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) and not path.name.startswith(".") and _project_of(path.name):
+            found.append(path)
+    return found
+
+
+class LocalIndex:
+    """Serve the wheels of ``wheelhouse`` on a free 127.0.0.1 port; use as a context manager."""
+
+    def __init__(self, wheelhouse: Path, mbit_per_s: float | None = None) -> None:
         if not wheelhouse.is_dir():
             raise UsageError(f"wheelhouse {wheelhouse} is not a folder")
-        if mbps is not None and mbps <= 0:
-            raise UsageError(f"--index-mbps must be > 0 (got {mbps})")
         self.wheelhouse = wheelhouse
-        self.mbps = mbps
+        self.mbit_per_s = check_mbit(mbit_per_s)
         self.counters = IndexCounters()
         self._lock = threading.Lock()
-        self._bucket = _Bucket(mbps)
+        self._link = _Link(self.mbit_per_s)
         self.projects: dict[str, list[tuple[str, str]]] = {}
+        self.files: set[str] = set()  # the only names ever served
         # PEP 658: a wheel's METADATA served beside it, as PyPI does, so that pip and uv
         # resolve without fetching whole wheels (uv would otherwise download each one twice)
         self.metadata: dict[str, bytes] = {}
-        for path in sorted(wheelhouse.iterdir()):
-            project = _project_of(path.name)
-            if project and path.is_file():
-                digest = _sha256(path)
-                self.projects.setdefault(project, []).append((path.name, digest))
-                if path.name.endswith(".whl"):
-                    meta = _wheel_metadata(path)
-                    if meta is not None:
-                        self.metadata[path.name] = meta
+        for path in _regular_wheels(wheelhouse):
+            self.projects.setdefault(str(_project_of(path.name)), []).append((path.name, _sha256(path)))
+            self.files.add(path.name)
+            meta = _wheel_metadata(path)
+            if meta is not None:
+                self.metadata[path.name] = meta
         if not self.projects:
-            raise UsageError(f"wheelhouse {wheelhouse} holds no wheels or sdists")
+            raise UsageError(f"wheelhouse {wheelhouse} holds no wheels (regular *.whl files)")
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -150,94 +173,14 @@ class LocalIndex:
                 return
 
             def do_HEAD(self) -> None:  # noqa: N802
-                self._serve(head=True)
+                index._respond(self, head=True)
 
             def do_GET(self) -> None:  # noqa: N802
-                self._serve(head=False)
-
-            def _send(self, code: int, body: bytes, ctype: str, cache: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", cache)
-                self.end_headers()
-
-            def _serve(self, head: bool) -> None:
-                with index._lock:
-                    index.counters.requests += 1
-                path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-                if path in ("/simple", "/simple/"):
-                    links = "".join(
-                        f'<a href="/simple/{p}/">{p}</a><br>\n' for p in sorted(index.projects)
-                    )
-                    body = f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
-                    self._send(200, body, "text/html", "max-age=600")
-                    if not head:
-                        self.wfile.write(body)
-                    return
-                m = re.fullmatch(r"/simple/([^/]+)/?", path)
-                if m:
-                    files = index.projects.get(normalize(m.group(1)))
-                    if files is None:
-                        body = b"not found\n"
-                        self._send(404, body, "text/plain", "no-cache")
-                        if not head:
-                            self.wfile.write(body)
-                        return
-                    links = "".join(
-                        f'<a href="/files/{urllib.parse.quote(fn)}#sha256={d}"{_meta_attrs(index.metadata.get(fn))}>'
-                        f"{html.escape(fn)}</a><br>\n"
-                        for fn, d in files
-                    )
-                    body = (
-                        f"<!DOCTYPE html><html><head><meta name=\"pypi:repository-version\" "
-                        f"content=\"1.0\"></head><body>\n{links}</body></html>\n"
-                    ).encode()
-                    self._send(200, body, "text/html", "max-age=600")
-                    if not head:
-                        self.wfile.write(body)
-                    return
-                m = re.fullmatch(r"/files/([^/]+)\.metadata", path)
-                if m and m.group(1) in index.metadata:
-                    body = index.metadata[m.group(1)]
-                    self._send(200, body, "text/plain", "max-age=365000000, immutable, public")
-                    if not head:
-                        self.wfile.write(body)
-                    return
-                m = re.fullmatch(r"/files/([^/]+)", path)
-                target = index.wheelhouse / m.group(1) if m else None
-                if target is None or not target.is_file():
-                    body = b"not found\n"
-                    self._send(404, body, "text/plain", "no-cache")
-                    if not head:
-                        self.wfile.write(body)
-                    return
-                size = target.stat().st_size
-                self.send_response(200)
-                self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(size))
-                self.send_header("Cache-Control", "max-age=365000000, immutable, public")
-                self.send_header("ETag", f'"{size}-{int(target.stat().st_mtime)}"')
-                self.end_headers()
-                if head:
-                    return
-                with index._lock:
-                    index.counters.file_requests += 1
-                with open(target, "rb") as fh:
-                    while chunk := fh.read(_CHUNK):
-                        index._bucket.take(len(chunk))
-                        try:
-                            self.wfile.write(chunk)
-                        except (BrokenPipeError, ConnectionResetError):
-                            return
-                        with index._lock:
-                            index.counters.file_bytes += len(chunk)
+                index._respond(self, head=False)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="iobench-index", daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="iobench-index", daemon=True)
         self._thread.start()
         return self
 
@@ -256,3 +199,84 @@ class LocalIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    # -- serving
+    def _page(self, path: str) -> tuple[int, bytes, str, str] | None:
+        """The response to a page or metadata request; None when ``path`` asks for a wheel."""
+        if path in ("/simple", "/simple/"):
+            links = "".join(f'<a href="/simple/{p}/">{p}</a><br>\n' for p in sorted(self.projects))
+            return 200, f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode(), "text/html", "max-age=600"
+        m = re.fullmatch(r"/simple/([^/]+)/?", path)
+        if m:
+            files = self.projects.get(normalize(m.group(1)))
+            if files is None:
+                return 404, b"not found\n", "text/plain", "no-cache"
+            links = "".join(
+                f'<a href="/files/{urllib.parse.quote(fn)}#sha256={d}"{_meta_attrs(self.metadata.get(fn))}>'
+                f"{html.escape(fn)}</a><br>\n"
+                for fn, d in files
+            )
+            body = (
+                '<!DOCTYPE html><html><head><meta name="pypi:repository-version" '
+                f'content="1.0"></head><body>\n{links}</body></html>\n'
+            ).encode()
+            return 200, body, "text/html", "max-age=600"
+        m = re.fullmatch(r"/files/([^/]+)\.metadata", path)
+        if m and m.group(1) in self.metadata:
+            return 200, self.metadata[m.group(1)], "text/plain", _IMMUTABLE
+        m = re.fullmatch(r"/files/([^/]+)", path)
+        if m and m.group(1) in self.files:
+            return None
+        return 404, b"not found\n", "text/plain", "no-cache"
+
+    def _open_wheel(self, name: str) -> tuple[int, os.stat_result] | None:
+        """Open a listed wheel without following links; None unless it is still a regular file."""
+        try:
+            fd = os.open(self.wheelhouse / name, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return None
+        return fd, st
+
+    def _respond(self, h: BaseHTTPRequestHandler, head: bool) -> None:
+        with self._lock:
+            self.counters.requests += 1
+        path = urllib.parse.unquote(urllib.parse.urlsplit(h.path).path)
+        page = self._page(path)
+        opened = self._open_wheel(path.removeprefix("/files/")) if page is None else None
+        if page is None and opened is None:
+            page = (404, b"not found\n", "text/plain", "no-cache")
+        if page is not None:
+            code, body, ctype, cache = page
+            _headers(h, code, ctype, len(body), cache)
+            if not head:
+                h.wfile.write(body)
+            return
+        fd, st = opened  # type: ignore[misc]
+        with open(fd, "rb") as fh:
+            _headers(h, 200, "application/octet-stream", st.st_size, _IMMUTABLE, f'"{st.st_size}-{int(st.st_mtime)}"')
+            if head:
+                return
+            with self._lock:
+                self.counters.file_requests += 1
+            while chunk := fh.read(_CHUNK):
+                self._link.take(len(chunk))
+                with self._lock:  # counted before it is sent: a client that has it sees it counted
+                    self.counters.file_bytes += len(chunk)
+                try:
+                    h.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+
+
+def _headers(h: BaseHTTPRequestHandler, code: int, ctype: str, length: int, cache: str, etag: str = "") -> None:
+    h.send_response(code)
+    h.send_header("Content-Type", ctype)
+    h.send_header("Content-Length", str(length))
+    h.send_header("Cache-Control", cache)
+    if etag:
+        h.send_header("ETag", etag)
+    h.end_headers()

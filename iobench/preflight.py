@@ -344,7 +344,7 @@ def check_space(scenario: Scenario, roles: dict[str, Path]) -> None:
 def check_index(plan: RunPlan) -> None:
     """Index options that go together, and a remote index that answers."""
     if plan.index_mbps is not None and not plan.local_index:
-        raise UsageError("--index-mbps needs the local index (--wheelhouse or a synthetic scenario)")
+        raise UsageError("--index-mbit needs the local index (--wheelhouse or a synthetic scenario)")
     if plan.index_url:
         check_reachable(plan.index_url)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -37,8 +38,9 @@ def test_simple_api_and_counters(tmp_path: Path) -> None:
             urllib.request.urlopen(ix.url + "nope/")
 
 
+@pytest.mark.timing
 def test_rate_cap(tmp_path: Path) -> None:
-    with LocalIndex(_house(tmp_path), mbps=40) as ix:  # 5 MB/s
+    with LocalIndex(_house(tmp_path), mbit_per_s=40) as ix:  # 5 MB/s
         page = urllib.request.urlopen(ix.url + "foo-bar/").read().decode()
         href = page.split('href="')[1].split("#")[0]
         t = time.monotonic()
@@ -52,5 +54,61 @@ def test_bad_wheelhouse(tmp_path: Path) -> None:
         LocalIndex(tmp_path)
     with pytest.raises(UsageError, match="not a folder"):
         LocalIndex(tmp_path / "missing")
-    with pytest.raises(UsageError, match="index-mbps"):
-        LocalIndex(_house(tmp_path), mbps=0)
+    house = _house(tmp_path)
+    for bad in (0, -1, float("inf"), float("nan"), 1e12):
+        with pytest.raises(UsageError, match="--index-mbit must be a number of megabits/s"):
+            LocalIndex(house, mbit_per_s=bad)
+
+
+def _get(url: str) -> int:
+    try:
+        return urllib.request.urlopen(url).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_serves_wheels_and_their_metadata_only(tmp_path: Path) -> None:
+    """Before: any file of the wheelhouse was served to any local process, dotfiles included."""
+    import zipfile
+
+    house = tmp_path / "house"
+    house.mkdir()
+    with zipfile.ZipFile(house / "demo-1.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n")
+    (house / ".netrc").write_text("machine x login u password secret")
+    (house / "notes.txt").write_text("private")
+    (house / "demo-0.9.tar.gz").write_bytes(b"sdist")
+    secret = tmp_path / "secret-1.0-py3-none-any.whl"
+    secret.write_bytes(b"outside the wheelhouse")
+    (house / "secret-1.0-py3-none-any.whl").symlink_to(secret)  # a link out: never served
+    with LocalIndex(house) as ix:
+        base = ix.url.replace("/simple/", "")
+        assert _get(base + "/files/demo-1.0-py3-none-any.whl") == 200
+        assert _get(base + "/files/demo-1.0-py3-none-any.whl.metadata") == 200
+        for name in (".netrc", "notes.txt", "demo-0.9.tar.gz", "secret-1.0-py3-none-any.whl",
+                     "..%2F..%2Fetc%2Fpasswd", "%2Enetrc", "notes.txt.metadata"):
+            assert _get(f"{base}/files/{name}") == 404, name
+        assert "secret" not in urllib.request.urlopen(ix.url).read().decode()
+        # a wheel swapped for a link after start is refused too
+        (house / "demo-1.0-py3-none-any.whl").unlink()
+        (house / "demo-1.0-py3-none-any.whl").symlink_to(secret)
+        assert _get(base + "/files/demo-1.0-py3-none-any.whl") == 404
+
+
+def test_index_and_lab_share_one_token_bucket() -> None:
+    from iobench import index
+    from iobench.lab import shaping
+
+    assert not hasattr(index, "_Bucket")
+    assert isinstance(index._Link(8.0).bucket, shaping.TokenBucket)
+    assert index._Link(8.0).bucket.rate == 1e6  # 8 megabits/s is 1 MB/s
+
+
+def test_index_flag_names_its_unit() -> None:
+    from iobench.cli import build_parser
+
+    parser = build_parser()
+    ns = parser.parse_args(["run", "--index-mbit", "40"])
+    assert ns.index_mbps == 40
+    assert parser.parse_args(["run", "--index-mbps", "40"]).index_mbps == 40  # old spelling still works
+    assert "--index-mbps" not in parser._subparsers._group_actions[0].choices["run"].format_help()

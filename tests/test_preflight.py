@@ -122,7 +122,7 @@ def test_roles_on_one_filesystem_are_said_and_recorded(tmp_path: Path) -> None:
 
 def test_index_mbps_needs_the_local_index(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
-    with pytest.raises(UsageError, match="--index-mbps needs the local index"):
+    with pytest.raises(UsageError, match="--index-mbit needs the local index"):
         preflight.check(_args("--scenario", str(TINY), "--package", "six", "--index-url", "http://127.0.0.1:9/",
                               "--index-mbps", "5", "--target", str(target), "--tmp", str(tmp), "--results", str(results)))
     _created_nothing(tmp_path, results)

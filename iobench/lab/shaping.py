@@ -21,6 +21,7 @@ budget they draw from is shared and exact.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -28,13 +29,16 @@ import time
 class TokenBucket:
     """Thread-safe token bucket handing out start times for requests (see module docstring)."""
 
-    def __init__(self, rate: float, depth: float | None = None) -> None:
-        if rate <= 0:
-            raise ValueError("rate must be positive")
+    def __init__(self, rate: float, depth: float | None = None, *, start_full: bool = True) -> None:
+        if not (math.isfinite(rate) and rate > 0):
+            raise ValueError("rate must be positive and finite")
         self.rate = float(rate)
         # 100 ms worth of requests may pass back to back; at least one.
         self.depth = float(depth) if depth is not None else max(1.0, rate / 10.0)
-        self._tokens = self.depth
+        if not (math.isfinite(self.depth) and self.depth > 0):
+            raise ValueError("depth must be positive and finite")
+        # a link starts empty (no free burst at t=0); a request budget starts full
+        self._tokens = self.depth if start_full else 0.0
         self._stamp = time.monotonic()
         self._lock = threading.Lock()
 
@@ -62,8 +66,8 @@ class ByteLink:
         burst_rate: float | None = None,
         credits: float | None = None,
     ) -> None:
-        if baseline_rate <= 0:
-            raise ValueError("baseline_rate must be positive")
+        if not (math.isfinite(baseline_rate) and baseline_rate > 0):
+            raise ValueError("baseline_rate must be positive and finite")
         self.baseline_rate = float(baseline_rate)
         self.burst_rate = float(burst_rate) if burst_rate else self.baseline_rate
         self.max_credits = float(credits) if credits and burst_rate else 0.0
