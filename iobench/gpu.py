@@ -1,4 +1,5 @@
-"""Find out which NVIDIA GPUs this machine has, so idle time can be priced.
+"""Find out which NVIDIA GPUs this machine has (so idle time can be priced), which of them
+other processes already use, and whether they can talk peer to peer.
 
 Two sources, tried in order: NVML through nvidia-ml-py (``import pynvml``), which is exact
 and fast when the package is installed, then ``nvidia-smi --query-gpu=...`` (ships with
@@ -6,12 +7,17 @@ the driver, so it is present on nearly every GPU pod). No GPU, no driver, a hung
 garbage output all give ``None``: detection is a hint for the cost model, never a reason
 to fail a run.
 
+Busy GPUs and peer-to-peer support (for ``iobench doctor``) come from ``nvidia-smi`` alone:
+``--query-gpu`` / ``--query-compute-apps`` CSV and the ``topo -p2p r`` matrix (rows
+`` GPU0\tX\tOK\tCNS...``; anything but ``OK`` between two GPUs means no P2P read).
+
 On EC2 the instance type (``p5.48xlarge``) is read from DMI as well, because AWS bills
 whole instances, and the instance price is the honest one there.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -51,10 +57,6 @@ class GpuInfo:
             out["instance_type"] = self.instance_type
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        """Alias of :meth:`to_meta` (the name metadata.py looks for)."""
-        return self.to_meta()
-
     @classmethod
     def from_meta(cls, data: object) -> GpuInfo | None:
         """Rebuild from meta.json's ``gpu`` (null, or a dict); tolerant of missing keys."""
@@ -84,9 +86,6 @@ def detect_gpus(timeout_s: float = 10.0) -> GpuInfo | None:
     if instance:
         info = GpuInfo(info.name, info.count, info.driver, info.memory_mib, info.source, instance)
     return info
-
-
-detect = detect_gpus  # the short name metadata.py calls
 
 
 def ec2_instance_type(dmi_dir: Path = _DMI) -> str | None:
@@ -193,3 +192,129 @@ def _text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
+
+
+# --------------------------------------------------------------------------- doctor's questions
+
+GPU_STATE_QUERY = (
+    "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu",
+    "--format=csv,noheader,nounits",
+)
+APPS_QUERY = (
+    "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
+    "--format=csv,noheader,nounits",
+)
+P2P_QUERY = ("topo", "-p2p", "r")
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU as nvidia-smi lists it now."""
+
+    index: int
+    uuid: str
+    name: str
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    utilization_pct: int | None
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process holding memory on a GPU (pid as the driver sees it: in a container
+    it may belong to another pid namespace)."""
+
+    gpu_index: int | None
+    pid: int | None
+    name: str
+    used_mib: int | None
+
+
+def _int(text: str) -> int | None:
+    digits = text.strip().split()[0] if text.strip() else ""
+    return int(digits) if digits.isdigit() else None
+
+
+def run_smi(args: tuple[str, ...], timeout_s: float = 10.0) -> str | None:
+    """``nvidia-smi`` output, or None when absent, failing or hung."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def parse_gpu_states(text: str) -> list[GpuState]:
+    """Rows of :data:`GPU_STATE_QUERY`; malformed rows are skipped."""
+    out = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 6 or _int(parts[0]) is None:
+            continue
+        out.append(
+            GpuState(
+                _int(parts[0]) or 0,
+                parts[1],
+                parts[2],
+                _int(parts[3]),
+                _int(parts[4]),
+                _int(parts[5]),
+            )
+        )
+    return out
+
+
+def parse_compute_apps(text: str, states: list[GpuState]) -> list[GpuProcess]:
+    """Rows of :data:`APPS_QUERY`, GPU uuids turned into indexes."""
+    index = {s.uuid: s.index for s in states}
+    out = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[0].startswith("GPU-"):
+            continue
+        out.append(GpuProcess(index.get(parts[0]), _int(parts[1]), parts[2], _int(parts[3])))
+    return out
+
+
+def parse_p2p(text: str) -> dict[tuple[int, int], str]:
+    """``{(i, j): status}`` for i != j from ``nvidia-smi topo -p2p r`` (OK, CNS, GNS, TNS, NS, U...)."""
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    header: list[int] = []
+    out: dict[tuple[int, int], str] = {}
+    for raw in text.splitlines():
+        cells = ansi.sub("", raw).split()
+        if not cells or cells[0] == "Legend:":
+            if header and out:
+                break
+            continue
+        if all(re.fullmatch(r"GPU\d+", c) for c in cells):
+            header = [int(c[3:]) for c in cells]
+        elif header and re.fullmatch(r"GPU\d+", cells[0]):
+            row = int(cells[0][3:])
+            for col, status in zip(header, cells[1:], strict=False):
+                if col != row:
+                    out[(row, col)] = status
+    return out
+
+
+def gpu_states(timeout_s: float = 10.0) -> list[GpuState] | None:
+    """Every GPU now; None when nvidia-smi is absent or fails."""
+    text = run_smi(GPU_STATE_QUERY, timeout_s)
+    return None if text is None else parse_gpu_states(text)
+
+
+def compute_apps(states: list[GpuState], timeout_s: float = 10.0) -> list[GpuProcess]:
+    """Processes using the GPUs now (empty when none, or unknown)."""
+    text = run_smi(APPS_QUERY, timeout_s)
+    return [] if text is None else parse_compute_apps(text, states)
+
+
+def p2p_read(timeout_s: float = 10.0) -> dict[tuple[int, int], str] | None:
+    """The P2P read matrix; None when it cannot be had."""
+    text = run_smi(P2P_QUERY, timeout_s)
+    return None if text is None else parse_p2p(text)

@@ -1,0 +1,200 @@
+"""Predict a config's time-to-ready, per phase, from a probe of each folder it uses.
+
+The formula (docs/prediction.md has the why and the measured error):
+
+    T(phase) = F(phase) · k
+             + Σ_role Σ_op  N(phase, role, op) · k · max(0, c_op(where role lives) − c_op(fast))
+             + Σ_role  k_b · [ W(phase, role) · (1/w(where) − 1/w(fast))⁺ + R(phase, role) · (1/r(where) − 1/r(fast))⁺ ]
+
+- ``F``: the phase's wall time with every role on tmpfs (the fast role), measured once per
+  installer and cache state (``iobench/data/opmix.toml``), or passed in from a run's own
+  all-on-tmp trials;
+- ``N``, ``W``, ``R``: operations and bytes written/read per phase and role, counted by
+  tracing one install (:mod:`iobench.opmix`), same file;
+- ``c_op``: milliseconds per operation from :mod:`iobench.probe` (create, stat, stat of a
+  missing name, cold open+read, chmod, rename, unlink, mkdir, fsync p50), ``w``/``r``:
+  its write and cold-read MB/s; ``fast``: the same probe of the tmpfs the fast times were
+  measured on (recorded with them), so the fast time is not paid twice;
+- ``k``: the profile's installed files over the traced profile's (1 for the venv phase),
+  ``k_b`` the same for bytes (the download's fast time scales by ``k_b`` too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from iobench.errors import UsageError
+from iobench.opmix import OPS
+
+OPMIX_FILE = Path(__file__).parent / "data" / "opmix.toml"
+PHASES = ("venv", "download", "install", "compile", "import")
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What one folder charges: ms per operation and MB/s (None: not measured)."""
+
+    ms: dict[str, float]
+    write_mbps: float | None = None
+    read_mbps: float | None = None
+
+    @classmethod
+    def from_probe(cls, probe: Any) -> Costs:
+        """From a :class:`iobench.probe.ProbeResult` or its JSON form (``result_to_dict``)."""
+        if isinstance(probe, dict):
+            ms = {
+                op: float(v["ms_each"])
+                for op in OPS
+                if op != "fsync" and isinstance(v := probe.get(op), dict) and v.get("count")
+            }
+            if isinstance(f := probe.get("fsync"), dict) and f.get("count"):
+                ms["fsync"] = float(f["p50_ms"])
+            w, r = probe.get("write") or {}, probe.get("read") or {}
+            return cls(ms, w.get("mean_mbps"), r.get("mbps"))
+        ms = {op: v for op in OPS if (v := probe.ms(op)) is not None}
+        return cls(ms, probe.write.mean_mbps if probe.write else None, probe.read_mbps)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted seconds per phase of one config, and their sum (time-to-ready)."""
+
+    config: str
+    phases: dict[str, float]
+    storage_s: dict[str, float] = field(default_factory=dict)  # the storage part of each phase
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.phases.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "predicted_s": round(self.total_s, 3),
+            "phases": {p: round(v, 3) for p, v in self.phases.items()},
+            "storage_s": {p: round(v, 3) for p, v in self.storage_s.items()},
+        }
+
+
+def load_opmix(installer: str = "pip", path: Path = OPMIX_FILE) -> dict[str, Any]:
+    """The traced operation mix and fast times of ``installer``."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
+    if installer not in data:
+        raise UsageError(
+            f"{path}: no operation mix for installer '{installer}' (has: {', '.join(sorted(data))})"
+        )
+    return data[installer]
+
+
+def _excess_ms(op: str, where: Costs, fast: Costs) -> float:
+    slow = where.ms.get(op)
+    base = fast.ms.get(op, 0.0)
+    return max(0.0, slow - base) if slow is not None else 0.0
+
+
+def _excess_s_per_mb(where: float | None, fast: float | None) -> float:
+    if not where or where <= 0:
+        return 0.0
+    return max(0.0, 1.0 / where - (1.0 / fast if fast else 0.0))
+
+
+def storage_seconds(mix: dict[str, Any], where: Costs, fast: Costs, k: float, k_b: float) -> float:
+    """Extra seconds one role's operations and bytes cost in ``where`` over the fast folder."""
+    ops = sum(float(mix.get(op, 0)) * _excess_ms(op, where, fast) for op in OPS) / 1000.0
+    mb_w = float(mix.get("bytes_written", 0)) / 1e6
+    mb_r = float(mix.get("bytes_read", 0)) / 1e6
+    data = mb_w * _excess_s_per_mb(where.write_mbps, fast.write_mbps) + mb_r * _excess_s_per_mb(
+        where.read_mbps, fast.read_mbps
+    )
+    return ops * k + data * k_b
+
+
+def predict_config(
+    name: str,
+    roles: dict[str, Costs | None],
+    cache_state: str,
+    opmix: dict[str, Any],
+    files: int | None = None,
+    total_bytes: int | None = None,
+    fast_s: dict[str, float] | None = None,
+) -> Prediction:
+    """Predict one config: ``roles`` maps venv/tmpdir/cache to the costs of its folder
+    (None for a cache that is off). ``files``/``total_bytes`` of the profile to install
+    (default: the traced one); ``fast_s`` overrides the recorded all-on-tmpfs phase times."""
+    state = "warm" if cache_state == "warm" else "cold"
+    k = (files or opmix["files"]) / opmix["files"]
+    k_b = (total_bytes or opmix["bytes"]) / opmix["bytes"]
+    fast = Costs(
+        {op: float(v) for op, v in opmix["fast_costs"].items() if op in OPS},
+        opmix["fast_costs"].get("write_mbps"),
+        opmix["fast_costs"].get("read_mbps"),
+    )
+    base = fast_s or opmix["fast"][state]
+    phases: dict[str, float] = {}
+    storage: dict[str, float] = {}
+    for phase in PHASES:
+        scale = 1.0 if phase == "venv" else (k_b if phase == "download" else k)
+        extra = 0.0
+        for role, where in roles.items():
+            mix = opmix["ops"][state].get(phase, {}).get(role)
+            if mix and where is not None:
+                ks = (1.0, 1.0) if phase == "venv" else (k, k_b)
+                extra += storage_seconds(mix, where, fast, *ks)
+        storage[phase] = extra
+        phases[phase] = float(base.get(phase, 0.0)) * (1.0 if fast_s else scale) + extra
+    return Prediction(name, phases, storage)
+
+
+def predict_scenario(
+    scenario: Any,
+    folders: dict[str, Costs],
+    profile: Any | None = None,
+    fast_s: dict[str, dict[str, float]] | None = None,
+) -> list[Prediction]:
+    """Predict every config of a :class:`iobench.scenario.Scenario`; ``folders`` maps role
+    names (target, tmp, ...) to costs. ``profile``: the wheel profile to scale to (default:
+    the scenario's own, when it has one). ``fast_s``: measured all-on-tmp phase times per
+    cache state ("cold"/"warm"), e.g. from a run's venv-on-tmp trials."""
+    if profile is None and getattr(scenario, "wheels", None):
+        from iobench.wheels import load_profile
+
+        profile = load_profile(scenario.wheels)
+    out = []
+    for cfg in scenario.configs:
+        opmix = load_opmix(cfg.installer)
+        roles = {
+            "venv": folders[cfg.venv],
+            "tmpdir": folders[cfg.tmpdir],
+            "cache": folders[cfg.cache] if cfg.cache != "off" else None,
+        }
+        state = "warm" if cfg.cache_state == "warm" else "cold"
+        out.append(
+            predict_config(
+                cfg.name,
+                roles,
+                cfg.cache_state,
+                opmix,
+                files=profile.file_count if profile else None,
+                total_bytes=profile.total_bytes if profile else None,
+                fast_s=(fast_s or {}).get(state),
+            )
+        )
+    return out
+
+
+def predicted_s(scenario: Any, config_name: str, probes: dict[str, Any]) -> float:
+    """One config's predicted time-to-ready from a run's probe document (``probe_roles``):
+    the call the runner makes to record ``predicted_s`` beside ``time_to_ready_s``."""
+    by_path = {p["path"]: Costs.from_probe(p) for p in probes["paths"]}
+    folders = {role: by_path[path] for role, path in probes["roles"].items() if path in by_path}
+    for pred in predict_scenario(scenario, folders):
+        if pred.config == config_name:
+            return pred.total_s
+    raise UsageError(f"no config '{config_name}' in scenario '{scenario.name}'")
