@@ -1,7 +1,9 @@
 """The one exit of iobench: ``main(argv) -> int``.
 
 Only here are the project's errors (and, as a last resort, OS errors such as a full disk)
-turned into a one-line message (exit 2) and Ctrl-C into exit 130; everything below raises.
+turned into one ``iobench: error:`` line, and Ctrl-C into exit 130; everything below raises.
+Exit status: 0 success; 1 a runtime failure or failed trials; 2 a usage error (then a usage
+line follows the error); 130 interrupted; 141 output pipe closed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(list(sys.argv[1:] if argv is None else argv))
     except IOBenchError as exc:
         print(f"iobench: error: {exc}", file=sys.stderr)
+        usage = getattr(exc, "usage", None)
+        if usage:
+            print(usage, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("iobench: interrupted; finished trials are kept (continue with --resume RUN_DIR)", file=sys.stderr)
@@ -28,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a disk filled or a folder vanished somewhere we did not expect
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"iobench: error: {exc.strerror or exc}{where}", file=sys.stderr)
-        return 2
+        return 1
 
 
 def entry() -> None:

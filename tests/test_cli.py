@@ -1,7 +1,15 @@
-"""The command line in-process: one clear line and a non-zero exit for bad input."""
+"""The command line: exit codes, one error line, exports, dry runs, list, env defaults.
+
+Exit status 130 (Ctrl-C during a real run) is tested with a real SIGINT in
+test_robustness.py.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,12 +19,29 @@ from conftest import TINY
 
 from iobench import __version__
 from iobench.__main__ import main
+from iobench.cli.run import run_exit_code
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+IOBENCH = str(Path(sys.executable).parent / "iobench")
 
 
 def _err(capsys) -> str:
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return err
+
+
+def _one_error(err: str) -> str:
+    """The error line; a usage line may follow it, nothing else."""
+    lines = err.strip().splitlines()
+    assert lines and lines[0].startswith("iobench: error: "), err
+    assert lines[0].count("error:") == 1 and "iobench: error: iobench" not in lines[0], err
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("usage: iobench")), err
+    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -30,24 +55,94 @@ def _err(capsys) -> str:
         (["run", "--scenario", "nope"], "unknown scenario 'nope'"),
         (["run", "--scenario", str(TINY), "--configs", "naive,zzz"], "unknown config 'zzz'"),
         (["run", "--path", "bad"], "expected NAME=DIR"),
-        (["run", "--wheelhouse", "/nonexistent"], "--wheelhouse: /nonexistent is not a folder"),
+        (["run", "--scenario", "torch", "--wheelhouse", "/nonexistent"], "/nonexistent"),
         (["bogus"], "invalid choice"),
+        (["run", "--export-json", "-", "--export-csv", "-"], "only one --export-* can go to stdout"),
+        (["run", "--export-json", "/nonexistent/dir/x.json"], "folder /nonexistent/dir does not exist"),
+        (["run", "--export-json", "x.json", "--no-report"], "drop --no-report"),
+        (["scenarios", "show", "nope"], "unknown scenario 'nope'"),
+        (["completion", "fish"], "invalid choice 'fish'"),
     ],
 )
-def test_bad_input_one_line(argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch) -> None:
+def test_usage_errors_exit_2_with_one_line(argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     rc = main(argv)
-    err = _err(capsys)
+    line = _one_error(_err(capsys))
     assert rc == 2
-    assert fragment in err, err
-    assert len(err.strip().splitlines()) == 1
+    assert fragment in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing created
+
+
+@pytest.mark.parametrize(
+    "argv, suggestion",
+    [
+        (["rn"], "did you mean 'run'?"),
+        (["run", "--repats", "3"], "did you mean '--repeats'?"),
+        (["run", "--targte=/tmp"], "did you mean '--target'?"),
+        (["scenarios", "shwo", "smoke"], "did you mean 'show'?"),
+        (["report", "x", "--fromat", "json"], "did you mean '--format'?"),
+    ],
+)
+def test_did_you_mean(argv: list[str], suggestion: str, capsys) -> None:
+    assert main(argv) == 2
+    err = _err(capsys)
+    assert suggestion in _one_error(err)
+    usage = err.strip().splitlines()[1]
+    assert usage.startswith("usage: iobench")
+
+
+def test_usage_line_names_the_subcommand(capsys) -> None:
+    assert main(["run", "--repeats", "x"]) == 2
+    assert _err(capsys).strip().splitlines()[1] == "usage: iobench run [OPTIONS]  (all options: iobench run --help)"
+
+
+def test_no_arguments_prints_help_ending_with_where_to_start(capsys) -> None:
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert "exit status:" in out and "130" in out and "IOBENCH_TARGET" in out
+    assert out.rstrip().splitlines()[-5].startswith("start here:")
+    for command in ("run", "report", "compare", "list", "scenarios", "completion"):
+        assert f"\n    {command}" in out
+
+
+def test_run_help_has_examples_metavars_and_env(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "examples:" in out and "exit status:" in out
+    for fragment in ("--target DIR", "--tmp DIR", "--results DIR", "--scenario NAME|FILE", "--python PATH",
+                     "--export-json FILE", "[env IOBENCH_TARGET]", "[env IOBENCH_GPU]"):
+        assert fragment in out, fragment
+
+
+def test_runtime_errors_exit_1(tmp_path: Path, capsys) -> None:
+    not_a_run = tmp_path / "plain"
+    not_a_run.mkdir()
+    assert main(["report", str(not_a_run)]) == 1
+    assert "not an iobench run directory" in _one_error(_err(capsys))
+    assert main(["run", "--resume", str(not_a_run)]) == 1
+    assert "no meta.json" in _one_error(_err(capsys))
+
+
+def test_exit_code_rule() -> None:
+    from types import SimpleNamespace as Row
+
+    ok = Row(trial_id="a-r1", config="a", status="ok")
+    bad = Row(trial_id="b-r1", config="b", status="failed")
+    bad_a = Row(trial_id="a-r2", config="a", status="stalled")
+    assert run_exit_code([ok]) == 0
+    assert run_exit_code([ok, bad_a]) == 1
+    assert run_exit_code([ok, bad_a], allow_failures=True) == 0  # config a has a successful trial
+    assert run_exit_code([ok, bad], allow_failures=True) == 1  # config b has none
+    assert run_exit_code([]) == 1
 
 
 def test_read_only_target(tmpfs, tmp_path: Path, capsys) -> None:
     ro = tmpfs(size="16m", name="ro")
     subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
     rc = main(["run", "--target", str(ro), "--scenario", str(TINY), "--results", str(tmp_path / "r")])
-    err = _err(capsys)
+    err = _one_error(_err(capsys))
     assert rc == 2 and "not writable" in err and str(ro) in err
     assert not (tmp_path / "r").exists()
 
@@ -55,7 +150,7 @@ def test_read_only_target(tmpfs, tmp_path: Path, capsys) -> None:
 def test_not_enough_space(tmpfs, tmp_path: Path, capsys) -> None:
     small = tmpfs(size="2m", name="small")
     rc = main(["run", "--target", str(small), "--scenario", str(TINY), "--results", str(tmp_path / "r")])
-    err = _err(capsys)
+    err = _one_error(_err(capsys))
     assert rc == 2 and "MB free" in err and "needs about" in err
 
 
@@ -69,7 +164,7 @@ def test_missing_role_for_scenario(tmp_path: Path, capsys) -> None:
 def test_version_and_module_entry() -> None:
     out = subprocess.run([sys.executable, "-m", "iobench", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == f"iobench {__version__}"
-    out = subprocess.run(["iobench", "--version"], capture_output=True, text=True)
+    out = subprocess.run([IOBENCH, "--version"], capture_output=True, text=True)
     assert out.stdout.strip() == f"iobench {__version__}"
 
 
@@ -86,8 +181,7 @@ def test_version_and_module_entry() -> None:
 def test_bad_combinations_one_line(argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
-    err = _err(capsys)
-    assert fragment in err and len(err.strip().splitlines()) == 1, err
+    assert fragment in _one_error(_err(capsys))
 
 
 def test_credentials_never_reach_meta(tmp_path: Path) -> None:
@@ -105,3 +199,185 @@ def test_credentials_never_reach_meta(tmp_path: Path) -> None:
     meta = (only_run_dir(tmp_path / "r") / "meta.json").read_text()
     assert "s3cret" not in meta and "***@example.invalid" in meta
     assert json.loads(meta)["scenario"]["packages"] == ["tiny-core @ https://***@example.invalid/tiny.whl"]
+
+
+# ---------------------------------------------------------------- a real run, exported three ways
+def _quiet_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOBENCH_")}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+@pytest.fixture(scope="module")
+def exported_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One tiny trial run with every export: JSON on stdout, Markdown and CSV to files."""
+    base = tmp_path_factory.mktemp("exported")
+    target, tmp = base / "target", base / "tmp"
+    target.mkdir()
+    tmp.mkdir()
+    md, table = base / "summary.md", base / "summary.csv"
+    argv = [IOBENCH, "run", "--scenario", str(TINY), "--configs", "naive,venv-on-tmp", "--target", str(target),
+            "--tmp", str(tmp), "--results", str(base / "results"), "--label", "exports",
+            "--export-json", "-", "--export-markdown", str(md), "--export-csv", str(table)]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=base, env=_quiet_env(), timeout=300)
+    return {"proc": proc, "base": base, "md": md, "csv": table}
+
+
+def test_run_ok_exits_0_and_stdout_is_the_json_export(exported_run: dict) -> None:
+    proc = exported_run["proc"]
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)  # stdout holds the export alone; the console went to stderr
+    assert data["format"] and data["label"] == "exports" and data["scenario"] == "tiny"
+    assert {c["config"] for c in data["configs"]} == {"naive", "venv-on-tmp"}
+    assert data["winner"] in ("naive", "venv-on-tmp")
+    assert "results: " in proc.stderr and "export markdown: " in proc.stderr
+
+
+def test_markdown_and_csv_exports_parse_back(exported_run: dict) -> None:
+    from conftest import only_run_dir
+
+    run_dir = only_run_dir(exported_run["base"] / "results")
+    rows = list(csv.DictReader(io.StringIO(exported_run["csv"].read_text())))
+    assert {r["config"] for r in rows} == {"naive", "venv-on-tmp"}
+    assert all(float(r["median_time_to_ready_s"]) > 0 for r in rows)
+    assert exported_run["csv"].read_text() == (run_dir / "summary.csv").read_text()  # the report's own table
+    md = exported_run["md"].read_text().splitlines()
+    table = [line for line in md if line.startswith("|")]
+    assert len(table) >= 4 and set(table[1].replace("|", "").strip()) <= set("-: ")
+    assert any("naive" in line for line in table) and any("venv-on-tmp" in line for line in table)
+
+
+def test_list_shows_the_stored_run(exported_run: dict, capsys) -> None:
+    results = exported_run["base"] / "results"
+    assert main(["list", str(results)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["run", "label", "scenario", "status", "ok/all", "winner"]
+    winner = json.loads(exported_run["proc"].stdout)["winner"]
+    status = json.loads(next(results.glob("*/meta.json")).read_text())["status"]
+    assert len(out) == 2 and out[1].split()[1:] == ["exports", "tiny", status, "2/2", winner]
+    assert main(["list", str(results), "--format", "json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)
+    assert entry["label"] == "exports" and entry["winner"] == winner and entry["ok"] == 2
+
+
+def test_list_env_default_and_empty_and_bad(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("IOBENCH_RESULTS", str(tmp_path))
+    assert main(["list"]) == 0
+    assert "no runs yet" in capsys.readouterr().out
+    assert main(["list", str(tmp_path / "missing")]) == 2
+    assert "is not a folder" in _one_error(_err(capsys))
+
+
+def test_failed_trials_exit_1_even_with_allow_failures_when_a_config_has_none(tmp_path: Path, capsys) -> None:
+    argv = ["run", "--scenario", str(TINY), "--configs", "naive", "--target", str(tmp_path),
+            "--results", str(tmp_path / "r"), "--quiet", "--allow-failures",
+            "--package", "tiny-core @ http://127.0.0.1:9/nothing-here/tiny_core-1.0-py3-none-any.whl"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "1 trial(s) did not succeed: naive-r1" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- dry run, env defaults
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
+    target, tmp = tmp_path / "target", tmp_path / "tmp"
+    target.mkdir()
+    tmp.mkdir()
+    (target / "user-file").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    rc = main(["run", "--dry-run", "--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
+               "--repeats", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert _tree(tmp_path) == before  # no results folder, no scratch, no lock
+    assert "trials    8 (4 configs x 2 repeats)" in out
+    assert f"  target   {target}" in out and f"  tmp      {tmp}" in out and "free" in out
+    assert "2 warm trial(s)" in out and "6 cold install(s)" in out and "loopback index (no network)" in out
+    assert "naive-r1" in out and "nocache-r2" in out
+
+
+def test_env_defaults_fill_options_and_the_command_line_wins(tmp_path: Path, capsys, monkeypatch) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IOBENCH_TARGET", str(a))
+    monkeypatch.setenv("IOBENCH_TMP", str(b))
+    monkeypatch.setenv("IOBENCH_SCENARIO", str(TINY))
+    monkeypatch.setenv("IOBENCH_RESULTS", str(tmp_path / "res"))
+    assert main(["run", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"  target   {a}" in out and f"  tmp      {b}" in out and "scenario  tiny" in out
+    assert f"results   {tmp_path / 'res'}/" in out
+    assert main(["run", "--dry-run", "--target", str(b), "--tmp", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert f"  target   {b}" in out and f"  tmp      {a}" in out
+    monkeypatch.setenv("IOBENCH_TARGET", "/nonexistent/x")
+    assert main(["run", "--dry-run"]) == 2
+    assert "--target: /nonexistent/x does not exist" in _one_error(_err(capsys))
+
+
+# ---------------------------------------------------------------- scenarios show, completion
+def test_scenarios_show_prints_toml_that_loads_back(tmp_path: Path, capsys) -> None:
+    from iobench.scenario import load_scenario
+
+    assert main(["scenarios", "show", "smoke"]) == 0
+    text = capsys.readouterr().out
+    assert tomllib.loads(text)["scenario"]["name"] == "smoke"
+    copy = tmp_path / "mine.toml"
+    copy.write_text(text)
+    assert load_scenario(str(copy)).name == "smoke"
+    assert main(["scenarios", "show", str(TINY)]) == 0
+    assert capsys.readouterr().out == TINY.read_text()
+    assert main(["scenarios"]) == 0
+    assert "iobench scenarios show NAME" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_script_is_valid_shell(shell: str, tmp_path: Path) -> None:
+    proc = subprocess.run([IOBENCH, "completion", shell], capture_output=True, text=True, env=_quiet_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "--export-json" in proc.stdout and "scenarios" in proc.stdout
+    script = tmp_path / f"iobench.{shell}"
+    script.write_text(proc.stdout)
+    if shell == "bash":
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        # the generated function completes subcommands when bash calls it
+        probe = f'source {script}; COMP_WORDS=(iobench ru); COMP_CWORD=1; _shtab_iobench; echo "${{COMPREPLY[@]}}"'
+        got = subprocess.run(["bash", "-c", probe], capture_output=True, text=True)
+        assert got.stdout.split() == ["run"], got
+
+
+# ---------------------------------------------------------------- start-up: report libraries only when reporting
+def test_help_and_run_parsing_import_no_report_library() -> None:
+    code = (
+        "import sys\n"
+        "from iobench.__main__ import main\n"
+        "for argv in (['--help'], ['run', '--help'], ['report', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = sorted(m for m in ('pandas', 'matplotlib', 'numpy', 'iobench.runner') if m in sys.modules)\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_quiet_env())
+    assert "HEAVY []" in proc.stderr, proc.stderr
+
+
+def test_broken_report_library_is_one_line_not_a_vanished_command(tmp_path: Path) -> None:
+    fake = tmp_path / "site"
+    (fake / "pandas").mkdir(parents=True)
+    (fake / "pandas" / "__init__.py").write_text("raise ImportError('libfoo.so: cannot open shared object file')\n")
+    env = _quiet_env(PYTHONPATH=str(fake))
+    help_out = subprocess.run([IOBENCH, "--help"], capture_output=True, text=True, env=env)
+    assert help_out.returncode == 0 and "    report" in help_out.stdout and "    compare" in help_out.stdout
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    proc = subprocess.run([IOBENCH, "report", str(run_dir)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "the report needs pandas" in line and "libfoo.so" in line and "pip install --force-reinstall" in line

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, NoReturn
 
 from iobench.errors import UsageError
 
@@ -39,10 +42,111 @@ def role_spec(text: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
+class ArgumentUsageError(UsageError):
+    """A command line argparse refused: one error line, then the subcommand's usage line."""
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'run'?"`` for a near miss among ``choices`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
+    """argparse that raises ArgumentUsageError (exit 2) instead of printing and exiting.
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+    The message carries no program prefix (``iobench.__main__.main`` adds the one
+    ``iobench: error:``); invalid choices get a "did you mean" from difflib, which argparse
+    itself only offers from Python 3.14 on.
+    """
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise ArgumentUsageError(message, self.short_usage())
+
+    def short_usage(self) -> str:
+        """``usage: iobench run [OPTIONS]`` (argparse's own when it fits on one line)."""
+        usage = " ".join(self.format_usage().split())
+        if len(usage) <= 100:
+            return usage
+        positionals = [
+            a.metavar if isinstance(a.metavar, str) else a.dest
+            for a in self._actions
+            if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+        ]
+        tail = " ".join(["[OPTIONS]", *positionals])
+        return f"usage: {self.prog} {tail}  (all options: {self.prog} --help)"
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = ", ".join(map(repr, choices))
+            hint = suggest(str(value), [str(c) for c in choices])
+            raise argparse.ArgumentError(action, f"invalid choice {value!r}{hint} (choose from {names})")
+
+    def unknown_option_error(self, extras: list[str]) -> NoReturn:
+        """Refuse arguments nobody took, suggesting the nearest option of this parser."""
+        first = next((e for e in extras if e.startswith("-")), extras[0])
+        hint = suggest(first.split("=", 1)[0], self._option_string_actions) if first.startswith("-") else ""
+        self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
 
 
+# ---------------------------------------------------------------- environment defaults
+# option dest -> the variable that gives its default (the command line wins)
+ENV_DEFAULTS = {
+    "target": "IOBENCH_TARGET",
+    "tmp": "IOBENCH_TMP",
+    "results": "IOBENCH_RESULTS",
+    "scenario": "IOBENCH_SCENARIO",
+    "python": "IOBENCH_PYTHON",
+    "wheelhouse": "IOBENCH_WHEELHOUSE",
+    "index_url": "IOBENCH_INDEX_URL",
+    "gpu": "IOBENCH_GPU",
+}
+# what an option falls back to when neither the command line nor the environment gives it
+FALLBACKS = {"results": Path("results")}
+# what --resume takes from the run it continues: the environment must not override it
+_RESUME_KEEPS = ("target", "tmp", "scenario", "python", "wheelhouse", "index_url")
+
+
+def innermost_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Parser:
+    """The parser of the (sub)subcommand ``args`` chose, e.g. ``iobench wheels synth``'s."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subs[0].dest, None) if subs else None
+        if not subs or chosen is None or chosen not in subs[0].choices:
+            assert isinstance(parser, _Parser)
+            return parser
+        parser = subs[0].choices[chosen]
+
+
+def apply_env_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fill options left unset from ``IOBENCH_*`` variables, converted as on the command line."""
+    import os
+
+    for action in parser._actions:
+        var = ENV_DEFAULTS.get(action.dest)
+        value = os.environ.get(var or "", "")
+        if not var or not value or getattr(args, action.dest, None) is not None:
+            continue
+        if getattr(args, "resume", None) is not None and action.dest in _RESUME_KEEPS:
+            continue
+        try:
+            converted = action.type(value) if callable(action.type) else value
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise UsageError(f"{var}={value!r}: {exc}") from None
+        setattr(args, action.dest, converted)
+    for dest, value in FALLBACKS.items():
+        if hasattr(args, dest) and getattr(args, dest) is None:
+            setattr(args, dest, value)
+
+
+def mention_env(parser: argparse.ArgumentParser) -> None:
+    """Append ``[env IOBENCH_X]`` to the help of each option an environment variable sets."""
+    for action in parser._actions:
+        var = ENV_DEFAULTS.get(action.dest)
+        if var and action.help and action.help is not argparse.SUPPRESS and var not in action.help:
+            action.help += f" [env {var}]"

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iobench.cli.common import positive_int
 from iobench.errors import UsageError
-from iobench.probe import ProbeResult
+
+if TYPE_CHECKING:  # imported by the handler: `iobench --help` must not pay for it
+    from iobench.probe import ProbeResult
 
 
 # ---------------------------------------------------------------- probe

@@ -3,73 +3,89 @@
 from __future__ import annotations
 
 import argparse
-import math
+import contextlib
 import statistics
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
 
 from iobench.cli.common import positive_float, positive_int, role_spec
-from iobench.errors import RunDirError, UsageError
-
+from iobench.errors import IOBenchError
 
 # ---------------------------------------------------------------- run
+RUN_EXAMPLES = """examples:
+  iobench run                                          offline smoke test here (about 40 s)
+  iobench run --target /workspace --tmp /tmp --gpu H100 --label "runpod H100"
+  iobench run --target /workspace --tmp /dev/shm --path local=/root/scratch --scenario my.toml
+  iobench run --scenario torch --wheelhouse ./wheels   wheels from `pip download torch -d wheels`
+  iobench run --dry-run --scenario torch               the plan only; creates nothing
+  iobench run --export-json - --quiet | jq .winner     the summary as JSON on stdout
+  iobench run --resume results/RUN_ID                  continue after Ctrl-C
+
+exit status: 0 every trial succeeded; 1 a runtime failure or some trials failed
+(--allow-failures: 0 while each config has a successful trial); 2 usage error; 130 interrupted"""
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="measure time-to-ready of throwaway venvs across a storage matrix",
         description="Create throwaway venvs where each config says, install the scenario's packages "
         "while sampling the system, and time each trial from venv creation to first import.",
+        epilog=RUN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--target", type=Path, help="the volume under test (default: the current folder)")
-    p.add_argument("--tmp", type=Path, help="the local temp folder (default: the system temp dir)")
-    p.add_argument("--path", type=role_spec, action="append", default=[], metavar="NAME=DIR",
-                   help="an extra role, e.g. local=/root/scratch (repeatable)")
-    p.add_argument("--scenario", help="shipped scenario name or a .toml file (default: smoke)")
-    p.add_argument("--configs", help="run only these configs, comma-separated, in this order")
-    p.add_argument("--package", action="append", default=[], metavar="REQ",
-                   help="install this requirement instead of the scenario's packages (repeatable), "
-                   "e.g. --package torch==2.13.0")
-    p.add_argument("--repeats", type=positive_int, help="trials per config (default: the scenario's)")
-    p.add_argument("--results", type=Path, default=Path("results"), help="where run folders go (default: ./results)")
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run with the trials not yet done")
-    p.add_argument("--wheelhouse", type=Path, help="serve this folder of wheels from a loopback index (no network)")
-    p.add_argument("--index-url", help="install from this package index instead")
-    p.add_argument("--index-mbps", type=positive_float, help="cap the loopback index at this many megabits/s")
-    p.add_argument("--python", help="interpreter for the venvs (default: the one running iobench)")
-    p.add_argument("--label", default="", help="free text kept in meta.json, e.g. the pod type")
-    p.add_argument("--sample-hz", type=positive_float, default=10.0, help="sampling rate (default: 10)")
-    p.add_argument("--stall-after", type=positive_float, default=30.0,
-                   help="seconds without write progress that count as a stall (default: 30)")
-    p.add_argument("--stall-timeout", type=positive_float,
-                   help="kill a trial stalled this long and record it as stalled (default: off)")
-    p.add_argument("--lock-wait", type=float, default=0.0, metavar="S",
-                   help="wait up to S seconds for another iobench run on the same target (default: fail at once)")
-    p.add_argument("--no-report", action="store_true", help="skip the report at the end")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--quiet", "-q", action="store_true", help="only failures and the final table")
-    out.add_argument("--verbose", "-v", action="store_true", help="a line for every phase")
-    try:
-        from iobench.report.cli import add_cost_arguments
-    except ImportError:
-        pass
-    else:
-        add_cost_arguments(p)
-    p.set_defaults(func=cmd_run)
+    where = p.add_argument_group("where (the roles a config can place things on)")
+    where.add_argument("--target", type=Path, metavar="DIR",
+                       help="the volume under test (default: /workspace if it is a mount point, else the current folder)")
+    where.add_argument("--tmp", type=Path, metavar="DIR", help="the local temp folder (default: the system temp dir)")
+    where.add_argument("--path", type=role_spec, action="append", default=[], metavar="NAME=DIR",
+                       help="an extra role, e.g. local=/root/scratch (repeatable)")
+    what = p.add_argument_group("what to install")
+    what.add_argument("--scenario", metavar="NAME|FILE", help="shipped scenario name or a .toml file (default: smoke)")
+    what.add_argument("--configs", metavar="A,B", help="run only these configs, comma-separated, in this order")
+    what.add_argument("--package", action="append", default=[], metavar="REQ",
+                      help="install this requirement instead of the scenario's packages (repeatable), "
+                      "e.g. --package torch==2.13.0")
+    what.add_argument("--repeats", type=positive_int, metavar="N", help="trials per config (default: the scenario's)")
+    what.add_argument("--wheelhouse", type=Path, metavar="DIR",
+                      help="serve this folder of wheels from a loopback index (no network)")
+    what.add_argument("--index-url", metavar="URL", help="install from this package index instead")
+    what.add_argument("--index-mbit", dest="index_mbps", type=positive_float, metavar="MBIT",
+                      help="cap the loopback index at this many megabits/s")
+    what.add_argument("--index-mbps", dest="index_mbps", type=positive_float,
+                      help=argparse.SUPPRESS)  # deprecated spelling of --index-mbit (same unit)
+    what.add_argument("--python", metavar="PATH", help="interpreter for the venvs (default: the one running iobench)")
+    out = p.add_argument_group("results and output")
+    out.add_argument("--results", type=Path, metavar="DIR", help="where run folders go (default: ./results)")
+    out.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run with the trials not yet done")
+    out.add_argument("--label", default="", metavar="TEXT", help="free text kept in meta.json, e.g. the pod type")
+    out.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    for fmt, what_it_is in (("json", "summary.json's content"), ("markdown", "a Markdown table"),
+                            ("csv", "summary.csv's content")):
+        out.add_argument(f"--export-{fmt}", metavar="FILE",
+                         help=f"also write the run's summary as {what_it_is} to FILE ('-': stdout)")
+    out.add_argument("--dry-run", action="store_true",
+                     help="print the plan (trials, roles and their filesystems, disk needed, downloads); create nothing")
+    out.add_argument("--allow-failures", action="store_true",
+                     help="exit 0 even if some trials failed, as long as each config has a successful one")
+    loud = out.add_mutually_exclusive_group()
+    loud.add_argument("--quiet", "-q", action="store_true", help="only failures and the final table")
+    loud.add_argument("--verbose", "-v", action="store_true", help="a line for every phase")
+    how = p.add_argument_group("sampling and limits")
+    how.add_argument("--sample-hz", type=positive_float, default=10.0, metavar="HZ", help="sampling rate (default: 10)")
+    how.add_argument("--stall-after", type=positive_float, default=30.0, metavar="S",
+                     help="seconds without write progress that count as a stall (default: 30)")
+    how.add_argument("--stall-timeout", type=positive_float, metavar="S",
+                     help="kill a trial stalled this long and record it as stalled (default: off)")
+    how.add_argument("--trial-timeout", type=positive_float, metavar="S",
+                     help="end a trial still running after S seconds (default: 600 + 2 per MB the scenario installs)")
+    how.add_argument("--lock-wait", type=float, default=0.0, metavar="S",
+                     help="wait up to S seconds for another iobench run on the same target (default: fail at once)")
+    from iobench.cost import add_cost_arguments
 
-
-def _roles_from_args(args: argparse.Namespace) -> dict[str, Path]:
-    from iobench.scratch import check_role_dir
-
-    roles: dict[str, Path] = {}
-    target = args.target if args.target is not None else Path.cwd()
-    roles["target"] = check_role_dir("target", target)
-    roles["tmp"] = check_role_dir("tmp", args.tmp if args.tmp is not None else Path(tempfile.gettempdir()))
-    for name, path in args.path:
-        if name in roles:
-            raise UsageError(f"--path {name}=...: role '{name}' given twice")
-        roles[name] = check_role_dir(f"path {name}", path)
-    return roles
+    add_cost_arguments(p)
+    p.set_defaults(func=run_command)
 
 
 def _make_progress(args: argparse.Namespace):  # noqa: ANN202
@@ -86,92 +102,80 @@ def _make_progress(args: argparse.Namespace):  # noqa: ANN202
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from iobench.results import RunDir
-    from iobench.runner import Runner, RunOptions
-    from iobench.scenario import load_scenario, scenario_from_meta
+    """Check everything, run the trials, then the table, the report and the exports."""
+    from iobench import preflight
+    from iobench.runner import Runner
 
-    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
-        raise UsageError(f"--wheelhouse: {args.wheelhouse} is not a folder")
-    if args.sample_hz > 100:
-        raise UsageError(f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)")
-    if not math.isfinite(args.lock_wait) or args.lock_wait < 0:
-        raise UsageError(f"--lock-wait must be a number of seconds >= 0, not {args.lock_wait}")
-    if args.python is not None:
-        import shutil
+    plan = preflight.check(args)
+    if args.dry_run:
+        from iobench.cli.plan import plan_lines
 
-        found = shutil.which(args.python)
-        if found is None:
-            raise UsageError(f"--python {args.python}: no such interpreter")
-        args.python = found
-    if args.resume is not None and args.scenario is not None:
-        raise UsageError("--resume continues a run with its own scenario; drop --scenario")
-    cost = None
-    if hasattr(args, "gpu"):
-        from iobench.report.cli import cost_options_from_args
+        print("\n".join(plan_lines(plan)))
+        return 0
+    run_dir = Runner(plan, _make_progress(args)).run()
+    return finish_run(args, run_dir, plan.cost)
 
-        cost = cost_options_from_args(args)
-    if args.resume is not None:
-        meta = RunDir.open(args.resume).load_meta()
-        try:
-            scenario = scenario_from_meta(meta["scenario"])
-            if args.target is None:
-                args.target = Path(meta["roles"]["target"]["path"])
-            if args.tmp is None:
-                args.tmp = Path(meta["roles"]["tmp"]["path"])
-            if not args.path:
-                args.path = [(k, Path(v["path"])) for k, v in meta["roles"].items() if k not in ("target", "tmp")]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise RunDirError(f"{args.resume}/meta.json lacks what --resume needs ({exc})") from None
-        repeats = args.repeats or meta.get("repeats") or scenario.repeats
-    else:
-        scenario = load_scenario(args.scenario or "smoke")
-        repeats = args.repeats or scenario.repeats
-        if scenario.wheels and not args.package and (args.index_url or args.wheelhouse):
-            # the synthetic names (smoke-core, ...) must never be fetched from a real index
-            raise UsageError(
-                f"scenario {scenario.name} installs synthetic wheels served by iobench; "
-                "--index-url and --wheelhouse need real packages (a scenario such as torch, or --package REQ)"
-            )
-    if args.package:
-        scenario = scenario.with_packages(args.package)
-    if args.configs:
-        scenario = scenario.select([c.strip() for c in args.configs.split(",") if c.strip()])
-    roles = _roles_from_args(args)
-    progress = _make_progress(args)
-    opts = RunOptions(
-        scenario=scenario,
-        roles=roles,
-        results_root=args.results.resolve(),  # phases run in other folders: no relative paths
-        repeats=repeats,
-        sample_hz=args.sample_hz,
-        stall_after=args.stall_after,
-        stall_timeout=args.stall_timeout,
-        label=args.label,
-        wheelhouse=args.wheelhouse,
-        index_url=args.index_url,
-        index_mbps=args.index_mbps,
-        python=args.python,
-        resume=args.resume.resolve() if args.resume else None,
-        lock_wait=args.lock_wait,
-        command=["iobench", *sys.argv[1:]],
-        progress=progress,
-    )
-    runner = Runner(opts)
-    run_dir = runner.run()
+
+# ---------------------------------------------------------------- the end of a run: report, exports, exit status
+def run_command(args: argparse.Namespace) -> int:
+    """`iobench run`: exports checked first; with ``--export-* -`` the console goes to stderr."""
+    from iobench.cli.export import check_exports, requested
+
+    check_exports(args)
+    args.export_stdout = sys.stdout
+    if "-" not in requested(args).values():
+        return cmd_run(args)
+    with contextlib.redirect_stdout(sys.stderr):
+        return cmd_run(args)
+
+
+def run_exit_code(rows: list[Any], allow_failures: bool = False) -> int:
+    """0: every trial ok; 1: some failed (with allow_failures: only when a config has no ok trial).
+
+    ``rows``: one per trial, its latest (``RunDir.trials(latest_only=True)``).
+    """
+    if rows and all(r.status == "ok" for r in rows):
+        return 0
+    if allow_failures:
+        configs = {r.config for r in rows}
+        good = {r.config for r in rows if r.status == "ok"}
+        return 0 if configs and configs == good else 1
+    return 1
+
+
+def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
+    """Console table, the report and the exports of a finished run; return the exit status."""
+    from iobench.cli.export import requested, write_exports
+    from iobench.report import import_report_libraries
+
     rows = run_dir.trials()
+    latest = run_dir.trials(latest_only=True)
     for line in console_summary(rows):
         print(line)
-    if not args.no_report and any(r["status"] == "ok" for r in rows):
+    failed = [r.trial_id for r in latest if r.status != "ok"]
+    if not args.no_report and any(r.status == "ok" for r in latest):
         try:
+            import_report_libraries()
+        except IOBenchError as exc:
+            if requested(args):
+                raise
+            print(f"iobench: warning: no report ({exc}); then: iobench report {run_dir.path}", file=sys.stderr)
+        else:
             from iobench.report import build_report
-        except ImportError:
-            build_report = None
-        if build_report is not None:
+
             result = build_report(run_dir.path, cost)
-            for line in getattr(result, "console_lines", []) or []:
+            for line in result.console_lines:
                 print(line)
+            for line in write_exports(args, result, getattr(args, "export_stdout", None)):
+                print(f"export {line}")
+    elif requested(args):
+        print("iobench: warning: no export written: no trial succeeded", file=sys.stderr)
     print(f"results: {run_dir.path}")
-    return 0 if any(r["status"] == "ok" for r in rows) else 1
+    code = run_exit_code(latest, args.allow_failures)
+    if failed:
+        relaxed = " (--allow-failures)" if code == 0 else ""
+        print(f"iobench: {len(failed)} trial(s) did not succeed: {', '.join(failed[:5])}{relaxed}", file=sys.stderr)
+    return code
 
 
 def console_summary(rows: list[dict]) -> list[str]:

@@ -10,7 +10,17 @@ from iobench.errors import UsageError
 
 # ---------------------------------------------------------------- scenarios, clean
 def _add_scenarios(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scenarios", help="list the shipped scenarios and their configs")
+    p = sub.add_parser(
+        "scenarios",
+        help="list the shipped scenarios, or print one's TOML (scenarios show NAME)",
+        description="Without a subcommand: the shipped scenarios and their configs. "
+        "`iobench scenarios show NAME` prints a scenario's TOML to copy and edit "
+        "(then run it with --scenario FILE).",
+    )
+    ssub = p.add_subparsers(dest="scenarios_cmd", metavar="{show}")
+    show = ssub.add_parser("show", help="print a scenario's TOML")
+    show.add_argument("name", metavar="NAME|FILE", help="a shipped scenario name or a .toml file")
+    show.set_defaults(func=cmd_scenarios_show)
     p.set_defaults(func=cmd_scenarios)
 
 
@@ -25,6 +35,24 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
                 f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} "
                 f"{c.cache_state} {c.installer} compile={c.compile}"
             )
+    print("show one's TOML: iobench scenarios show NAME")
+    return 0
+
+
+def scenario_source(name: str) -> tuple[Path, str]:
+    """The file a scenario name (or path) stands for and its text, validated first."""
+    from iobench.scenario import SCENARIO_DIR, load_scenario
+
+    load_scenario(name)  # unknown or invalid: the loader's one-line error
+    path = Path(name)
+    if path.suffix != ".toml" and not path.exists():
+        path = SCENARIO_DIR / f"{name}.toml"
+    return path, path.read_text()
+
+
+def cmd_scenarios_show(args: argparse.Namespace) -> int:
+    _, text = scenario_source(args.name)
+    print(text, end="" if text.endswith("\n") else "\n")
     return 0
 
 

@@ -1,10 +1,10 @@
-"""``python -m iobench.report report|compare ...`` (the same handlers `iobench` registers)."""
+"""``python -m iobench.report report|compare ...``: the same as ``iobench report|compare ...``."""
 
 from __future__ import annotations
 
 import sys
 
-from iobench.report.cli import main
+from iobench.__main__ import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,10 @@
 """The ``report`` and ``compare`` subcommands, registered into the main iobench parser.
 
-``register(sub)`` adds both to an argparse subparsers object; each handler takes the parsed
-arguments and returns an exit code. Every option is checked before any run directory is
-read; problems are raised as ``IOBenchError`` subclasses for ``iobench.__main__.main`` to
-print as one line.
+``register(sub)`` adds both to an argparse subparsers object without importing pandas or
+matplotlib; each handler takes the parsed arguments and returns an exit code (the report
+libraries are imported then, and a broken one is one line naming the fix). Every option
+is checked before any run directory is read; problems are raised as ``IOBenchError``
+subclasses for ``iobench.__main__.main`` to print as one line.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _emit(lines: list[str]) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     """``iobench report RUN_DIR...``: one report per run directory."""
-    from iobench.report.build import build_report
+    from iobench.report import build_report
 
     fmt = _check_format(args)
     cost = cost_options_from_args(args)
@@ -89,31 +90,10 @@ def report_command(args: argparse.Namespace) -> int:
 
 def compare_command(args: argparse.Namespace) -> int:
     """``iobench compare RUN_DIR RUN_DIR...``: one merged comparison."""
-    from iobench.report.compare import build_compare
+    from iobench.report import build_compare
 
     fmt = _check_format(args)
     cost = cost_options_from_args(args)
     result = build_compare(list(args.run_dirs), args.out, cost)
     _emit(result.format(fmt))
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m iobench.report``) until the main CLI registers these."""
-    import sys
-
-    from iobench.errors import IOBenchError
-
-    parser = argparse.ArgumentParser(prog="python -m iobench.report")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except IOBenchError as exc:
-        print(f"iobench: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # output piped into `head`
-        return 0

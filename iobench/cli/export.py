@@ -1,0 +1,67 @@
+"""`iobench run --export-json/--export-markdown/--export-csv FILE`: the run's summary, as hyperfine exports.
+
+Each export is the report's own summary (``iobench.report``'s functions, so it says what
+summary.json, the console and report.html say) written to FILE, or to stdout for ``-``.
+With ``-`` the run's own console output moves to stderr so that stdout is the export alone.
+This module imports no report library itself: ``write_exports`` receives a built report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from iobench.errors import IOBenchError, UsageError
+
+FORMATS = ("json", "markdown", "csv")
+
+
+def requested(args: argparse.Namespace) -> dict[str, str]:
+    """``{format: FILE}`` for each export asked for on the command line."""
+    return {fmt: value for fmt in FORMATS if (value := getattr(args, f"export_{fmt}", None))}
+
+
+def check_exports(args: argparse.Namespace) -> None:
+    """Refuse exports that cannot be written, before the run starts (UsageError)."""
+    wanted = requested(args)
+    if [fmt for fmt, f in wanted.items() if f == "-"][1:]:
+        raise UsageError("only one --export-* can go to stdout ('-')")
+    if wanted and getattr(args, "no_report", False):
+        raise UsageError("--export-* writes the report's summary; drop --no-report")
+    for fmt, target in wanted.items():
+        if target == "-":
+            continue
+        parent = Path(target).resolve().parent
+        if not parent.is_dir():
+            raise UsageError(f"--export-{fmt} {target}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"--export-{fmt} {target}: folder {parent} is not writable")
+
+
+def export_text(result: Any, fmt: str) -> str:
+    """The text of one export of a built report (``iobench.report.ReportResult``)."""
+    if fmt == "csv":
+        # the same call and format as summary.csv (report/build.py)
+        return str(result.summary.table.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
+    return "\n".join(result.format(fmt)) + "\n"
+
+
+def write_exports(args: argparse.Namespace, result: Any, stdout: IO[str] | None = None) -> list[str]:
+    """Write every requested export; return ``"json: FILE"`` lines for the files written."""
+    written = []
+    for fmt, target in requested(args).items():
+        text = export_text(result, fmt)
+        if target == "-":
+            out = stdout or sys.stdout
+            out.write(text)
+            out.flush()
+            continue
+        try:
+            Path(target).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise IOBenchError(f"--export-{fmt} {target}: cannot write ({exc.strerror or exc})") from None
+        written.append(f"{fmt}: {target}")
+    return written

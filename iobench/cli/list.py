@@ -1,0 +1,121 @@
+"""`iobench list [RESULTS]`: the stored runs of a results folder, one line each.
+
+Each line: run id, label, scenario, status, trials (ok/all) and the winner. The winner is
+the report's (summary.json) when one was built, else the config with the lowest median
+time-to-ready among trials.csv's successful trials, marked ``*`` (no report yet). Only
+meta.json, trials.csv and summary.json are read: no report library is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iobench.errors import RunDirError, UsageError
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One run directory as `iobench list` shows it."""
+
+    path: Path
+    run_id: str
+    label: str
+    scenario: str
+    status: str
+    ok: int
+    trials: int
+    winner: str  # "" when no trial succeeded; ends in "*" when taken from trials.csv
+
+
+def _add_list(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "list",
+        help="list the stored runs of a results folder (label, scenario, status, winner)",
+        description="List the run directories in RESULTS (default ./results), oldest first. "
+        "A winner marked * comes from trials.csv because no report was built yet.",
+    )
+    p.add_argument("results", nargs="?", type=Path, metavar="RESULTS", help="a results folder (default: ./results)")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    p.set_defaults(func=cmd_list)
+
+
+def _winner_from_trials(rows: list[Any]) -> str:
+    times: dict[str, list[float]] = {}
+    for r in rows:
+        if r.status == "ok" and r.time_to_ready_s is not None:
+            times.setdefault(r.config, []).append(float(r.time_to_ready_s))
+    if not times:
+        return ""
+    return min(times, key=lambda c: statistics.median(times[c])) + "*"
+
+
+def read_run(path: Path) -> StoredRun:
+    """Read one run directory (raises RunDirError when it is not one)."""
+    from iobench.results import RunDir
+
+    rd = RunDir.open(path)
+    meta = rd.meta()
+    rows = rd.trials(latest_only=True)
+    winner = _winner_from_trials(rows)
+    summary = path / "summary.json"
+    if summary.is_file():
+        try:
+            winner = str(json.loads(summary.read_text()).get("winner") or "")
+        except (OSError, ValueError, AttributeError):
+            pass  # a damaged summary: keep the winner from trials.csv
+    return StoredRun(
+        path=path,
+        run_id=meta.run_id or path.name,
+        label=meta.label or "",
+        scenario=meta.scenario_name or "",
+        status=meta.status or "?",
+        ok=sum(1 for r in rows if r.status == "ok"),
+        trials=len(rows),
+        winner=winner,
+    )
+
+
+def stored_runs(results: Path) -> tuple[list[StoredRun], list[str]]:
+    """Every run directory under ``results`` (oldest first), and the folders skipped."""
+    if not results.is_dir():
+        raise UsageError(f"{results} is not a folder (give the results folder of `iobench run`)")
+    runs: list[StoredRun] = []
+    skipped: list[str] = []
+    for d in sorted(p for p in results.iterdir() if p.is_dir()):
+        if not (d / "meta.json").exists():
+            continue
+        try:
+            runs.append(read_run(d))
+        except RunDirError as exc:
+            skipped.append(str(exc))
+    runs.sort(key=lambda r: (r.run_id, r.path.name))
+    return runs, skipped
+
+
+def list_lines(runs: list[StoredRun]) -> list[str]:
+    """The table `iobench list` prints."""
+    head = ("run", "label", "scenario", "status", "ok/all", "winner")
+    body = [(r.path.name, r.label or "-", r.scenario, r.status, f"{r.ok}/{r.trials}", r.winner or "-") for r in runs]
+    widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [head, *body]]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    results = args.results if args.results is not None else Path("results")
+    runs, skipped = stored_runs(results)
+    if args.format == "json":
+        data = [{**r.__dict__, "path": str(r.path)} for r in runs]
+        print(json.dumps(data, indent=2))
+    elif runs:
+        print("\n".join(list_lines(runs)))
+    else:
+        print(f"{results}: no runs yet (start one with: iobench run --results {results})")
+    for line in skipped:
+        print(f"iobench: warning: skipped {line}", file=sys.stderr)
+    return 0

@@ -1,0 +1,84 @@
+"""`iobench run --dry-run`: the checked plan of a run, printed; nothing is created.
+
+What it shows comes from the same ``preflight.check`` a real run passes, so a dry run
+fails exactly where the run would: the trials in their order, each role's folder with its
+filesystem and free space against what the scenario needs there, where the packages come
+from and how many installs download them, and where the results would go.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.filesize import decimal
+
+
+def _source(plan: Any) -> str:
+    sc = plan.scenario
+    if plan.wheelhouse is not None:
+        return f"the wheels in {plan.wheelhouse}, served on a loopback index (no network)"
+    if plan.index_url:
+        return f"{plan.index_url} (network)"
+    if sc.wheels:
+        return f"synthetic wheels of profile {sc.wheels}, generated and served on a loopback index (no network)"
+    return "pip's configured index (network; your pip configuration applies)"
+
+
+def _trials(plan: Any) -> list[Any]:
+    from iobench.order import plan_trials
+
+    done: set[str] = set()
+    if plan.resume is not None:
+        from iobench.results import RunDir
+
+        done = RunDir(plan.resume).done_trial_ids()
+    return plan_trials(plan.scenario.configs, plan.repeats, plan.order_seed, done)
+
+
+def role_lines(plan: Any) -> list[str]:
+    """One line per role: folder, filesystem, free space and what the scenario needs there."""
+    from iobench import metadata, preflight
+
+    need = preflight._space_need(plan.scenario)
+    lines = []
+    for role, path in plan.roles.items():
+        fs = metadata.mount_of(path)
+        free = fs.get("free_bytes")
+        needs = f"; needs about {decimal(int(need[role] * 1e6))}" if role in need else "; unused by these configs"
+        lines.append(
+            f"  {role:<8} {path}  ({fs.get('fstype', '?')} at {fs.get('mountpoint', '?')}, "
+            f"{decimal(free) + ' free' if free is not None else 'free space unknown'}{needs})"
+        )
+    return lines
+
+
+def plan_lines(plan: Any) -> list[str]:
+    """The dry run's output for a checked ``preflight.RunPlan``."""
+    sc = plan.scenario
+    trials = _trials(plan)
+    warm = [t for t in trials if t.config.cache_state == "warm"]
+    cold = len(trials) - len(warm)
+    size = f"about {decimal(int(sc.size_mb * 1e6))} installed per trial" if sc.size_mb else "size not stated"
+    lines = [
+        "dry run: nothing was created; drop --dry-run to run this plan",
+        f"scenario  {sc.name}: {sc.description}",
+        f"packages  {', '.join(sc.packages)} ({size})",
+        f"trials    {len(trials)} ({len(sc.configs)} configs x {plan.repeats} repeats"
+        + (f", {plan.resume} continued" if plan.resume is not None else "")
+        + ")"
+        + (f"; limit {plan.trial_timeout_s:.0f} s each" if plan.trial_timeout_s else ""),
+        f"downloads {cold} cold install(s) download every package, {len(warm)} warm trial(s) "
+        f"download nothing after {len(warm)} untimed priming install(s); from {_source(plan)}",
+        "roles",
+        *role_lines(plan),
+        "configs",
+        *(
+            f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} {c.cache_state} "
+            f"{c.installer} compile={c.compile}"
+            for c in sc.configs
+        ),
+        ("order     " if plan.resume is not None else "order     (a new run draws its own seed) ")
+        + ", ".join(t.trial_id for t in trials),
+        f"results   {plan.results_root}/<run-id>/",
+    ]
+    return lines + list(plan.notes)
