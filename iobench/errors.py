@@ -52,3 +52,8 @@ class LockHeldError(IOBenchError):
 
 class LockLostError(IOBenchError):
     """Our lock was taken over (we stopped refreshing it for longer than its ttl)."""
+
+
+class VolumeHungError(IOBenchError):
+    """A role's volume stopped answering (a removal made no progress): the run ends there,
+    its rows kept, and the message says what was left where."""

@@ -224,6 +224,21 @@ def record_file_count(site: Path, exclude: set[str]) -> int:
     return total
 
 
+def venv_contents(venv: Path) -> dict:
+    """What a fresh venv is made of: its Python, virtualenv and seeded distributions."""
+    found: dict = {}
+    cfg = venv / "pyvenv.cfg"
+    if cfg.is_file():
+        for line in cfg.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in ("version", "version_info", "virtualenv"):
+                found["python" if key.strip().startswith("version") else "virtualenv"] = value.strip()
+    for dist in venv.glob("lib/python*/site-packages/*.dist-info"):
+        name, _, version = dist.name[: -len(".dist-info")].partition("-")
+        found[name.lower()] = version
+    return found
+
+
 __all__ = [
     "IndexSpec",
     "InstallStep",
@@ -235,5 +250,6 @@ __all__ = [
     "record_file_count",
     "site_packages",
     "uv_binary",
+    "venv_contents",
 ]
 

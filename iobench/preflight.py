@@ -29,7 +29,7 @@ from typing import Any
 
 from iobench import installers, metadata, procfs, redact
 from iobench.errors import IOBenchError, RunDirError, UsageError
-from iobench.results import RunDir
+from iobench.results import RunDir, utcnow
 from iobench.scenario import Scenario, load_scenario, scenario_from_meta
 from iobench.scratch import SCRATCH_NAME, check_role_dir
 
@@ -109,6 +109,7 @@ def check(args: argparse.Namespace) -> RunPlan:
         check_resume(meta, plan)
     plan.same_storage = same_storage(scenario, roles)
     plan.notes += [same_storage_note(group, roles) for group in plan.same_storage]
+    plan.notes += results_note(plan.results_root, roles["target"])
     return plan
 
 
@@ -273,6 +274,17 @@ def same_storage_note(group: list[str], roles: dict[str, Path]) -> str:
     )
 
 
+def results_note(results: Path, target: Path) -> list[str]:
+    """Logs written during trials onto a network volume under test would add to what is measured."""
+    fstype = metadata.fstype_of(target)
+    remote = fstype.startswith(("nfs", "fuse", "cifs", "smb", "9p", "ceph", "lustre", "gluster", "virtiofs"))
+    existing = next((p for p in (results, *results.parents) if p.exists()), Path("/"))
+    if remote and os.stat(existing).st_dev == os.stat(target).st_dev:
+        return [f"note: the results folder is on the target ({fstype}); give --results a local folder "
+                "so that iobench's own logs do not share the volume under test"]
+    return []
+
+
 def check_roles_used(scenario: Scenario, roles: dict[str, Path]) -> None:
     used = set().union(*(c.roles() for c in scenario.configs))
     for role in sorted(used):
@@ -402,4 +414,35 @@ def check_resume(meta: dict, plan: RunPlan) -> None:
         raise UsageError(f"cannot resume {run}: the package index changed (was {old_kind})")
 
 
-__all__ = ["RunPlan", "check", "default_target", "default_tmp", "default_trial_timeout", "same_storage"]
+# ---------------------------------------------------------------- what meta.json says of the plan
+def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> dict:
+    """meta.json of a new run: what ran, where, on what, with which decisions."""
+    return {
+        "iobench_version": metadata.__version__,
+        "run_id": run_id,
+        "command": redact.redact_argv(p.command),
+        "label": p.label,
+        "started_at": utcnow(),
+        "ended_at": None,
+        "status": "running",
+        "scenario": {**p.scenario.to_dict(), "packages": [redact.redact(x) for x in p.scenario.packages]},
+        "repeats": p.repeats,
+        "order_seed": p.order_seed,
+        "roles": {name: metadata.mount_of(path) for name, path in p.roles.items()},
+        "same_storage": p.same_storage,
+        "role_notes": p.notes,
+        "host": metadata.host_info(),
+        "versions": metadata.versions(),
+        "pip_config": metadata.pip_config(isolated=p.local_index),
+        "index": index_meta,
+        "gpu": metadata.gpu_info(),
+        "sample_hz": p.sample_hz,
+        "stall_after_s": p.stall_after,
+        "stall_timeout_s": p.stall_timeout,
+        "trial_timeout_s": p.trial_timeout_s,
+        "venv_python": p.python or sys.executable,
+        "env": metadata.redact_env(dict(os.environ)),
+    }
+
+
+__all__ = ["RunPlan", "check", "run_meta", "default_target", "default_tmp", "default_trial_timeout", "same_storage"]

@@ -13,30 +13,26 @@ where it is, and exits.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench import metadata, process, redact
-from iobench.errors import IOBenchError
+from iobench import installers, process, redact
+from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
-from iobench.lock import LockLostError, TargetLock
+from iobench.lock import TargetLock
 from iobench.order import plan_trials
-from iobench.preflight import RunPlan
+from iobench.preflight import RunPlan, run_meta
 from iobench.progress import PlainProgress, Progress
+from iobench.removal import Remover
 from iobench.results import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.sampler import stall_dicts
-from iobench.scratch import Scratch, remove
+from iobench.scratch import Scratch
 from iobench.trial import TrialContext, TrialResult, TrialSpec, run_trial
 
-#: how long the clean-up waits for one removal (a hung volume never answers)
-REMOVE_WAIT_S = 60.0
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -52,6 +48,7 @@ class Runner:
         self.run_dir: RunDir | None = None
         self.run_id = ""
         self._handlers: dict[int, object] = {}
+        self.remover = Remover()
 
     def run(self) -> RunDir:
         """Run every planned trial not yet done; the run directory is complete, or says why not."""
@@ -73,10 +70,11 @@ class Runner:
             rd.update_meta(status="complete", ended_at=utcnow())
             self.progress.run_finished()
             return rd
-        except (KeyboardInterrupt, LockLostError) as exc:
+        except (KeyboardInterrupt, LockLostError, VolumeHungError) as exc:
             changes = {"status": "interrupted", "ended_at": utcnow()}
-            if isinstance(exc, LockLostError):
-                changes.update(status="lock lost", status_reason=str(exc))
+            if not isinstance(exc, KeyboardInterrupt):
+                status = "lock-lost" if isinstance(exc, LockLostError) else "volume-hung"
+                changes.update(status=status, status_reason=str(exc))
             if self.run_dir is not None:
                 _quietly(lambda: self.run_dir.update_meta(**changes))
             raise
@@ -114,7 +112,6 @@ class Runner:
             run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
             self._lock_target(run_id)
             rd = RunDir.create(p.results_root, run_id, run_meta(p, run_id, index_meta))
-        self._warn_results_on_target(rd)
         for role in sorted(set().union(*(c.roles() for c in p.scenario.configs)) | {"tmp"}):
             self.scratch[role] = Scratch(p.roles[role], run_id).ensure().claim()
             left = [q.name for q in self.scratch[role].leftovers() if q.name != run_id]
@@ -132,16 +129,6 @@ class Runner:
         if self.lock.took_over:
             self.progress.message(f"warning: took over a stale lock on {self.plan.roles['target']}: {self.lock.took_over}")
 
-    def _warn_results_on_target(self, rd: RunDir) -> None:
-        """Logs written during trials onto a network volume under test would add to what is measured."""
-        target = self.plan.roles["target"]
-        fstype = metadata.fstype_of(target)
-        remote = fstype.startswith(("nfs", "fuse", "cifs", "smb", "9p", "ceph", "lustre", "gluster", "virtiofs"))
-        if remote and os.stat(rd.path).st_dev == os.stat(target).st_dev:
-            self.progress.message(
-                f"note: the results folder is on the target ({fstype}); give --results a local folder "
-                "so that iobench's own logs do not share the volume under test")
-
     def _context(self, rd: RunDir, index_spec: IndexSpec) -> TrialContext:
         p = self.plan
         cwd = self.scratch["tmp"].run_root / "cwd"  # empty and local: `python -c` puts it on sys.path
@@ -158,9 +145,9 @@ class Runner:
         d = self.scratch["tmp"].trial_dir("warm-up")
         try:
             subprocess.run(ctx.venv_argv(d / "venv"), capture_output=True, timeout=600, check=False)
-            found = venv_contents(d / "venv")
+            found = installers.venv_contents(d / "venv")
         finally:
-            self._remove(d)
+            self._remove(d, self.scratch["tmp"].root)
         if found:
             meta = rd.load_meta()
             rd.update_meta(versions={**meta.get("versions", {}), "venv": found})
@@ -178,7 +165,11 @@ class Runner:
         self._save_series(rd, result)
         self.progress.phase(spec.trial_id, "cleanup")
         for scratch in self.scratch.values():
-            self._remove(scratch.run_root / spec.trial_id)
+            self._remove(scratch.run_root / spec.trial_id, scratch.root)
+        if self.remover.hung:
+            raise VolumeHungError(
+                f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
+                f"{spec.trial_id} (rows kept); left behind: {', '.join(map(str, self.remover.left))}")
         if result.row["status"] == "interrupted":
             raise KeyboardInterrupt
         if self.lock is not None and self.lock.lost:
@@ -204,89 +195,33 @@ class Runner:
                 signal.signal(sig, _interrupt)
 
     def _cleanup(self) -> None:
-        """Remove what the run made and free the lock; no signal cuts this short."""
+        """Remove what the run made and free the lock; no signal cuts this short, and no
+        step waits on a volume that stopped answering."""
         for sig in _SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         try:
             if self.index is not None:
                 self.index.stop()
             for scratch in self.scratch.values():
-                self._remove(scratch.run_root)
+                self._remove(scratch.run_root, scratch.root)
             if self.lock is not None:
-                _bounded(self.lock.release, REMOVE_WAIT_S)
+                lock, where = self.lock, self.scratch_root("target")
+                error = self.remover.run(lock.release, where)
+                if error:
+                    self.progress.message(f"warning: lock in {where} not freed ({error}); it is stale once we exit")
             process.set_subreaper(False)
         finally:
             for sig, handler in self._handlers.items():
                 signal.signal(sig, handler)  # type: ignore[arg-type]
 
-    def _remove(self, path: Path) -> None:
-        """Remove a scratch path, waiting at most REMOVE_WAIT_S (a hung volume never answers)."""
-        error = _bounded(lambda: remove(path), REMOVE_WAIT_S)
+    def scratch_root(self, role: str) -> Path:
+        return Scratch(self.plan.roles[role]).root
+
+    def _remove(self, path: Path, volume: Path) -> None:
+        """Remove a scratch path while the removal progresses; say where it stays if not."""
+        error = self.remover.remove(path, volume)
         if error:
             self.progress.message(f"warning: could not remove {path}: {error}; `iobench clean` removes it later")
-
-
-def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> dict:
-    """meta.json of a new run: what ran, where, on what, with which decisions."""
-    return {
-        "iobench_version": metadata.__version__,
-        "run_id": run_id,
-        "command": redact.redact_argv(p.command),
-        "label": p.label,
-        "started_at": utcnow(),
-        "ended_at": None,
-        "status": "running",
-        "scenario": {**p.scenario.to_dict(), "packages": [redact.redact(x) for x in p.scenario.packages]},
-        "repeats": p.repeats,
-        "order_seed": p.order_seed,
-        "roles": {name: metadata.mount_of(path) for name, path in p.roles.items()},
-        "same_storage": p.same_storage,
-        "role_notes": p.notes,
-        "host": metadata.host_info(),
-        "versions": metadata.versions(),
-        "pip_config": metadata.pip_config(isolated=p.local_index),
-        "index": index_meta,
-        "gpu": metadata.gpu_info(),
-        "sample_hz": p.sample_hz,
-        "stall_after_s": p.stall_after,
-        "stall_timeout_s": p.stall_timeout,
-        "trial_timeout_s": p.trial_timeout_s,
-        "venv_python": p.python or sys.executable,
-        "env": metadata.redact_env(dict(os.environ)),
-    }
-
-
-def venv_contents(venv: Path) -> dict:
-    """What a fresh venv is made of: its Python, virtualenv and seeded distributions."""
-    found: dict = {}
-    cfg = venv / "pyvenv.cfg"
-    if cfg.is_file():
-        for line in cfg.read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() in ("version", "version_info", "virtualenv"):
-                found["python" if key.strip().startswith("version") else "virtualenv"] = value.strip()
-    for dist in venv.glob("lib/python*/site-packages/*.dist-info"):
-        name, _, version = dist.name[: -len(".dist-info")].partition("-")
-        found[name.lower()] = version
-    return found
-
-
-def _bounded(fn: Callable[[], object], timeout_s: float) -> str:
-    """Run ``fn`` in a daemon thread for at most ``timeout_s``: '' when it finished, else why not."""
-    errors: list[str] = []
-
-    def call() -> None:
-        try:
-            fn()
-        except (OSError, IOBenchError) as exc:
-            errors.append(str(exc))
-
-    worker = threading.Thread(target=call, name="iobench-cleanup", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        return f"no answer within {timeout_s:.0f} s (a hung volume?)"
-    return errors[0] if errors else ""
 
 
 def _quietly(fn: Callable[[], object]) -> None:
@@ -300,4 +235,4 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-__all__ = ["Runner", "run_meta", "venv_contents"]
+__all__ = ["Runner"]

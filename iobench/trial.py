@@ -317,7 +317,6 @@ def identity_row(ctx: TrialContext, spec: TrialSpec) -> dict:
         "trial_id": spec.trial_id,
         "config": cfg.name,
         "repeat": spec.repeat,
-        "round": spec.round,
         "position": spec.position,
         "venv_role": cfg.venv,
         "tmpdir_role": cfg.tmpdir,

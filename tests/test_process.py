@@ -20,7 +20,8 @@ from iobench.sampler import Sampler
 PY = sys.executable
 
 
-def _phase(tmp_path: Path, code: str, limits: Limits = Limits(), hz: float = 20.0, stall_after: float = 0.5):
+def _phase(tmp_path: Path, code: str, limits: Limits | None = None, hz: float = 20.0, stall_after: float = 0.5):
+    limits = limits or Limits()
     sampler = Sampler(hz, stall_after=stall_after).start()
     try:
         return run_phase("test", [PY, "-c", textwrap.dedent(code)], dict(os.environ), tmp_path, sampler,
