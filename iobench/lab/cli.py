@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
         description="Mount a volume that is slow the way network volumes are slow, to "
         "reproduce slow installs and to test against. Needs root and /dev/fuse.",
     )
-    lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status}")
+    lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status,flush}")
     lab_sub.required = True
 
     p = lab_sub.add_parser("up", help="mount a slow volume and return once it is live")
@@ -55,6 +55,10 @@ def register(sub: Any) -> None:
 
     p = lab_sub.add_parser("status", help="list the volumes iobench has mounted")
     p.set_defaults(func=handle_status)
+
+    p = lab_sub.add_parser("flush", help="make a volume cold: the kernel forgets its cached names and attributes")
+    p.add_argument("mountpoint")
+    p.set_defaults(func=handle_flush)
 
 
 def options_from_args(args: argparse.Namespace) -> VolumeOptions:
@@ -95,6 +99,12 @@ def handle_status(args: argparse.Namespace) -> int:
     for line in status_lines(manage.status()):
         print(line)
     return 0
+
+
+def handle_flush(args: argparse.Namespace) -> int:
+    from iobench.lab.flush import handle_flush as flush
+
+    return flush(args)
 
 
 def status_lines(entries: list[manage.LabStatus]) -> list[str]:

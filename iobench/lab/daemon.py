@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from iobench.errors import IOBenchError
 
@@ -25,9 +26,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--burst-credits-mb", type=float, default=None)
     p.add_argument("--stats", default=None, help="final stats JSON, written on unmount")
     p.add_argument("--live-stats", default=None, help="stats JSON refreshed while mounted")
+    p.add_argument("--control", default=None,
+                   help="flush control FIFO (default: 'control' next to --live-stats)")
     p.add_argument("--cache-timeout-s", type=float, default=0.0)
     p.add_argument("--max-threads", type=int, default=64)
     return p
+
+
+def _control_path(args: argparse.Namespace) -> Path | None:
+    """Where ``iobench lab flush`` finds the daemon: ``--control``, else beside the live stats."""
+    if args.control:
+        return Path(args.control)
+    return Path(args.live_stats).with_name("control") if args.live_stats else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             live_stats_path=args.live_stats,
             cache_timeout_s=options.cache_s,
             max_threads=args.max_threads,
+            control_path=_control_path(args),
         )
     except KeyboardInterrupt:
         return 130

@@ -45,6 +45,18 @@ Choices, and why:
 
 Counters (requests and time spent waiting, per operation; bytes read and written) are kept
 under one lock and written as JSON: periodically to a live file and once on unmount.
+
+Flush (``iobench lab flush``, for cold restarts): the daemon keeps no cache of its own (a
+passthrough), so a flush is the kernel's caches of this mount. A thread blocks on a control
+FIFO (``control`` next to the live stats); on ``flush TOKEN`` it calls libfuse's
+``fuse_lowlevel_notify_inval_entry`` for every name in the root — the kernel then forgets
+those dentries and every cached name below them, so each path component is looked up again
+— and ``fuse_lowlevel_notify_inval_inode`` on the root, then writes ``control.reply.json``.
+mfusepy does not wrap these calls; they are reached through its ``_libfuse`` handle and the
+session of the ``struct fuse`` captured in ``init``. The notification runs in its own thread,
+never in a request's path, as libfuse requires (it would deadlock on the parent's lock).
+File data needs no flush: without ``kernel_cache`` the kernel drops a file's pages at each
+open. Negative entries cached at the root itself (``cache_s``) are not named, so they stay.
 """
 
 from __future__ import annotations
@@ -83,6 +95,8 @@ _OP = {name: i for i, name in enumerate(OPS)}
 _ENTRY_GETATTR = _OP["entry_getattr"]
 
 _MAX_EARLY = 0.0003
+_FUSE_ROOT_ID = 1
+REPLY_NAME = "control.reply.json"
 _libc = ctypes.CDLL(None, use_errno=True)
 _AT_FDCWD = -100
 _PR_SET_TIMERSLACK = 29
@@ -104,6 +118,7 @@ class SlowFS(mfusepy.Operations):
         options: VolumeOptions,
         stats_path: str | Path | None = None,
         live_stats_path: str | Path | None = None,
+        control_path: str | Path | None = None,
     ) -> None:
         self.root = os.path.realpath(backing)
         if not os.path.isdir(self.root):
@@ -135,6 +150,8 @@ class SlowFS(mfusepy.Operations):
         self._stop = threading.Event()
         self._early = 0.0  # seconds; adapted in _pay (races between threads are harmless)
         self._written_total = -1
+        self._control = Path(control_path) if control_path else None
+        self._session: int | None = None  # libfuse's struct fuse_session *, set in init
 
     # ---- delays and counters -------------------------------------------------------------
 
@@ -206,6 +223,56 @@ class SlowFS(mfusepy.Operations):
     def init(self, path: str) -> None:
         if self._live_path is not None:
             threading.Thread(target=self._stats_loop, name="stats", daemon=True).start()
+        self._session = _current_session()
+        if self._control is not None:
+            threading.Thread(target=self._control_loop, name="control", daemon=True).start()
+
+    # ---- flush (cold restarts) -------------------------------------------------------------
+
+    def flush_caches(self) -> dict[str, Any]:
+        """Make the kernel forget every cached name and attribute of this mount (see the
+        module docstring); return what was done."""
+        t0 = time.monotonic()
+        if self._session is None:
+            return {"ok": False, "error": "no libfuse session (fuse_get_session unavailable)"}
+        lib = _notify_lib()
+        names = os.listdir(self.root)
+        dropped = 0
+        for name in names:
+            raw = os.fsencode(name)
+            if lib.fuse_lowlevel_notify_inval_entry(self._session, _FUSE_ROOT_ID, raw, len(raw)) == 0:
+                dropped += 1
+        lib.fuse_lowlevel_notify_inval_inode(self._session, _FUSE_ROOT_ID, 0, 0)
+        return {
+            "ok": True,
+            "method": "fuse_lowlevel_notify_inval_entry",
+            "root_names": len(names),
+            "dropped": dropped,  # names the kernel had cached (each with its subtree)
+            "daemon_cache": "none (passthrough)",
+            "page_cache": "dropped at each open (no kernel_cache)",
+            "seconds": round(time.monotonic() - t0, 6),
+        }
+
+    def _control_loop(self) -> None:
+        """Serve ``flush TOKEN`` lines written to the control FIFO (one writer at a time)."""
+        assert self._control is not None
+        reply = self._control.with_name(REPLY_NAME)
+        while not self._stop.is_set():
+            try:
+                with open(self._control, "rb") as f:  # blocks until a writer opens it
+                    lines = f.read().decode("utf-8", "replace").splitlines()
+            except OSError:
+                return
+            for line in lines:
+                cmd, _, token = line.strip().partition(" ")
+                if cmd != "flush":
+                    continue
+                data = self.flush_caches()
+                data["token"] = token
+                tmp = reply.with_name(reply.name + ".tmp")
+                with contextlib.suppress(OSError):
+                    tmp.write_text(json.dumps(data) + "\n")
+                    os.replace(tmp, reply)
 
     def destroy(self, path: str) -> None:
         self._stop.set()
@@ -524,6 +591,41 @@ class SlowFS(mfusepy.Operations):
 assert OPS[0] == "getattr" and OPS[13] == "read" and OPS[14] == "write"
 
 
+def _notify_lib() -> ctypes.CDLL:
+    """libfuse3 with the argument types of the calls the flush uses (mfusepy leaves them out)."""
+    lib = mfusepy._libfuse
+    lib.fuse_get_session.restype = ctypes.c_void_p
+    lib.fuse_get_session.argtypes = [ctypes.c_void_p]
+    lib.fuse_lowlevel_notify_inval_entry.restype = ctypes.c_int
+    lib.fuse_lowlevel_notify_inval_entry.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t,
+    ]
+    lib.fuse_lowlevel_notify_inval_inode.restype = ctypes.c_int
+    lib.fuse_lowlevel_notify_inval_inode.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64,
+    ]
+    return lib
+
+
+def _current_session() -> int | None:
+    """The libfuse session of the filesystem whose callback is running (call from ``init``)."""
+    try:
+        lib = _notify_lib()
+        fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
+        return lib.fuse_get_session(fuse_ptr) if fuse_ptr else None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def make_control_fifo(path: str | Path) -> Path:
+    """Create the flush control FIFO (replacing a stale one of ours); return its path."""
+    path = Path(path)
+    if path.is_fifo():
+        path.unlink()
+    os.mkfifo(path, 0o600)
+    return path
+
+
 class _LabFUSE(mfusepy.FUSE):
     """mfusepy's FUSE with ``renameat2`` flags passed on (mfusepy drops them), and a create
     without mfusepy's per-call ``inspect.signature``."""
@@ -547,14 +649,20 @@ def serve(
     live_stats_path: str | Path | None = None,
     cache_timeout_s: float = 0.0,
     max_threads: int = 64,
+    control_path: str | Path | None = None,
 ) -> None:
-    """Mount the slow volume on ``mountpoint`` and serve it until it is unmounted (blocks)."""
+    """Mount the slow volume on ``mountpoint`` and serve it until it is unmounted (blocks).
+
+    ``control_path``: a FIFO to create for ``flush`` requests (see the module docstring).
+    """
     set_timer_slack()
     with contextlib.suppress(OSError):
         # The emulated server should not queue behind the workload for a CPU (on a real
         # network volume it runs elsewhere); threads started later inherit this.
         os.setpriority(os.PRIO_PROCESS, 0, -10)
-    ops = SlowFS(backing, options, stats_path, live_stats_path)
+    if control_path is not None:
+        control_path = make_control_fifo(control_path)
+    ops = SlowFS(backing, options, stats_path, live_stats_path, control_path)
     try:
         _LabFUSE(
             ops,
