@@ -1,15 +1,15 @@
 """Read run directories (see results/README.md) into pandas, refusing what is not one.
 
-The report only ever reads: meta.json, trials.csv and samples/<trial_id>.csv. Everything
-that can go wrong with those files becomes a ``RunDirError`` that names the folder and the
-file (one line for the user), except a missing or corrupt *sample* file, which is reported
-as a warning and skipped — a lost time series must not hide the trials that finished
-(pytest-benchmark's habit with corrupt result files).
+The report only ever reads: meta.json, trials.csv, stalls.csv and samples/<trial_id>.csv,
+and reads the first two through the run directory's own reader (``iobench.results.RunDir``,
+the same checks as --resume): anything wrong with them becomes a ``RunDirError`` that names
+the folder and the file (one line for the user). A trial row cut short by a crash, and a
+missing or corrupt *sample* file, are reported as warnings and skipped — a lost time series
+must not hide the trials that finished (pytest-benchmark's habit with corrupt result files).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,37 +20,21 @@ import pandas as pd
 
 from iobench.errors import RunDirError
 from iobench.gpu import GpuInfo
-from iobench.results import PHASES, TRIAL_COLUMNS
+from iobench.records import PHASES, REQUIRED_TRIAL_COLUMNS, TRIAL_COLUMNS, TrialRow, text_columns
+from iobench.results import RunDir, latest_rows
+from iobench.runmeta import SUPPORTED_SCHEMA_VERSIONS, RoleInfo, RunMeta
 
-#: meta.json schema versions this reader understands.
-#: 1: first format (results/README.md).
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+__all__ = [
+    "NUMERIC_TRIAL_COLUMNS", "PHASE_COLUMNS", "REQUIRED_TRIAL_COLUMNS", "SUPPORTED_SCHEMA_VERSIONS",
+    "TEXT_TRIAL_COLUMNS", "Run", "drop_superseded", "load_run", "load_runs", "trials_frame",
+]  # fmt: skip
 
 PHASE_COLUMNS = tuple(f"{p}_s" for p in PHASES)
-
-#: trials.csv columns without which there is nothing to report.
-REQUIRED_TRIAL_COLUMNS = ("trial_id", "config", "status", "time_to_ready_s")
-
-TEXT_TRIAL_COLUMNS = (
-    "run_id",
-    "venv_role",
-    "tmpdir_role",
-    "cache_role",
-    "venv_fstype",
-    "tmpdir_fstype",
-    "cache_fstype",
-    "cache_state",
-    "installer",
-    "compile",
-    "started_at",
-    "contended",
-    "error",
-)
-#: numeric trials.csv columns (absent ones are added as NaN so later code stays simple):
-#: every column of the format (iobench.results) that is not text
-NUMERIC_TRIAL_COLUMNS = tuple(
-    c for c in TRIAL_COLUMNS if c not in TEXT_TRIAL_COLUMNS and c not in ("trial_id", "config", "status")
-)
+_KEY_COLUMNS = ("trial_id", "config", "status")
+#: text trials.csv columns (empty cells are <NA>), from the row's fields
+TEXT_TRIAL_COLUMNS = tuple(c for c in text_columns(TrialRow) if c not in _KEY_COLUMNS)
+#: numeric trials.csv columns (absent ones are NaN so later code stays simple)
+NUMERIC_TRIAL_COLUMNS = tuple(c for c in TRIAL_COLUMNS if c not in TEXT_TRIAL_COLUMNS and c not in _KEY_COLUMNS)
 
 
 @dataclass
@@ -58,37 +42,56 @@ class Run:
     """One run directory as read: its meta, its trials, and where its samples are."""
 
     path: Path
-    meta: dict[str, Any]
+    info: RunMeta  # meta.json, typed and checked
     trials: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # facts worth a line, not problems
 
     @property
+    def meta(self) -> dict[str, Any]:
+        """meta.json as a plain dict (transition: read the typed ``info`` and the accessors)."""
+        return self.info.to_json()
+
+    @property
     def run_id(self) -> str:
         """The run id from meta.json, else the folder name."""
-        return str(self.meta.get("run_id") or self.path.name)
+        return self.info.run_id or self.path.name
 
     @property
     def label(self) -> str:
         """A short name for comparisons: the run's label, else its host, else its id."""
-        host = self.meta.get("host") or {}
-        return str(self.meta.get("label") or host.get("hostname") or self.run_id)
+        return self.info.label or self.info.hostname or self.run_id
 
     @property
     def scenario_name(self) -> str:
-        """The scenario's name for titles."""
-        scenario = self.meta.get("scenario") or {}
-        return str(scenario.get("name") or "?")
+        """The scenario's name for titles ('?' when unknown)."""
+        return self.info.scenario_name
+
+    @property
+    def hostname(self) -> str:
+        return self.info.hostname
+
+    @property
+    def roles(self) -> dict[str, RoleInfo]:
+        """Where each role lived: path, filesystem type, mount point, options, sizes."""
+        return self.info.roles
 
     @property
     def gpu(self) -> GpuInfo | None:
         """The GPU the run detected (prices the report when no --gpu is given)."""
-        return GpuInfo.from_meta(self.meta.get("gpu"))
+        return self.info.gpu_info
+
+    @property
+    def started_at(self) -> str:
+        return self.info.started_at
+
+    @property
+    def status(self) -> str:
+        return self.info.status
 
     def config_order(self) -> list[str]:
         """Configs in the scenario's order, then any others seen in trials.csv."""
-        scenario = self.meta.get("scenario") or {}
-        order = [str(c.get("name")) for c in scenario.get("configs") or [] if isinstance(c, dict)]
+        order = self.info.config_names
         seen = list(dict.fromkeys(self.trials["config"].astype(str)))
         return [c for c in order if c in seen] + [c for c in seen if c not in order]
 
@@ -125,6 +128,9 @@ class Run:
         for col in df.columns:
             if col != "phase" and not pd.api.types.is_numeric_dtype(df[col]):
                 df[col] = pd.to_numeric(df[col], errors="coerce")
+        # read back, a sample file is untrusted: an infinity is no measurement
+        numeric = df.select_dtypes("float").columns
+        df[numeric] = df[numeric].where(np.isfinite(df[numeric]))
         if "phase" in df.columns:
             df["phase"] = df["phase"].astype(str)
         return df
@@ -149,6 +155,7 @@ class Run:
         df["trial_id"] = df["trial_id"].astype(str)
         for col in ("start_s", "length_s"):
             df[col] = pd.to_numeric(df[col], errors="coerce")
+            df[col] = df[col].where(np.isfinite(df[col]) & (df[col] >= 0))
         return df
 
     def trial_stalls(self, trial_id: str) -> list[tuple[float, float]] | None:
@@ -176,99 +183,45 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
-    meta_path = path / "meta.json"
-    if not meta_path.is_file():
-        hint = ""
-        if path.is_dir():
-            inner = sorted(p.name for p in path.iterdir() if (p / "meta.json").is_file())
-            if inner:
-                shown = ", ".join(inner[:5]) + (" ..." if len(inner) > 5 else "")
-                hint = f"; it contains run directories ({shown}): pass one of those"
-        raise RunDirError(f"{path} is not an iobench run directory (no meta.json){hint}")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunDirError(f"{meta_path}: cannot be read ({_one_line(exc)})") from None
-    except json.JSONDecodeError as exc:
-        raise RunDirError(
-            f"{meta_path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    if not isinstance(meta, dict):
-        raise RunDirError(f"{meta_path}: expected a JSON object, found {type(meta).__name__}")
-    version = meta.get("schema_version")
-    if version is None:
-        raise RunDirError(f"{meta_path}: no schema_version; not written by iobench run")
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
-        newer = isinstance(version, int) and version > max(SUPPORTED_SCHEMA_VERSIONS)
-        why = "written by a newer iobench; upgrade iobench" if newer else "unknown version"
-        supported = ", ".join(map(str, SUPPORTED_SCHEMA_VERSIONS))
-        raise RunDirError(
-            f"{path}: schema_version {version!r} is not supported (this iobench reads "
-            f"{supported}): {why}"
-        )
-    return meta
-
-
-def _read_trials(path: Path) -> pd.DataFrame:
-    trials_path = path / "trials.csv"
-    if not trials_path.is_file():
-        raise RunDirError(f"{path}: no trials.csv yet (the run has not finished any trial)")
-    try:
-        df = pd.read_csv(trials_path, dtype={c: "string" for c in TEXT_TRIAL_COLUMNS})
-    except pd.errors.EmptyDataError:
-        raise RunDirError(f"{trials_path}: empty (the run has not finished any trial)") from None
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise RunDirError(f"{trials_path}: cannot be parsed as CSV ({_one_line(exc)})") from None
-    missing = [c for c in REQUIRED_TRIAL_COLUMNS if c not in df.columns]
-    if missing:
-        raise RunDirError(f"{trials_path}: missing column(s) {', '.join(missing)}")
-    if df.empty:
-        raise RunDirError(f"{trials_path}: no trials (the run has not finished any trial)")
+def _trials_frame(rd: RunDir, run: list[str]) -> pd.DataFrame:
+    """trials.csv through the run directory's reader, as a frame with every column."""
+    if not rd.trials_csv.is_file():
+        raise RunDirError(f"{rd.path}: no trials.csv yet (the run has not finished any trial)")
+    if rd.trials_csv.stat().st_size == 0:
+        raise RunDirError(f"{rd.trials_csv}: empty (the run has not finished any trial)")
+    read = rd.read_trials()
+    run.extend(read.skipped)
+    if not read.rows:
+        raise RunDirError(f"{rd.trials_csv}: no trials (the run has not finished any trial)")
+    df = pd.DataFrame.from_records([vars(r) for r in read.rows], columns=list(TRIAL_COLUMNS))
     for col in NUMERIC_TRIAL_COLUMNS:
-        if col in df.columns:
-            df[col] = pd.to_numeric(df[col], errors="coerce")
-        else:
-            df[col] = np.nan
+        df[col] = pd.to_numeric(df[col])
     for col in TEXT_TRIAL_COLUMNS:
-        if col not in df.columns:
-            df[col] = pd.Series([pd.NA] * len(df), dtype="string")
-    df["config"] = df["config"].astype(str)
-    df["trial_id"] = df["trial_id"].astype(str)
-    df["status"] = df["status"].astype(str).str.strip().str.lower()
+        df[col] = df[col].astype("string").replace("", pd.NA)
+    for col in _KEY_COLUMNS:
+        df[col] = df[col].astype(str)
     return df
 
 
 def drop_superseded(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One row per trial id: the rows a resumed run replaced are dropped.
-
-    ``iobench run --resume`` runs an ``interrupted`` trial again and appends its new row, so
-    a trial id can appear twice. The interrupted row of a trial that later got any other
-    status is dropped (it is neither a failure nor a result); of what is left, the last row
-    per trial id counts. Returns the trials (original order) and the ids that were resumed.
-    """
-    dup = trials["trial_id"].duplicated(keep=False)
-    if not dup.any():
-        return trials, []
-    interrupted = trials["status"] == "interrupted"
-    finished_ids = set(trials.loc[~interrupted, "trial_id"])
-    superseded = interrupted & trials["trial_id"].isin(finished_ids)
-    kept = trials[~superseded]
-    kept = kept[~kept["trial_id"].duplicated(keep="last")]
-    resumed = list(dict.fromkeys(trials.loc[superseded, "trial_id"]))
-    return kept.reset_index(drop=True), resumed
+    """One row per trial id, by ``iobench.results.latest_rows`` (the one rule, shared with
+    --resume and the end-of-run table). Returns the trials (original order) and the ids
+    that were resumed."""
+    kept, resumed = latest_rows(list(trials["trial_id"]), list(trials["status"]))
+    if len(kept) == len(trials):
+        return trials, resumed
+    return trials.iloc[kept].reset_index(drop=True), resumed
 
 
 def load_run(path: Path | str) -> Run:
     """Read one run directory; raises RunDirError naming the folder for anything unusable."""
-    path = Path(path)
-    if not path.exists():
-        raise RunDirError(f"{path}: no such folder")
-    if not path.is_dir():
-        raise RunDirError(f"{path} is not an iobench run directory (not a folder)")
-    meta = _read_meta(path)
-    trials, resumed = drop_superseded(_read_trials(path))
-    run = Run(path=path, meta=meta, trials=trials)
+    rd = RunDir(Path(path))
+    info = rd.meta()
+    skipped: list[str] = []
+    trials, resumed = drop_superseded(_trials_frame(rd, skipped))
+    run = Run(path=rd.path, info=info, trials=trials)
+    for line in skipped:
+        run.warn(line)
     if resumed:
         shown = ", ".join(resumed[:5]) + (" ..." if len(resumed) > 5 else "")
         run.notes.append(

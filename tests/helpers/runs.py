@@ -1,40 +1,31 @@
-"""Synthetic run directories in the results/README.md format, for report tests and benchmarks.
+"""Synthetic run directories, written through the real writer, for report tests and benchmarks.
 
-The numbers mimic a CUDA-torch-sized install (15k files, ~2.6 GB written) on a GPU pod whose
-``/workspace`` is a network volume: on the volume the install is latency-bound and slow (and
-the ``naive`` config's volume runs out of burst credits mid-install); on local disk it is
-CPU-bound. Every figure is derived from a seeded generator, so tests can recompute them.
+Rows are ``TrialRow``/``Sample``/``Stall`` records and the folder is made by ``RunDir``, so a
+fixture cannot drift from the format. The numbers mimic a CUDA-torch-sized install (15k
+files, ~2.6 GB written) on a GPU pod whose ``/workspace`` is a network volume: on the volume
+the install is latency-bound and slow (and the ``naive`` config's volume runs out of burst
+credits mid-install); on local disk it is CPU-bound. Every figure is derived from a seeded
+generator, so tests can recompute them.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-PHASES = ("venv", "download", "install", "compile", "import")
+from iobench.records import PHASES, SAMPLE_COLUMNS, TRIAL_COLUMNS, Sample, Stall, TrialRow
+from iobench.results import RunDir
+from iobench.runmeta import HostInfo, IndexInfo, RoleInfo, RunMeta
 
-TRIAL_COLUMNS = [
-    "run_id", "trial_id", "config", "repeat",
-    "venv_role", "tmpdir_role", "cache_role",
-    "venv_fstype", "tmpdir_fstype", "cache_fstype",
-    "cache_state", "installer", "compile", "status", "started_at",
-    "venv_s", "download_s", "install_s", "compile_s", "import_s", "time_to_ready_s",
-    "read_bytes", "write_bytes", "read_calls", "write_calls", "disk_write_bytes",
-    "cpu_s", "offcpu_frac", "iowait_mean_pct", "iowait_p95_pct", "blocked_max", "dstate_max",
-    "fswait_frac", "rss_max_bytes", "index_bytes", "tmpdir_peak_bytes", "cache_bytes", "venv_bytes",
-    "files_installed", "stalls", "stall_longest_s", "contended", "error",
-]  # fmt: skip
-
-SAMPLE_COLUMNS = [
-    "t", "phase", "cpu_user_pct", "cpu_system_pct", "iowait_pct", "procs_blocked",
-    "disk_read_bps", "disk_write_bps", "net_recv_bps", "net_sent_bps", "tree_procs",
-    "tree_cpu_s", "tree_read_bytes", "tree_write_bytes", "tree_write_calls", "tree_dstate",
-    "tree_fswait", "tree_rss_bytes",
+__all__ = [
+    "DEFAULT_CONFIGS", "FILES", "FSTYPE", "FSWAIT_COLUMNS", "PHASES", "ROLES", "SAMPLE_COLUMNS",
+    "TRIAL_COLUMNS", "WHEEL_BYTES", "WRITE_BYTES", "ConfigSpec", "make_all_failed", "make_big_run",
+    "make_not_a_run", "make_run_dir", "resume_rows",
 ]  # fmt: skip
 #: columns that runs written before filesystem-wait sampling lack (``make_run_dir(fswait=False)``)
 FSWAIT_COLUMNS = ("fswait_frac", "tree_fswait")
@@ -89,7 +80,6 @@ DEFAULT_CONFIGS = (
                        "import": 4.0}),
 )  # fmt: skip
 
-STALL_HEADER = "run_id,trial_id,phase,start_s,length_s,dstate_max,iowait_mean_pct\n"
 WRITE_BYTES = 2.6e9
 WHEEL_BYTES = 2.4e9
 FILES = 15_000
@@ -114,8 +104,10 @@ def _trial_figures(spec: ConfigSpec, rng: np.random.Generator) -> dict[str, floa
     }
 
 
-def _samples(spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.Generator) -> str:
-    """A CSV time series consistent with the trial's phases and counters."""
+def _samples(
+    spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.Generator
+) -> list[Sample]:
+    """A time series consistent with the trial's phases and counters."""
     ttr = fig["time_to_ready_s"]
     n = max(int(ttr * hz), 4)
     t = np.arange(n) / hz
@@ -180,26 +172,90 @@ def _samples(spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.
         "tree_dstate": dstate,
         "tree_fswait": fswait,
         "tree_rss_bytes": np.full(n, 180_000_000, dtype=np.int64),
+        # statvfs of each role's filesystem: the venv's grows by what the tree writes
+        "fs_used_venv": np.round(40e9 + tree_write).astype(np.int64),
+        "fs_used_tmpdir": np.full(n, 12_000_000_000, dtype=np.int64),
     }
-    buf = io.StringIO()
-    buf.write(",".join(SAMPLE_COLUMNS) + "\n")
-    arrays = [cols[c] for c in SAMPLE_COLUMNS]
-    for row in zip(*arrays, strict=True):
-        buf.write(",".join(map(str, row)) + "\n")
-    return buf.getvalue()
+    if spec.cache != "off":
+        cols["fs_used_cache"] = np.round(20e9 + dl_frac * WHEEL_BYTES).astype(np.int64)
+    names = [c for c in SAMPLE_COLUMNS if c in cols]
+    arrays = [cols[c].tolist() for c in names]
+    return [Sample(**dict(zip(names, values, strict=True))) for values in zip(*arrays, strict=True)]
 
 
-def _summary_from_samples(text: str) -> dict[str, float]:
+def _summary_from_samples(samples: list[Sample]) -> dict[str, float]:
     """Trial-level iowait/D-state figures derived from the samples just made."""
-    rows = list(csv.DictReader(io.StringIO(text)))
-    iow = np.array([float(r["iowait_pct"]) for r in rows])
+    iow = np.array([s.iowait_pct for s in samples])
     return {
         "iowait_mean_pct": round(float(iow.mean()), 2),
         "iowait_p95_pct": round(float(np.percentile(iow, 95)), 2),
-        "blocked_max": max(int(r["procs_blocked"]) for r in rows),
-        "dstate_max": max(int(r["tree_dstate"]) for r in rows),
-        "fswait_frac": round(sum(int(r["tree_fswait"]) > 0 for r in rows) / len(rows), 4),
+        "blocked_max": max(s.procs_blocked for s in samples),
+        "dstate_max": max(s.tree_dstate for s in samples),
+        "fswait_frac": round(sum(s.tree_fswait > 0 for s in samples) / len(samples), 4),
     }
+
+
+def _meta(run_id: str, configs: tuple[ConfigSpec, ...], repeats: int, hz: float, label: str | None,
+          hostname: str, gpu: dict | None, roles: dict) -> RunMeta:  # fmt: skip
+    return RunMeta(
+        iobench_version="0.1.0",
+        run_id=run_id,
+        command=["iobench", "run", "--target", roles["target"]["path"]],
+        label=label or "",
+        started_at="2026-11-30T12:00:00Z",
+        ended_at="2026-11-30T13:10:00Z",
+        status="complete",
+        scenario={
+            "name": "torch", "source": "scenarios/torch.toml", "kind": "install",
+            "packages": ["torch==2.9.1"], "wheels": None, "ready": "import torch",
+            "repeats": repeats,
+            "configs": [
+                {"name": c.name, "venv": c.venv, "tmpdir": c.tmpdir, "cache": c.cache,
+                 "cache_state": c.cache_state, "installer": c.installer, "compile": c.compile,
+                 "description": ""}
+                for c in configs
+            ],
+            "description": "", "size_mb": None, "extra": {},
+        },
+        repeats=repeats,
+        roles={name: RoleInfo(**r) for name, r in roles.items()},
+        host=HostInfo(hostname=hostname, platform="Linux-6.8.0-x86_64", kernel="6.8.0",
+                      machine="x86_64", cpu_count=16, cpu_model="AMD EPYC 9354",
+                      memory_bytes=270000000000),
+        versions={"python": "3.11.7", "iobench": "0.1.0", "pip": "25.3",
+                  "virtualenv": "20.35.4", "uv": "0.9.10"},
+        pip_config={"files": [], "env": {}, "isolated": True},
+        index=IndexInfo(kind="local", url="http://127.0.0.1:8765/simple"),
+        gpu=gpu,
+        sample_hz=hz,
+        stall_after_s=30.0,
+        venv_python="/usr/bin/python3",
+        env={"HF_TOKEN": "***"},
+    )  # fmt: skip
+
+
+def _row(run_id: str, spec: ConfigSpec, r: int, fig: dict, derived: dict, failed: bool) -> TrialRow:
+    return TrialRow(
+        run_id=run_id, trial_id=f"{spec.name}-r{r}", config=spec.name, repeat=r,
+        venv_role=spec.venv, tmpdir_role=spec.tmpdir, cache_role=spec.cache,
+        venv_fstype=FSTYPE.get(spec.venv, ""), tmpdir_fstype=FSTYPE.get(spec.tmpdir, ""),
+        cache_fstype=FSTYPE.get(spec.cache, ""),
+        cache_state=spec.cache_state, installer=spec.installer,
+        compile=spec.compile, status="failed" if failed else "ok",
+        started_at=f"2026-11-30T12:{r % 60:02d}:00Z",
+        read_bytes=300_000_000, read_calls=90_000,
+        disk_write_bytes=0 if spec.venv == "target" else fig["write_bytes"],
+        rss_max_bytes=180_000_000, index_bytes=int(WHEEL_BYTES),
+        tmpdir_peak_bytes=int(WHEEL_BYTES),
+        cache_bytes=0 if spec.cache == "off" else int(WHEEL_BYTES),
+        venv_bytes=int(fig["write_bytes"] - WHEEL_BYTES),
+        files_installed=FILES,
+        stalls=1 if spec.stall_s else 0,
+        stall_longest_s=spec.stall_s if spec.stall_s else None,
+        error="ERROR: Could not install packages due to an OSError: [Errno 28] "
+        "No space left on device" if failed else "",
+        **{**fig, **derived, **({"time_to_ready_s": None} if failed else {})},
+    )  # fmt: skip
 
 
 def make_run_dir(
@@ -218,147 +274,68 @@ def make_run_dir(
     roles: dict | None = None,
     fswait: bool = True,
 ) -> Path:
-    """Write a complete run directory under ``root`` and return its path.
+    """Write a complete run directory under ``root`` through ``RunDir`` and return its path.
 
-    ``sample_variants``: write only this many distinct sample files per config and reuse
+    ``sample_variants``: write only this many distinct sample files per config and copy
     them for the other repeats (fast enough for benchmark-sized runs). ``fswait=False``
-    writes a run as iobench did before it sampled filesystem waits (no ``fswait_frac`` in
-    trials.csv, no ``tree_fswait`` in the samples).
+    then removes ``fswait_frac`` from trials.csv and ``tree_fswait`` from the samples, as
+    iobench wrote runs before it sampled filesystem waits.
     """
     rng = np.random.default_rng(seed)
-    run_dir = root / run_id
-    (run_dir / "samples").mkdir(parents=True, exist_ok=True)
-    (run_dir / "logs").mkdir(exist_ok=True)
-    roles = roles or ROLES
-    meta = {
-        "schema_version": 1,
-        "iobench_version": "0.1.0",
-        "run_id": run_id,
-        "command": ["iobench", "run", "--target", roles["target"]["path"]],
-        "label": label,
-        "started_at": "2026-11-30T12:00:00Z",
-        "ended_at": "2026-11-30T13:10:00Z",
-        "status": "complete",
-        "scenario": {
-            "name": "torch",
-            "source": "scenarios/torch.toml",
-            "kind": "install",
-            "packages": ["torch==2.9.1"],
-            "ready_check": "import torch",
-            "repeats": repeats,
-            "configs": [
-                {"name": c.name, "venv": c.venv, "tmpdir": c.tmpdir, "cache": c.cache,
-                 "cache_state": c.cache_state, "installer": c.installer, "compile": c.compile}
-                for c in configs
-            ],
-        },
-        "roles": roles,
-        "host": {"hostname": hostname, "platform": "Linux-6.8.0-x86_64", "kernel": "6.8.0",
-                 "cpu_count": 16, "cpu_model": "AMD EPYC 9354", "memory_bytes": 270000000000},
-        "versions": {"python": "3.11.7", "iobench": "0.1.0", "pip": "25.3",
-                     "virtualenv": "20.35.4", "uv": "0.9.10"},
-        "pip_config": {"files": [], "env": {}, "isolated": True},
-        "index": {"kind": "local", "url": "http://127.0.0.1:8765/simple", "mbps": None},
-        "gpu": gpu,
-        "sample_hz": hz,
-        "env": {"HF_TOKEN": "***"},
-    }  # fmt: skip
-    (run_dir / "meta.json").write_text(json.dumps(meta, indent=2))
-    stall_rows: list[str] = []
-    columns = TRIAL_COLUMNS if fswait else [c for c in TRIAL_COLUMNS if c not in FSWAIT_COLUMNS]
-    with open(run_dir / "trials.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        for spec in configs:
-            cache_text: list[tuple[str, dict]] = []
-            for r in range(1, repeats + 1):
-                trial_id = f"{spec.name}-r{r}"
-                fig = _trial_figures(spec, rng)
-                failed = r > repeats - spec.fail
-                if samples and not failed:
-                    if sample_variants is None or len(cache_text) < sample_variants:
-                        text = _samples(spec, fig, hz, rng)
-                        derived = _summary_from_samples(text)
-                        if not fswait:
-                            text = _drop_csv_column(text, "tree_fswait")
-                            derived.pop("fswait_frac")
-                        cache_text.append((text, derived))
-                    else:
-                        text, derived = cache_text[r % len(cache_text)]
-                    (run_dir / "samples" / f"{trial_id}.csv").write_text(text)
+    meta = _meta(run_id, configs, repeats, hz, label, hostname, gpu, roles or ROLES)
+    rd = RunDir.create(root, run_id, meta)
+    for spec in configs:
+        written: list[tuple[Path, dict]] = []
+        for r in range(1, repeats + 1):
+            trial_id = f"{spec.name}-r{r}"
+            fig = _trial_figures(spec, rng)
+            failed = r > repeats - spec.fail
+            if samples and not failed:
+                if sample_variants is None or len(written) < sample_variants:
+                    series = _samples(spec, fig, hz, rng)
+                    written.append((rd.write_samples(trial_id, series), _summary_from_samples(series)))
+                    derived = written[-1][1]
                 else:
-                    derived = {"iowait_mean_pct": 1.0, "iowait_p95_pct": 2.0,
-                               "blocked_max": 0, "dstate_max": 0}  # fmt: skip
-                    if fswait:
-                        derived["fswait_frac"] = 0.0
-                row = {
-                    "run_id": run_id, "trial_id": trial_id, "config": spec.name, "repeat": r,
-                    "venv_role": spec.venv, "tmpdir_role": spec.tmpdir, "cache_role": spec.cache,
-                    "venv_fstype": FSTYPE.get(spec.venv, ""),
-                    "tmpdir_fstype": FSTYPE.get(spec.tmpdir, ""),
-                    "cache_fstype": FSTYPE.get(spec.cache, ""),
-                    "cache_state": spec.cache_state, "installer": spec.installer,
-                    "compile": spec.compile, "status": "failed" if failed else "ok",
-                    "started_at": f"2026-11-30T12:{r % 60:02d}:00Z",
-                    "read_bytes": 300_000_000, "read_calls": 90_000,
-                    "disk_write_bytes": 0 if spec.venv == "target" else fig["write_bytes"],
-                    "rss_max_bytes": 180_000_000, "index_bytes": int(WHEEL_BYTES),
-                    "tmpdir_peak_bytes": int(WHEEL_BYTES),
-                    "cache_bytes": 0 if spec.cache == "off" else int(WHEEL_BYTES),
-                    "venv_bytes": int(fig["write_bytes"] - WHEEL_BYTES),
-                    "files_installed": FILES,
-                    "stalls": 1 if spec.stall_s else 0,
-                    "stall_longest_s": spec.stall_s if spec.stall_s else "",
-                    "contended": "",
-                    "error": "ERROR: Could not install packages due to an OSError: [Errno 28] "
-                    "No space left on device" if failed else "",
-                    **fig,
-                    **derived,
-                }  # fmt: skip
-                if failed:
-                    row["time_to_ready_s"] = ""
-                writer.writerow(row)
-                if spec.stall_s and not failed:
-                    start = fig["venv_s"] + fig["download_s"] + 0.3 * fig["install_s"]
-                    stall_rows.append(
-                        f"{run_id},{trial_id},install,{start:.2f},{spec.stall_s:.2f},2,35.0\n"
-                    )
-    if stall_rows:
-        (run_dir / "stalls.csv").write_text(STALL_HEADER + "".join(stall_rows))
-    return run_dir
+                    source, derived = written[r % len(written)]
+                    shutil.copyfile(source, rd.sample_path(trial_id))
+            else:
+                derived = {"iowait_mean_pct": 1.0, "iowait_p95_pct": 2.0,
+                           "blocked_max": 0, "dstate_max": 0, "fswait_frac": 0.0}  # fmt: skip
+            rd.append_trial(_row(run_id, spec, r, fig, derived, failed))
+            if spec.stall_s and not failed:
+                start = fig["venv_s"] + fig["download_s"] + 0.3 * fig["install_s"]
+                stall = Stall(phase="install", start_s=round(start, 2), length_s=spec.stall_s,
+                              dstate_max=2, iowait_mean_pct=35.0)  # fmt: skip
+                rd.append_stalls(run_id, trial_id, [stall])
+    if not fswait:
+        _drop_csv_column(rd.trials_csv, "fswait_frac")
+        for path in rd.samples_dir.iterdir():
+            _drop_csv_column(path, "tree_fswait")
+    return rd.path
 
 
-def _drop_csv_column(text: str, name: str) -> str:
-    rows = list(csv.reader(io.StringIO(text)))
+def _drop_csv_column(path: Path, name: str) -> None:
+    rows = list(csv.reader(io.StringIO(path.read_text())))
     i = rows[0].index(name)
-    return "".join(",".join(r[:i] + r[i + 1 :]) + "\n" for r in rows)
+    path.write_text("".join(",".join(r[:i] + r[i + 1 :]) + "\n" for r in rows))
 
 
 def resume_rows(run_dir: Path, trial_ids: tuple[str, ...]) -> None:
     """Rewrite trials.csv as ``iobench run --resume`` leaves it: for each of ``trial_ids``, an
     ``interrupted`` row (no time-to-ready, no counters) before its finished row."""
-    path = run_dir / "trials.csv"
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        fields = list(reader.fieldnames or [])
-        rows = list(reader)
-    out = []
+    rd = RunDir(run_dir)
+    rows = rd.trials()
+    rd.trials_csv.unlink()
     for row in rows:
-        if row["trial_id"] in trial_ids:
-            cut = dict.fromkeys(fields, "")
-            for key in ("run_id", "trial_id", "config", "repeat", "venv_role", "tmpdir_role",
-                        "cache_role", "venv_fstype", "tmpdir_fstype", "cache_fstype",
-                        "cache_state", "installer", "compile", "started_at"):  # fmt: skip
-                cut[key] = row[key]
-            cut["status"] = "interrupted"
-            cut["venv_s"] = "2.1"
-            cut["error"] = "interrupted by the user (SIGINT/SIGTERM); trial scratch removed"
-            out.append(cut)
-        out.append(row)
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(out)
+        if row.trial_id in trial_ids:
+            keep = ("run_id", "trial_id", "config", "repeat", "venv_role", "tmpdir_role",
+                    "cache_role", "venv_fstype", "tmpdir_fstype", "cache_fstype",
+                    "cache_state", "installer", "compile", "started_at")  # fmt: skip
+            rd.append_trial(TrialRow(
+                **{k: getattr(row, k) for k in keep}, status="interrupted", venv_s=2.1,
+                error="interrupted by the user (SIGINT/SIGTERM); trial scratch removed",
+            ))  # fmt: skip
+        rd.append_trial(row)
 
 
 def make_not_a_run(root: Path) -> Path:
