@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import signal
@@ -13,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import TINY, only_run_dir, read_csv
 from test_run_e2e import TINY_PROFILE
 
@@ -213,3 +212,61 @@ def test_noisy_neighbour_is_recorded(tmp_path: Path) -> None:
     row = read_csv(only_run_dir(tmp_path / "r") / "trials.csv")[0]
     assert rc == 0 and row["status"] == "ok"
     assert "dd:" in row["contended"], row["contended"]
+
+
+def _wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = None):  # noqa: ANN001, ANN202
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = pred()
+        if found:
+            return found
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"iobench ended (exit {proc.returncode}) before {what}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.lab
+def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Path) -> None:
+    """A SIGSTOPped FUSE daemon mid-install (issue 9, item 9): iobench ends within its limits,
+    records the row, gives up deleting on the hung volume, says where, and exits."""
+    from iobench.lab import manage
+
+    reason = manage.lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    tmp, results, vol = tmp_path / "tmp", tmp_path / "results", tmp_path / "vol"
+    tmp.mkdir()
+    s = _scenario(tmp_path, '[configs.naive]\nvenv="target"\ntmpdir="target"\ncache="off"\n'
+                  '[configs.local]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
+    lab = manage.up(vol, latency_ms=2)
+    proc = None
+    try:
+        argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(s), "--configs", "naive,local",
+                "--target", str(vol), "--tmp", str(tmp), "--results", str(results), "--no-report",
+                "--trial-timeout", "20"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        _wait_for(lambda: list(results.glob("*/logs/naive-r1.install.out")), 120, "naive's install", proc)
+        time.sleep(0.3)
+        os.kill(lab.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        out, _ = proc.communicate(timeout=150)
+        took = time.monotonic() - t0
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if lab.pid:
+            os.kill(lab.pid, signal.SIGCONT)
+        manage.down(vol)
+    run = only_run_dir(results)
+    rows = read_csv(run / "trials.csv")
+    naive = [r for r in rows if r["config"] == "naive"]
+    assert len(naive) == 1 and naive[0]["status"] == "failed", out
+    assert "time limit" in naive[0]["error"], naive[0]["error"]
+    assert proc.returncode == 1, out
+    assert "stopped answering" in out and str(vol) in out, out
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "volume-hung" and str(vol) in meta["status_reason"]
+    assert took < 20 + 60, f"took {took:.0f} s after the hang"
+    print(f"hung volume: iobench ended {took:.1f} s after SIGSTOP (trial limit 20 s)")
