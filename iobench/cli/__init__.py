@@ -19,6 +19,7 @@ from iobench.cli.common import (
     mention_env,
 )
 from iobench.cli.completion import _add_completion
+from iobench.cli.doctor import _add_doctor
 from iobench.cli.list import _add_list
 from iobench.cli.probe import _add_probe
 from iobench.cli.run import _add_run, console_summary
@@ -48,6 +49,7 @@ REGISTRARS = (
     _add_report,
     _add_list,
     _add_probe,
+    _add_doctor,
     _add_lab,
     _add_wheels,
     _add_scenarios,
