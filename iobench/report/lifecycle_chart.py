@@ -1,0 +1,88 @@
+"""The lifecycle chart: monthly cost against starts per month, a line per strategy, crossings
+marked — where the cheapest way to start a pod changes.
+
+Same conventions as :mod:`iobench.report.charts`: matplotlib's object API on the Agg canvas
+(no pyplot, no global backend), Okabe-Ito colours, a title and units on both axes. Starts run
+on a log axis (1 to 1,000 a month by default) because the interesting crossings sit anywhere
+from a few starts a month to hundreds. Each total is a straight line in N, so a line is drawn
+through many points only to look straight on the log axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from iobench.cost import format_usd
+from iobench.lifecycle import LifeFigures, Prices, crossings, monthly
+
+_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000"]
+_STYLES = ["-", "--", "-.", ":"]
+
+
+@dataclass(frozen=True)
+class LifecycleChart:
+    """What was drawn: the file, a line per strategy (in order), the marked crossings."""
+
+    path: Path
+    lines: tuple[str, ...]
+    crossings: tuple[float, ...]  # starts a month
+
+
+def plot_lifecycle(
+    figures: list[LifeFigures],
+    prices: Prices,
+    path: str | Path,
+    starts: float | None = None,
+    lo: float = 1,
+    hi: float = 1000,
+    title: str = "",
+) -> LifecycleChart:
+    """Draw monthly $ against starts per month, one line per strategy; mark crossings and the
+    user's ``starts``; write a PNG to ``path``."""
+    path = Path(path)
+    fig = Figure(figsize=(8, 4.8))
+    ax = fig.add_subplot(1, 1, 1)
+    ns = np.geomspace(lo, hi, 200)
+    positive = True
+    for i, f in enumerate(figures):
+        ys = [monthly(f, float(n), prices).total_usd for n in ns]
+        positive = positive and min(ys) > 0
+        ax.plot(ns, ys, _STYLES[i % len(_STYLES)], color=_COLOURS[i % len(_COLOURS)], lw=2,
+                label=f"{f.strategy}: first start {f.first_s:.1f} s, restart {f.restart_s:.1f} s")
+    marked = crossings(figures, prices, lo, hi)
+    for k, (n, a, b, usd) in enumerate(marked):
+        ax.plot([n], [usd], "o", ms=7, mfc="white", mec="black", zorder=5)
+        label = _dollars(f"{a} = {b}\nat {n:.1f} starts/month, {format_usd(usd)}")
+        ax.annotate(label, (n, usd), textcoords="offset points", xytext=(8, 10 if k % 2 else -26),
+                    fontsize=7, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#bbbbbb"})
+    if starts is not None:
+        ax.axvline(starts, color="#777777", lw=1, ls=":")
+        ax.annotate(f"your {starts:g} starts", (starts, 1), xycoords=("data", "axes fraction"),
+                    textcoords="offset points", xytext=(3, -12), fontsize=8, color="#555555")
+    ax.set_xscale("log")
+    if positive:  # a line a + bN is flat, then rises: on a log axis crossings at cents stay visible
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("starts per month (log scale)")
+    ax.set_ylabel("USD per month, GPU idle + storage" + (" (log scale)" if positive else ""))
+    price = _dollars(f"GPU ${prices.gpu_usd_per_hour:g}/hour, storage "
+                     f"${prices.storage_usd_per_gb_month:g}/GB-month")
+    ax.set_title(f"{title + ': ' if title else ''}monthly cost of each start-up strategy\n{price}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=110, facecolor="white")
+    return LifecycleChart(path, tuple(f.strategy for f in figures), tuple(n for n, *_ in marked))
+
+
+def _dollars(text: str) -> str:
+    """Escape ``$`` so matplotlib prints it instead of starting mathtext."""
+    return text.replace("$", r"\$")

@@ -1,0 +1,123 @@
+"""The cost of a strategy over a month, with numbers worked by hand."""
+
+from __future__ import annotations
+
+import csv
+import math
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from iobench import lifecycle
+from iobench.errors import UsageError
+from iobench.lifecycle import LifeFigures, Prices
+
+# $3.60 an hour is $0.001 a second; storage $0.30/GB-month
+P = Prices(gpu_usd_per_hour=3.6, storage_usd_per_gb_month=0.30)
+PERSISTENT = LifeFigures("persistent-venv", first_s=100, restart_s=10, stored_bytes=5e9)
+PACKED = LifeFigures("packed-venv", first_s=120, restart_s=4, stored_bytes=2e9)
+REINSTALL = LifeFigures("reinstall", first_s=60, restart_s=60)
+ALL = [PERSISTENT, PACKED, REINSTALL]
+
+
+def test_a_month_is_the_first_start_plus_n_minus_one_restarts() -> None:
+    c = lifecycle.monthly(PERSISTENT, 30, P)
+    assert c.idle_s == 100 + 29 * 10
+    assert c.gpu_usd == pytest.approx(0.39)
+    assert c.storage_usd == pytest.approx(1.5)  # 5 GB x $0.30
+    assert c.total_usd == pytest.approx(1.89)
+    assert lifecycle.monthly(REINSTALL, 1, P).total_usd == pytest.approx(0.06)
+
+
+def test_reads_are_billed_per_restart_where_the_volume_bills_them() -> None:
+    f = LifeFigures("copied-venv", first_s=0, restart_s=0, stored_bytes=1e9, restart_read_bytes=2e9)
+    c = lifecycle.monthly(f, 11, Prices(0, 0.30, 0.03))
+    assert c.storage_usd == pytest.approx(0.30 + 10 * 2 * 0.03)
+
+
+def test_break_even_by_hand() -> None:
+    # packed: 0.716 + 0.004 N; reinstall: 0.06 N  ->  N = 0.716 / 0.056
+    assert lifecycle.break_even(PACKED, REINSTALL, P) == pytest.approx(0.716 / 0.056)
+    n = lifecycle.break_even(PACKED, REINSTALL, P)
+    assert lifecycle.monthly(PACKED, n, P).total_usd == pytest.approx(lifecycle.monthly(REINSTALL, n, P).total_usd)
+    # persistent (1.59 + 0.01 N) is above packed (0.716 + 0.004 N) for every N >= 1
+    assert lifecycle.break_even(PERSISTENT, PACKED, P) is None
+    same_slope = LifeFigures("x", first_s=1, restart_s=4)
+    assert lifecycle.break_even(PACKED, same_slope, P) is None
+
+
+def test_recommendation_depends_on_starts() -> None:
+    few = lifecycle.recommend(ALL, 1, P)
+    assert [c.strategy for c in few.ranking] == ["reinstall", "packed-venv", "persistent-venv"]
+    assert few.break_even == pytest.approx(12.7857, abs=1e-3)
+    many = lifecycle.recommend(ALL, 30, P)
+    assert [c.strategy for c in many.ranking] == ["packed-venv", "reinstall", "persistent-venv"]
+    assert many.best.total_usd == pytest.approx(0.836)
+    lines = lifecycle.summary_lines(many, ALL)
+    assert lines[0] == "At 30 starts a month:"
+    assert lines[1] == "  packed-venv: $0.836/month (GPU idle $0.236, storage $0.600; first start 120.0 s, restart 4.0 s)"
+    assert lines[-2:] == [
+        "Cheapest: packed-venv.",
+        "Break-even with reinstall: 12.8 starts a month (reinstall below it, packed-venv above).",
+    ]
+
+
+def test_without_storage_prices_the_faster_restart_wins_at_large_n() -> None:
+    free = Prices(3.6)
+    rec = lifecycle.recommend(ALL, 100, free)
+    assert rec.best.strategy == "packed-venv" and rec.runner_up.strategy == "persistent-venv"
+    # packed 0.116 + 0.004 N, persistent 0.09 + 0.01 N: cross at N = 0.026 / 0.006
+    assert rec.break_even == pytest.approx(0.026 / 0.006)
+
+
+def test_ties_go_to_the_faster_restart() -> None:
+    a = LifeFigures("a", first_s=10, restart_s=10)
+    b = LifeFigures("b", first_s=19, restart_s=1)
+    rec = lifecycle.recommend([a, b], 2, Prices(3.6))  # both 20 s of idle GPU
+    assert rec.best.strategy == "b"
+
+
+def test_crossings_inside_the_chart_range() -> None:
+    found = lifecycle.crossings(ALL, P, 1, 1000)
+    assert [(round(n, 3), a, b) for n, a, b, _ in found] == [
+        (round(0.716 / 0.056, 3), "packed-venv", "reinstall"),
+        (round(1.59 / 0.05, 3), "persistent-venv", "reinstall"),
+    ]
+
+
+@pytest.mark.parametrize("bad", [0, 0.5, -3, math.nan, math.inf, "10", True])
+def test_bad_starts_is_one_clear_line(bad: object) -> None:
+    with pytest.raises(UsageError, match="--starts must"):
+        lifecycle.recommend(ALL, bad, P)  # type: ignore[arg-type]
+
+
+def test_storage_presets_have_source_and_date() -> None:
+    presets = lifecycle.load_storage_presets()
+    assert {p.name for p in presets} >= {"EFS Standard", "EBS gp3", "RunPod network volume"}
+    for p in presets:
+        assert p.source.startswith("https://") and p.date[:4].isdigit(), p
+        assert p.billed in ("used", "provisioned") and p.usd_per_gb_month > 0
+    assert lifecycle.find_storage_preset("efs").usd_per_gb_month == 0.30
+    assert lifecycle.find_storage_preset("RunPod").prices(2.0) == Prices(2.0, 0.07, 0.0)
+    with pytest.raises(UsageError, match="unknown --storage 'tape'; known: EFS Standard"):
+        lifecycle.find_storage_preset("tape")
+    text = resources.files("iobench").joinpath("data", "storage_prices.csv").read_text()
+    assert all(len(row) == 9 for row in csv.reader(text.splitlines()))
+
+
+def test_chart_draws_a_line_per_strategy_and_marks_crossings(tmp_path: Path) -> None:
+    from iobench.report.lifecycle_chart import plot_lifecycle
+
+    chart = plot_lifecycle(ALL, P, tmp_path / "life.png", starts=30, title="test")
+    assert chart.path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert chart.lines == ("persistent-venv", "packed-venv", "reinstall")
+    assert [round(n, 1) for n in chart.crossings] == [12.8, 31.8]
+
+
+def test_chart_with_free_storage_and_a_free_start_uses_a_linear_axis(tmp_path: Path) -> None:
+    from iobench.report.lifecycle_chart import plot_lifecycle
+
+    free = LifeFigures("free", first_s=0, restart_s=0)
+    chart = plot_lifecycle([free, REINSTALL], Prices(3.6), tmp_path / "c.png")
+    assert chart.path.stat().st_size > 1000 and chart.crossings == ()
