@@ -190,7 +190,7 @@ class Runner:
     # ------------------------------------------------------------------ clean-up
     def _catch_signals(self) -> None:
         self._handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in _SIGNALS:
             if self._handlers[sig] != signal.SIG_IGN:  # under nohup a hangup must not stop us
                 signal.signal(sig, _interrupt)
 
@@ -232,6 +232,10 @@ def _quietly(fn: Callable[[], object]) -> None:
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    """The first Ctrl-C, SIGTERM or SIGHUP interrupts; later ones are ignored, so that the
+    interrupted trial's row is recorded and the clean-up finishes."""
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 

@@ -270,3 +270,37 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
     assert meta["status"] == "volume-hung" and str(vol) in meta["status_reason"]
     assert took < 20 + 60, f"took {took:.0f} s after the hang"
     print(f"hung volume: iobench ended {took:.1f} s after SIGSTOP (trial limit 20 s)")
+
+
+def test_cleanup_finishes_whatever_signals_arrive(tmp_path: Path) -> None:
+    """SIGTERM mid-trial, then a stream of SIGTERMs and SIGINTs through the clean-up (issue 9,
+    item 3): the interrupted row is recorded, the venvs, the run's scratch and the lock go."""
+    target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
+    target.mkdir()
+    tmp.mkdir()
+    argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(TINY), "--target", str(target),
+            "--tmp", str(tmp), "--results", str(results), "--no-report", "--index-mbps", "6"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for(lambda: [f for f in results.glob("*/logs/*.install.out")], 120, "an install", proc)
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            proc.send_signal(signal.SIGTERM if int(time.monotonic() * 50) % 2 else signal.SIGINT)
+            time.sleep(0.01)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # after the clean-up iobench's handlers are back: a later signal may end it on its way out
+    assert proc.returncode in (130, -signal.SIGTERM, -signal.SIGINT), out
+    assert "finished trials are kept" in out
+    run = only_run_dir(results)
+    rows = read_csv(run / "trials.csv")
+    assert rows and rows[-1]["status"] == "interrupted", out
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    for role in (target, tmp):
+        scratch = role / ".iobench-scratch"
+        left = [p.name for p in scratch.iterdir()] if scratch.exists() else []
+        assert not [n for n in left if n.startswith("2") or n == "lock.json"], (role, left, out)
