@@ -255,7 +255,8 @@ def fast_times(trials_csv: str) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for state in ("cold", "warm"):
         mine = [r for r in rows if (r["cache_state"] == "warm") == (state == "warm")]
-        out[state] = {p: round(_median([float(r[f"{p}_s"]) for r in mine]), 3) for p in phases}
+        if mine:
+            out[state] = {p: round(_median([float(r[f"{p}_s"]) for r in mine]), 3) for p in phases}
     return out
 
 
@@ -268,14 +269,16 @@ def opmix_toml(
     counts: dict[tuple[str, str, str], Counts],
     trial_of: dict[str, str],
     meta: dict[str, Any],
-    fast: dict[str, dict[str, float]],
+    fast: dict[str, dict[str, dict[str, float]]],
     fast_costs: dict[str, float],
 ) -> str:
     """The ``[installer]`` part of ``iobench/data/opmix.toml``; ``trial_of`` maps cache
-    state ("cold"/"warm") to the traced trial id that stands for it."""
+    state ("cold"/"warm") to the traced trial id that stands for it, ``fast`` profile name
+    to cache state to phase seconds."""
     lines = [f"[{installer}]", *(f"{k} = {v!r}".replace("'", '"') for k, v in meta.items()), ""]
-    for state, values in fast.items():
-        lines += _table(f"{installer}.fast.{state}", values)
+    for profile, states in fast.items():
+        for state, values in states.items():
+            lines += _table(f"{installer}.fast.{profile}.{state}", values)
     lines += _table(f"{installer}.fast_costs", {k: round(v, 5) for k, v in fast_costs.items()})
     for state, tid in trial_of.items():
         for (t, phase, role), c in sorted(counts.items()):
@@ -287,11 +290,12 @@ def opmix_toml(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m iobench.opmix TRACE TRIALS_CSV --tmpfs DIR``: print the TOML section.
+    """``python -m iobench.opmix TRACE --fast PROFILE=TRIALS_CSV ... --tmpfs DIR``: print
+    the TOML section.
 
     TRACE: ``strace`` (:data:`STRACE_ARGS`) of ``iobench run --configs naive,warm-cache-on-target
-    --repeats 1`` with target and tmp on tmpfs; TRIALS_CSV: an untraced run of the same
-    scenario, every role on tmpfs, for the fast times.
+    --repeats 1`` with target and tmp on tmpfs; each TRIALS_CSV: an untraced run of a
+    scenario of that wheel profile, every role on tmpfs, for its fast times.
     """
     import argparse
 
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m iobench.opmix")
     ap.add_argument("trace")
-    ap.add_argument("trials_csv")
+    ap.add_argument("--fast", action="append", default=[], metavar="PROFILE=TRIALS_CSV")
     ap.add_argument("--tmpfs", default="/dev/shm")
     ap.add_argument("--installer", default="pip")
     ap.add_argument("--profile", default="smoke")
@@ -320,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         "profile": prof.name,
         "files": prof.file_count,
         "bytes": prof.total_bytes,
+        "dists": len(prof.dists),
         "measured": "strace -f of one trial per cache state, all roles on tmpfs (python -m iobench.opmix)",
     }
     print(
@@ -328,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             counts,
             {"cold": a.cold, "warm": a.warm},
             meta,
-            fast_times(a.trials_csv),
+            {k: fast_times(v) for k, _, v in (f.partition("=") for f in a.fast)},
             costs,
         )
     )

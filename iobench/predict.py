@@ -1,22 +1,23 @@
 """Predict a config's time-to-ready, per phase, from a probe of each folder it uses.
 
-The formula (docs/prediction.md has the why and the measured error):
+The formula (docs/prediction.md has the why, the inputs and the measured error):
 
-    T(phase) = F(phase) · k
-             + Σ_role Σ_op  N(phase, role, op) · k · max(0, c_op(where role lives) − c_op(fast))
+    T(phase) = F(phase)
+             + Σ_role Σ_op  N(phase, role, op) · k · (c_op(where role lives) − c_op(fast))⁺
              + Σ_role  k_b · [ W(phase, role) · (1/w(where) − 1/w(fast))⁺ + R(phase, role) · (1/r(where) − 1/r(fast))⁺ ]
 
-- ``F``: the phase's wall time with every role on tmpfs (the fast role), measured once per
-  installer and cache state (``iobench/data/opmix.toml``), or passed in from a run's own
-  all-on-tmp trials;
+- ``F``: the phase's wall time with every role on tmpfs (the fast role), measured per
+  installer, profile and cache state (``iobench/data/opmix.toml``; another profile's are
+  scaled like its operations), or passed in from a run's own all-on-tmp trials;
 - ``N``, ``W``, ``R``: operations and bytes written/read per phase and role, counted by
   tracing one install (:mod:`iobench.opmix`), same file;
 - ``c_op``: milliseconds per operation from :mod:`iobench.probe` (create, stat, stat of a
   missing name, cold open+read, chmod, rename, unlink, mkdir, fsync p50), ``w``/``r``:
   its write and cold-read MB/s; ``fast``: the same probe of the tmpfs the fast times were
   measured on (recorded with them), so the fast time is not paid twice;
-- ``k``: the profile's installed files over the traced profile's (1 for the venv phase),
-  ``k_b`` the same for bytes (the download's fast time scales by ``k_b`` too).
+- ``k``: how the phase scales from the traced profile to the one predicted — 1 for the
+  venv, wheels for the download, installed files for install, compile and import;
+  ``k_b``: installed bytes.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from iobench.errors import UsageError
 from iobench.opmix import OPS
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 OPMIX_FILE = Path(__file__).parent / "data" / "opmix.toml"
 PHASES = ("venv", "download", "install", "compile", "import")
@@ -116,39 +120,72 @@ def storage_seconds(mix: dict[str, Any], where: Costs, fast: Costs, k: float, k_
     return ops * k + data * k_b
 
 
+@dataclass(frozen=True)
+class Size:
+    """What an install's counts scale with: installed files, bytes and distributions."""
+
+    name: str
+    files: int
+    bytes: int
+    dists: int
+
+    @classmethod
+    def of(cls, profile: Any) -> Size:
+        """From a :class:`iobench.wheels.Profile`."""
+        return cls(profile.name, profile.file_count, profile.total_bytes, len(profile.dists))
+
+
+def _scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
+    """(operations, bytes) scale of a phase: the venv is the same for every install, the
+    download's operations go with the number of wheels, the rest with installed files."""
+    if phase == "venv":
+        return 1.0, 1.0
+    k_b = size.bytes / traced.bytes
+    if phase == "download":
+        return size.dists / traced.dists, k_b
+    return size.files / traced.files, k_b
+
+
+def fast_phases(opmix: dict[str, Any], state: str, size: Size, traced: Size) -> dict[str, float]:
+    """The all-on-tmpfs phase times: measured for this profile, else the traced one's scaled."""
+    measured = opmix["fast"].get(size.name, {}).get(state)
+    if measured:
+        return {p: float(v) for p, v in measured.items()}
+    base = opmix["fast"][traced.name][state]
+    return {p: float(base.get(p, 0.0)) * _scales(p, size, traced)[0] for p in PHASES}
+
+
 def predict_config(
     name: str,
     roles: dict[str, Costs | None],
     cache_state: str,
     opmix: dict[str, Any],
-    files: int | None = None,
-    total_bytes: int | None = None,
+    size: Size | None = None,
     fast_s: dict[str, float] | None = None,
 ) -> Prediction:
     """Predict one config: ``roles`` maps venv/tmpdir/cache to the costs of its folder
-    (None for a cache that is off). ``files``/``total_bytes`` of the profile to install
-    (default: the traced one); ``fast_s`` overrides the recorded all-on-tmpfs phase times."""
+    (None for a cache that is off); ``size``: the profile to install (default: the traced
+    one); ``fast_s`` overrides the recorded all-on-tmpfs phase times."""
     state = "warm" if cache_state == "warm" else "cold"
-    k = (files or opmix["files"]) / opmix["files"]
-    k_b = (total_bytes or opmix["bytes"]) / opmix["bytes"]
+    traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+    size = size or traced
+    fc = opmix["fast_costs"]
     fast = Costs(
-        {op: float(v) for op, v in opmix["fast_costs"].items() if op in OPS},
-        opmix["fast_costs"].get("write_mbps"),
-        opmix["fast_costs"].get("read_mbps"),
+        {op: float(v) for op, v in fc.items() if op in OPS},
+        fc.get("write_mbps"),
+        fc.get("read_mbps"),
     )
-    base = fast_s or opmix["fast"][state]
+    base = fast_s or fast_phases(opmix, state, size, traced)
     phases: dict[str, float] = {}
     storage: dict[str, float] = {}
     for phase in PHASES:
-        scale = 1.0 if phase == "venv" else (k_b if phase == "download" else k)
         extra = 0.0
         for role, where in roles.items():
             mix = opmix["ops"][state].get(phase, {}).get(role)
             if mix and where is not None:
-                ks = (1.0, 1.0) if phase == "venv" else (k, k_b)
-                extra += storage_seconds(mix, where, fast, *ks)
+                extra += storage_seconds(mix, where, fast, *_scales(phase, size, traced))
         storage[phase] = extra
-        phases[phase] = float(base.get(phase, 0.0)) * (1.0 if fast_s else scale) + extra
+        phases[phase] = float(base.get(phase, 0.0)) + extra
     return Prediction(name, phases, storage)
 
 
@@ -168,24 +205,22 @@ def predict_scenario(
         profile = load_profile(scenario.wheels)
     out = []
     for cfg in scenario.configs:
-        opmix = load_opmix(cfg.installer)
         roles = {
             "venv": folders[cfg.venv],
             "tmpdir": folders[cfg.tmpdir],
             "cache": folders[cfg.cache] if cfg.cache != "off" else None,
         }
         state = "warm" if cfg.cache_state == "warm" else "cold"
-        out.append(
-            predict_config(
-                cfg.name,
-                roles,
-                cfg.cache_state,
-                opmix,
-                files=profile.file_count if profile else None,
-                total_bytes=profile.total_bytes if profile else None,
-                fast_s=(fast_s or {}).get(state),
-            )
+        size = Size.of(profile) if profile else None
+        pred = predict_config(
+            cfg.name,
+            roles,
+            cfg.cache_state,
+            load_opmix(cfg.installer),
+            size,
+            (fast_s or {}).get(state),
         )
+        out.append(pred)
     return out
 
 

@@ -1,0 +1,123 @@
+"""The prediction model: strace counting on a hand-made log, the formula with hand-made
+numbers, and the shipped operation mix against real probes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from iobench import opmix, predict
+from iobench.probe import probe, probe_roles, result_to_dict
+from iobench.scenario import load_scenario
+
+S = "/r/.iobench-scratch/RUN/t1"
+TRACE = f"""\
+100 execve("{S}/venv/bin/python", ["{S}/venv/bin/python", "-m", "pip", "install", "x"], 0x7ffd /* 3 vars */) = 0
+100 clone3({{flags=CLONE_VM|CLONE_VFORK, exit_signal=SIGCHLD}}, 88 <unfinished ...>
+100 <... clone3 resumed>) = 101
+101 openat(AT_FDCWD</w>, "{S}/tmp/pip-1/x.whl", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0644) = 3<{S}/tmp/pip-1/x.whl>
+101 write(3<{S}/tmp/pip-1/x.whl>, "PK\\3\\4"..., 1000) = 1000
+100 newfstatat(AT_FDCWD</w>, "{S}/cache/http", {{st_mode=S_IFDIR|0755, st_size=40, ...}}, 0) = 0
+100 newfstatat(AT_FDCWD</w>, "{S}/cache/http", {{st_mode=S_IFDIR|0755, st_size=40, ...}}, 0) = 0
+100 newfstatat(AT_FDCWD</w>, "{S}/cache/nope", 0x7ffe, 0) = -1 ENOENT (No such file or directory)
+100 newfstatat(AT_FDCWD</w>, "{S}/cache/nope", 0x7ffe, 0) = -1 ENOENT (No such file or directory)
+100 openat(AT_FDCWD</w>, "{S}/venv/lib/python3.11/site-packages/pip/__pycache__/a.pyc", O_WRONLY|O_CREAT, 0644) = 4<{S}/venv/x>
+100 openat(4<{S}/venv/lib/python3.11/site-packages>, "pkg/mod.py", O_WRONLY|O_CREAT|O_EXCL, 0644) = 5<{S}/venv/lib/python3.11/site-packages/pkg/mod.py>
+100 rename("{S}/venv/a", "{S}/venv/b") = 0
+100 fsync(5<{S}/venv/lib/python3.11/site-packages/pkg/mod.py>) = 0
+100 newfstatat(5<{S}/venv/lib/python3.11/site-packages/pkg/mod.py>, "", {{st_mode=S_IFREG|0644, ...}}, AT_EMPTY_PATH) = 0
+200 execve("{S}/prime-venv/bin/python", ["{S}/prime-venv/bin/python", "-m", "pip", "install", "x"], 0x7 /* 1 var */) = 0
+200 openat(AT_FDCWD</w>, "{S}/cache/y", O_WRONLY|O_CREAT, 0644) = 3<{S}/cache/y>
+300 openat(AT_FDCWD</w>, "{S}/venv/z", O_WRONLY|O_CREAT, 0644) = 3<{S}/venv/z>
+"""
+
+
+def _ops(c: opmix.Counts) -> dict[str, int]:
+    return {k: v for k, v in c.ops.items() if v}
+
+
+def test_count_trace_attributes_calls_to_phase_and_role() -> None:
+    counts = opmix.count_trace(TRACE.splitlines(keepends=True))
+    assert set(counts) == {
+        ("t1", "download", "tmpdir"),
+        ("t1", "download", "cache"),
+        ("t1", "download", "venv"),
+        ("t1", "install", "venv"),
+    }
+    tmp = counts[("t1", "download", "tmpdir")]
+    assert _ops(tmp) == {"create": 1} and tmp.bytes_written == 1000
+    assert _ops(counts[("t1", "download", "cache")]) == {
+        "stat": 1,
+        "stat_miss": 2,
+    }  # stats once per path
+    assert _ops(counts[("t1", "download", "venv")]) == {
+        "create": 1
+    }  # pip's own bytecode: still downloading
+    assert _ops(counts[("t1", "install", "venv")]) == {"create": 1, "rename": 1, "fsync": 1}
+
+
+MIX = {
+    "profile": "p",
+    "files": 100,
+    "bytes": 1_000_000,
+    "dists": 1,
+    "fast": {
+        "p": {"cold": {"venv": 1.0, "download": 2.0, "install": 3.0, "compile": 0.0, "import": 0.0}}
+    },
+    "fast_costs": {"create": 0.01, "write_mbps": 1000.0, "read_mbps": 1000.0},
+    "ops": {
+        "cold": {
+            "install": {"venv": {"create": 100, "bytes_written": 1_000_000, "bytes_read": 0}},
+            "venv": {"venv": {"create": 10}},
+        }
+    },
+}
+
+
+def test_formula_with_hand_made_numbers() -> None:
+    slow = predict.Costs({"create": 1.01}, write_mbps=10.0, read_mbps=None)
+    fast = predict.Costs({"create": 0.01}, 1000.0, 1000.0)
+    p = predict.predict_config("x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", MIX)
+    # install: 3 s on tmpfs + 100 creates x 1 ms extra + 1 MB x (1/10 - 1/1000) s/MB
+    assert p.phases["install"] == pytest.approx(3.0 + 0.1 + 0.099)
+    assert p.phases["venv"] == pytest.approx(1.0 + 10 * 0.001)
+    assert p.total_s == pytest.approx(1.01 + 2.0 + 3.199)
+    # a profile twice the size: files and bytes double, the venv does not; fast times scale too
+    big = predict.Size("q", 200, 2_000_000, 1)
+    p2 = predict.predict_config(
+        "x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", MIX, big
+    )
+    assert p2.phases["install"] == pytest.approx(6.0 + 0.2 + 0.198)
+    assert p2.phases["venv"] == pytest.approx(1.01) and p2.phases["download"] == pytest.approx(2.0)
+    # a folder faster than the reference costs nothing extra (never negative)
+    quick = predict.Costs({"create": 0.0}, 5000.0, 5000.0)
+    assert predict.predict_config("x", {"venv": quick}, "cold", MIX).phases["install"] == 3.0
+
+
+def test_fast_folders_predict_the_recorded_fast_times() -> None:
+    mix = predict.load_opmix("pip")
+    fc = mix["fast_costs"]
+    same = predict.Costs(
+        {k: v for k, v in fc.items() if k in opmix.OPS}, fc["write_mbps"], fc["read_mbps"]
+    )
+    for p in predict.predict_scenario(load_scenario("smoke"), {"target": same, "tmp": same}):
+        state = "warm" if p.config == "warm-cache-on-target" else "cold"
+        assert p.phases == pytest.approx(mix["fast"]["smoke"][state])
+
+
+def test_costs_from_a_probe_and_from_its_json_agree(tmp_path: Path) -> None:
+    result = probe(tmp_path, files=200, write_mb=8, seconds=0.2, write_seconds=0.5, locks=False)
+    assert predict.Costs.from_probe(result) == predict.Costs.from_probe(result_to_dict(result))
+    assert set(predict.Costs.from_probe(result).ms) == set(opmix.OPS)
+
+
+def test_the_runner_hook_predicts_from_a_probe_document(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    doc = probe_roles({"target": tmp_path / "a", "tmp": tmp_path / "b"}, seconds=0.05)
+    got = predict.predicted_s(load_scenario("smoke"), "naive", doc)
+    assert math.isfinite(got) and got >= sum(predict.load_opmix()["fast"]["smoke"]["cold"].values())
+    with pytest.raises(Exception, match="no config 'nope'"):
+        predict.predicted_s(load_scenario("smoke"), "nope", doc)

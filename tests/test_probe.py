@@ -1,0 +1,186 @@
+"""Storage probes: every micro-probe on a real folder, their time bounds, a folder that
+hangs, the lock check across processes, the JSON document, and the lab volume."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from iobench import probe
+from iobench.__main__ import main
+
+RATES = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir")
+
+
+def test_every_probe_on_a_local_folder(tmp_path: Path) -> None:
+    r = probe.probe(
+        tmp_path, files=300, write_mb=8, file_bytes=1400, seconds=5, write_seconds=5, bucket_s=0.01
+    )
+    for op in RATES:
+        got = getattr(r, op)
+        assert got is not None and got.count == 300 and got.seconds > 0, op
+    assert r.fsync is not None and r.fsync.count > 0 and r.fsync.p99_ms >= r.fsync.p50_ms > 0
+    assert r.write is not None and r.write.total_mb == pytest.approx(8.0)
+    assert r.read is not None and r.read.count == 8_000_000 and r.read_mbps and r.read_mbps > 0
+    assert r.locks == {"flock": "works", "fcntl": "works"}
+    st = os.statvfs(tmp_path)
+    assert r.space is not None and r.space.total_bytes == st.f_blocks * st.f_frsize
+    assert r.hung is None and r.file_bytes == 1400
+    assert list(tmp_path.iterdir()) == []  # scratch folder removed
+
+
+def test_probes_stop_at_their_deadline(tmp_path: Path) -> None:
+    r = probe.probe(
+        tmp_path, files=10**7, write_mb=10**6, seconds=0.05, write_seconds=0.3, bucket_s=0.05
+    )
+    assert 0 < r.create.count < 10**7 and 0 < r.mkdir.count < 10**7  # cut off, not finished
+    assert r.write is not None and r.write.total_mb < 10**6 and len(r.write.timeline) >= 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_probe_that_blocks_is_abandoned(tmp_path: Path) -> None:
+    """Opening a FIFO with no writer blocks in the kernel, like a call on a hung volume."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    steps = [("first", lambda: 1), ("blocks", lambda: open(fifo).close()), ("never", lambda: 3)]
+    try:
+        out, hung = probe._run_steps(steps, lambda name: 0.3)
+        assert out == {"first": 1} and hung == "blocks"
+    finally:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # lets the abandoned thread finish
+        os.close(fd)
+
+
+def test_lock_check_sees_a_lock_held_by_another_process(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    assert probe.lock_works(str(lock), "flock") == "works"
+    assert probe.lock_works(str(lock), "fcntl") == "works"
+    # a lock this process already holds is no test of exclusion: the child must be refused
+    import fcntl
+
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert probe.lock_works(str(lock), "flock").startswith("error")
+    finally:
+        os.close(fd)
+
+
+def test_median_file_of_a_profile() -> None:
+    # smoke: 200 x 800 B, 40 x 1100 B, 1300 x 1400 B, ... of 2404 files: the 1202nd is 1400 B
+    assert probe.median_file_bytes("smoke") == 1400
+
+
+def test_cli_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    argv = [
+        "probe",
+        str(tmp_path / "a"),
+        str(tmp_path / "b"),
+        "--format",
+        "json",
+        "--seconds",
+        "0.05",
+        "--write-seconds",
+        "0.3",
+        "--files",
+        "100",
+    ]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "iobench-probe" and doc["schema_version"] == probe.SCHEMA_VERSION == 1
+    assert [p["path"] for p in doc["paths"]] == [str(tmp_path / "a"), str(tmp_path / "b")]
+    one = doc["paths"][0]
+    expected = {
+        "path",
+        "file_bytes",
+        "seconds_per_probe",
+        "hung",
+        *RATES,
+        "fsync",
+        "write",
+        "read",
+        "locks",
+        "space",
+    }
+    assert set(one) == expected
+    for op in RATES:
+        assert set(one[op]) == {"count", "seconds", "ms_each"} and one[op]["count"] > 0
+    assert set(one["fsync"]) == {"count", "p50_ms", "p99_ms"}
+    assert one["write"]["timeline"] and all(len(pt) == 2 for pt in one["write"]["timeline"])
+    assert set(one["space"]) == {"free_bytes", "total_bytes", "free_inodes", "total_inodes"}
+    assert one["locks"] == {"flock": "works", "fcntl": "works"}
+
+
+def test_cli_text_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", str(tmp_path), "--seconds", "0.05", "--write-seconds", "0.2"]) == 0
+    out = capsys.readouterr().out
+    for word in (
+        "create",
+        "stat of a missing name",
+        "cold open+read+close",
+        "rename",
+        "unlink",
+        "mkdir",
+        "fsync of 4 KiB",
+        "write",
+        "read",
+        "flock locks: works",
+        "fcntl locks: works",
+        "inodes",
+    ):
+        assert word in out, word
+    assert main(["probe", str(tmp_path), "--seconds", "0"]) == 2
+    assert main(["probe", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") >= 2 and "iobench" in err
+
+
+def test_probe_roles_probes_a_shared_folder_once(tmp_path: Path) -> None:
+    doc = probe.probe_roles(
+        {"target": tmp_path, "tmp": tmp_path, "cache": tmp_path / "."}, seconds=0.05
+    )
+    assert len(doc["paths"]) == 1 and set(doc["roles"]) == {"target", "tmp", "cache"}
+    assert doc["paths"][0]["path"] == doc["roles"]["target"] == os.path.realpath(tmp_path)
+
+
+@pytest.fixture
+def slow(tmp_path: Path):  # noqa: ANN201 - a generator fixture
+    from iobench.lab.manage import lab_unavailable_reason
+    from iobench.lab.testing import slow_volume
+
+    reason = lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with slow_volume(tmp_path, latency_ms=1) as mnt:
+        yield mnt
+
+
+@pytest.mark.lab
+def test_lab_volume_every_operation_pays_the_latency(slow: Path) -> None:
+    """On the 1 ms lab volume each operation waits for at least one round trip, a create
+    (lookup, create, flush) for three; the write shows several buckets, the locks are
+    checked across processes, and the volume is left empty."""
+    r = probe.probe(slow, files=2000, write_mb=64, seconds=0.3, write_seconds=1.0, bucket_s=0.1)
+    for op in RATES:
+        got = getattr(r, op)
+        assert got is not None and got.count > 0, op
+        assert got.ms_each >= 0.9, (op, got.ms_each)
+    assert r.create.ms_each >= 2.7
+    assert r.fsync is not None and r.fsync.p50_ms >= 0.9
+    assert r.write is not None and len(r.write.timeline) >= 3
+    assert set(r.locks) == {"flock", "fcntl"} and all(v for v in r.locks.values())
+    assert r.hung is None and list(slow.iterdir()) == []
+    # the deadline holds on a slow volume too: 0.3 s of creates at >= 3 ms each
+    assert r.create.count <= 0.3 / 0.0027 + 1
+
+
+def test_no_thread_is_left_after_a_normal_probe(tmp_path: Path) -> None:
+    before = {t.name for t in threading.enumerate()}
+    probe.probe(tmp_path, files=50, write_mb=1, seconds=0.05, write_seconds=0.1)
+    assert "iobench-probe" not in {t.name for t in threading.enumerate()} - before
