@@ -231,6 +231,7 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
     """A SIGSTOPped FUSE daemon mid-install (issue 9, item 9): iobench ends within its limits,
     records the row, gives up deleting on the hung volume, says where, and exits."""
     from iobench.lab import manage
+    from iobench.lab.options import VolumeOptions
 
     reason = manage.lab_unavailable_reason()
     if reason:
@@ -239,7 +240,7 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
     tmp.mkdir()
     s = _scenario(tmp_path, '[configs.naive]\nvenv="target"\ntmpdir="target"\ncache="off"\n'
                   '[configs.local]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
-    lab = manage.up(vol, latency_ms=2)
+    lab = manage.up(vol, options=VolumeOptions(latency_ms=2))
     proc = None
     try:
         argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(s), "--configs", "naive,local",

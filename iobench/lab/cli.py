@@ -8,10 +8,12 @@ anything is mounted; handlers return an exit code and leave errors to ``main``.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from iobench.lab import manage
 from iobench.lab.options import KINDS, VolumeOptions
+
+if TYPE_CHECKING:  # the handlers import it: `iobench --help` must not pay for it
+    from iobench.lab import manage
 
 
 def register(sub: Any) -> None:
@@ -37,11 +39,14 @@ def register(sub: Any) -> None:
     p.add_argument("--data-latency-ms", type=float, default=0.0, metavar="L",
                    help="added to every read and write call")
     p.add_argument("--iops", type=float, metavar="N", help="token bucket: operations per second")
-    p.add_argument("--mbps", type=float, metavar="M", help="bandwidth cap for reads and writes, MB/s")
-    p.add_argument("--burst-mbps", type=float, metavar="B",
-                   help="EFS-Bursting-like: rate while credits last (needs --mbps as the baseline)")
+    p.add_argument("--mb-per-s", type=float, metavar="M", help="bandwidth cap for reads and writes, MB/s")
+    p.add_argument("--burst-mb-per-s", type=float, metavar="B",
+                   help="EFS-Bursting-like: rate while credits last, MB/s (needs --mb-per-s as the baseline)")
     p.add_argument("--burst-credits-mb", type=float, metavar="C",
-                   help="credits: MB moved at the burst rate before falling to --mbps")
+                   help="credits: MB moved at the burst rate before falling to --mb-per-s")
+    # the spellings before the unit was named (the same MB/s), kept working but not shown
+    p.add_argument("--mbps", dest="mb_per_s", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--burst-mbps", dest="burst_mb_per_s", type=float, help=argparse.SUPPRESS)
     p.add_argument("--cache-s", type=float, default=1.0, metavar="S",
                    help="let the kernel trust looked-up names and attributes for S seconds "
                         "(default 1, libfuse's own, near an NFS client's attribute cache; "
@@ -67,19 +72,18 @@ def options_from_args(args: argparse.Namespace) -> VolumeOptions:
         latency_ms=args.latency_ms,
         data_latency_ms=args.data_latency_ms,
         iops=args.iops,
-        mbps=args.mbps,
-        burst_mbps=args.burst_mbps,
+        mb_per_s=args.mb_per_s,
+        burst_mb_per_s=args.burst_mb_per_s,
         burst_credits_mb=args.burst_credits_mb,
         cache_s=args.cache_s,
     ).validate(args.kind)
 
 
 def handle_up(args: argparse.Namespace) -> int:
+    from iobench.lab import manage
+
     options = options_from_args(args)
-    lab = manage.up(
-        args.mountpoint, kind=args.kind, backing=args.backing, stats=args.stats,
-        **options.to_dict(),
-    )
+    lab = manage.up(args.mountpoint, args.kind, options, backing=args.backing, stats=args.stats)
     backing = "tmpfs" if lab.backing_tmpfs else lab.backing
     print(f"mounted {lab.mountpoint} ({lab.kind}, {options.describe()}, backing {backing}, pid {lab.pid})")
     print(f"unmount with: iobench lab down {lab.mountpoint}")
@@ -87,6 +91,8 @@ def handle_up(args: argparse.Namespace) -> int:
 
 
 def handle_down(args: argparse.Namespace) -> int:
+    from iobench.lab import manage
+
     stats = manage.down(args.mountpoint)
     line = f"unmounted {manage.mount_path(args.mountpoint)}"
     if stats:
@@ -96,6 +102,8 @@ def handle_down(args: argparse.Namespace) -> int:
 
 
 def handle_status(args: argparse.Namespace) -> int:
+    from iobench.lab import manage
+
     for line in status_lines(manage.status()):
         print(line)
     return 0
@@ -113,7 +121,7 @@ def status_lines(entries: list[manage.LabStatus]) -> list[str]:
         return ["no iobench lab volumes"]
     lines = []
     for e in entries:
-        opts = VolumeOptions(**e.options).describe() if e.options else "?"
+        opts = VolumeOptions.from_dict(e.options).describe() if e.options else "?"
         health = e.problem or "ok"
         line = f"{e.mountpoint}  {e.kind}  {opts}  pid {e.pid or '-'}  {health}"
         if e.stats:

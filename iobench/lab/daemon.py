@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from iobench.errors import IOBenchError
+from iobench.lab.options import DEFAULT_CACHE_S
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--live-stats", default=None, help="stats JSON refreshed while mounted")
     p.add_argument("--control", default=None,
                    help="flush control FIFO (default: 'control' next to --live-stats)")
-    p.add_argument("--cache-timeout-s", type=float, default=0.0)
+    p.add_argument("--cache-timeout-s", type=float, default=DEFAULT_CACHE_S)
     p.add_argument("--max-threads", type=int, default=64)
     return p
 
@@ -51,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             latency_ms=args.latency_ms,
             data_latency_ms=args.data_latency_ms,
             iops=args.iops,
-            mbps=args.mbps,
-            burst_mbps=args.burst_mbps,
+            mb_per_s=args.mbps,
+            burst_mb_per_s=args.burst_mbps,
             burst_credits_mb=args.burst_credits_mb,
             cache_s=args.cache_timeout_s,
         ).validate()

@@ -6,7 +6,7 @@ Method: every request the kernel sends is served from a backing folder and then 
 
 where ``start`` is when the daemon received it, or later when the ``--iops`` token bucket
 (:class:`~iobench.lab.shaping.TokenBucket`) says so; ``transfer`` is the time the request's
-bytes need on the shared byte link (:class:`~iobench.lab.shaping.ByteLink`, ``--mbps`` with
+bytes need on the shared byte link (:class:`~iobench.lab.shaping.ByteLink`, ``--mb-per-s`` with
 optional EFS-Bursting credits; reads and writes only); and ``latency`` is ``latency_ms`` for
 metadata requests and ``data_latency_ms`` for read/write. The backing call itself runs
 before the wait, so failing requests (a negative lookup) pay the round trip too.
@@ -129,11 +129,11 @@ class SlowFS(mfusepy.Operations):
         self._bucket = TokenBucket(options.iops) if options.iops else None
         self._link = (
             ByteLink(
-                options.mbps * 1e6,
-                options.burst_mbps * 1e6 if options.burst_mbps else None,
+                options.mb_per_s * 1e6,
+                options.burst_mb_per_s * 1e6 if options.burst_mb_per_s else None,
                 options.burst_credits_mb * 1e6 if options.burst_credits_mb else None,
             )
-            if options.mbps
+            if options.mb_per_s
             else None
         )
         # Thread idents, not threading.local: ctypes gives a libfuse worker thread a fresh

@@ -1,7 +1,7 @@
 """Mount, list and unmount emulated slow volumes, and never leave one behind.
 
 ``up`` starts a detached daemon (the Python FUSE filesystem of :mod:`iobench.lab.fs`, or
-sshfs against an sshd in a private network namespace, :mod:`iobench.lab.sshfs`), backed by a
+sshfs against an sshd in a private network namespace, :mod:`iobench.lab.kinds.sshfs`), backed by a
 tmpfs it mounts itself unless ``backing`` is given, and returns once the mount is live.
 Everything it made is written first to a JSON state file (``/run/iobench-lab/<id>/state.json``,
 or a per-user folder under the temp dir when ``/run`` is not writable), so ``down`` and
@@ -17,34 +17,29 @@ so a hung daemon cannot hang it.
 from __future__ import annotations
 
 import contextlib
-import ctypes.util
+import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iobench import procfs
 from iobench.errors import LabError
-from iobench.lab import system
+from iobench.lab import kinds, system
+from iobench.lab.kinds.fuse import FUSE
 from iobench.lab.options import VolumeOptions
 
 STATE_ENV = "IOBENCH_LAB_STATE_DIR"  # overrides where state folders live
-FUSE_TYPE = "fuse.iobench-lab"
-SSHFS_TYPE = "fuse.sshfs"
+FUSE_TYPE = FUSE.fstype
 STATE_SCHEMA = 1
-
-_CAP_NET_ADMIN = 12
-_CAP_SYS_ADMIN = 21
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass
@@ -67,7 +62,7 @@ class LabMount:
 
     @property
     def fstype(self) -> str:
-        return FUSE_TYPE if self.kind == "fuse" else SSHFS_TYPE
+        return kinds.get(self.kind).fstype
 
     @property
     def live_stats_path(self) -> Path:
@@ -79,9 +74,7 @@ class LabMount:
 
     def daemon_needles(self) -> list[str]:
         """Strings the daemon's command line must hold before we signal its pid."""
-        if self.kind == "fuse":
-            return ["iobench.lab.daemon", self.mountpoint]
-        return ["sshfs", self.mountpoint]
+        return kinds.get(self.kind).needles(self)
 
     def save(self) -> None:
         path = Path(self.state_dir) / "state.json"
@@ -118,24 +111,13 @@ class LabStatus:
 # ---- preflight ---------------------------------------------------------------------------
 
 
-def _capability(bit: int) -> bool:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> bit & 1)
-    except OSError:
-        pass
-    return False
-
-
 def lab_unavailable_reason(kind: str = "fuse") -> str | None:
     """Why the lab cannot run here (one line, with the next step), or None if it can."""
     if not sys.platform.startswith("linux"):
         return "iobench lab needs Linux (FUSE, tmpfs, network namespaces)"
     if os.geteuid() != 0:
         return "iobench lab needs root: it mounts tmpfs and FUSE filesystems (run it as root)"
-    if not _capability(_CAP_SYS_ADMIN):
+    if not system.capability(system.CAP_SYS_ADMIN):
         return "iobench lab needs CAP_SYS_ADMIN to mount (run the container with --privileged or --cap-add SYS_ADMIN)"
     if not os.path.exists("/dev/fuse"):
         return "/dev/fuse is missing (run the container with --device /dev/fuse)"
@@ -145,20 +127,7 @@ def lab_unavailable_reason(kind: str = "fuse") -> str | None:
         return f"cannot open /dev/fuse: {e.strerror} (run the container with --device /dev/fuse)"
     if shutil.which("fusermount3") is None:
         return "fusermount3 is missing (apt-get install fuse3)"
-    if kind == "fuse":
-        if ctypes.util.find_library("fuse3") is None:
-            return "libfuse3 is missing (apt-get install libfuse3-3)"
-        if importlib.util.find_spec("mfusepy") is None:
-            return "mfusepy is missing (pip install 'iobench[lab]')"
-    elif kind == "sshfs":
-        from iobench.lab import sshfs
-
-        missing = [name for name, path in sshfs.tools().items() if path is None]
-        if missing:
-            return f"{', '.join(missing)} missing (apt-get install sshfs openssh-server openssh-client iproute2)"
-        if not _capability(_CAP_NET_ADMIN):
-            return "--kind sshfs needs CAP_NET_ADMIN for its network namespace (--cap-add NET_ADMIN)"
-    return None
+    return kinds.get(kind).unavailable()
 
 
 # ---- state ---------------------------------------------------------------------------------
@@ -191,6 +160,29 @@ def _recorded() -> list[LabMount]:
         with contextlib.suppress(OSError, ValueError, TypeError):
             labs.append(LabMount.load(path))
     return labs
+
+
+@contextlib.contextmanager
+def _exclusive(mp: str) -> Iterator[None]:
+    """Only one ``lab up`` or ``lab down`` per mountpoint at a time (a local flock on a file
+    beside the state folders: they live on this machine's /run or temp dir)."""
+    path = state_root() / f"{_mount_id(mp)}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LabError(
+                f"another `iobench lab` command is working on {mp} right now; wait for it to finish"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def find(mountpoint: str) -> LabMount | None:
+    """The recorded volume mounted at ``mountpoint`` (as :func:`mount_path` spells it), or None."""
+    return _find(mountpoint)
 
 
 def _find(mountpoint: str) -> LabMount | None:
@@ -232,27 +224,14 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def up(
     mountpoint: str | os.PathLike[str],
     kind: str = "fuse",
+    options: VolumeOptions | None = None,
+    *,
     backing: str | os.PathLike[str] | None = None,
-    latency_ms: float = 0.0,
-    data_latency_ms: float = 0.0,
-    iops: float | None = None,
-    mbps: float | None = None,
-    burst_mbps: float | None = None,
-    burst_credits_mb: float | None = None,
-    cache_s: float = 1.0,
     stats: str | os.PathLike[str] | None = None,
     timeout_s: float = 20.0,
 ) -> LabMount:
     """Mount an emulated slow volume on ``mountpoint`` and return once it is live."""
-    options = VolumeOptions(
-        latency_ms=latency_ms,
-        data_latency_ms=data_latency_ms,
-        iops=iops,
-        mbps=mbps,
-        burst_mbps=burst_mbps,
-        burst_credits_mb=burst_credits_mb,
-        cache_s=cache_s,
-    ).validate(kind)
+    options = (options or VolumeOptions()).validate(kind)
     reason = lab_unavailable_reason(kind)
     if reason:
         raise LabError(reason)
@@ -261,47 +240,40 @@ def up(
         raise LabError("refusing to mount over /")
     stats_file = _check_stats_file(stats)
     backing_dir = _check_backing(backing, mp)
-
-    existing = _find(mp)
-    if existing is not None:
-        if _status_of(existing).problem is None:
-            raise LabError(f"{mp} is already an iobench lab volume; run `iobench lab down {mp}` first")
-        teardown(existing)  # a stale record of ours: clean it up and go on
-    created = _prepare_mountpoint(mp)
-
-    state_dir = state_root() / _mount_id(mp)
-    lab = LabMount(
-        id=state_dir.name,
-        kind=kind,
-        mountpoint=mp,
-        state_dir=str(state_dir),
-        backing=backing_dir or str(state_dir / "backing"),
-        backing_tmpfs=backing_dir is None,
-        created_mountpoint=created,
-        options=options.to_dict(),
-        stats_file=stats_file,
-    )
-    try:
-        if procfs.mounted_at(str(state_dir / "backing")):
-            raise LabError(f"{state_dir} holds a mount from an earlier run; unmount it first")
-        shutil.rmtree(state_dir, ignore_errors=True)
-        state_dir.mkdir(mode=0o700)
-        lab.save()  # recorded before anything is mounted, so `down` can always undo it
-        if lab.backing_tmpfs:
-            os.mkdir(lab.backing, 0o755)
-            system.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "iobench-lab-backing", lab.backing])
-        if kind == "fuse":
-            _start_fuse(lab, options, timeout_s)
-        else:
-            from iobench.lab import sshfs
-
-            sshfs.start(lab, options, timeout_s)
-        lab.save()
-    except BaseException:
-        with contextlib.suppress(Exception):
-            teardown(lab)
-        raise
+    with _exclusive(mp):
+        existing = _find(mp)
+        if existing is not None:
+            if _status_of(existing).problem is None:
+                raise LabError(f"{mp} is already an iobench lab volume; run `iobench lab down {mp}` first")
+            teardown(existing)  # a stale record of ours: clean it up and go on
+        created = _prepare_mountpoint(mp)
+        state_dir = state_root() / _mount_id(mp)
+        lab = LabMount(
+            id=state_dir.name, kind=kind, mountpoint=mp, state_dir=str(state_dir),
+            backing=backing_dir or str(state_dir / "backing"), backing_tmpfs=backing_dir is None,
+            created_mountpoint=created, options=options.to_dict(), stats_file=stats_file,
+        )
+        try:
+            _mount(lab, options, timeout_s)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                teardown(lab)
+            raise
     return lab
+
+
+def _mount(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
+    state_dir = Path(lab.state_dir)
+    if procfs.mounted_at(str(state_dir / "backing")):
+        raise LabError(f"{state_dir} holds a mount from an earlier run; unmount it first")
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(mode=0o700)
+    lab.save()  # recorded before anything is mounted, so `down` can always undo it
+    if lab.backing_tmpfs:
+        os.mkdir(lab.backing, 0o755)
+        system.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "iobench-lab-backing", lab.backing])
+    kinds.get(lab.kind).start(lab, options, timeout_s)
+    lab.save()
 
 
 def _check_stats_file(stats: str | os.PathLike[str] | None) -> str | None:
@@ -320,7 +292,7 @@ def _check_backing(backing: str | os.PathLike[str] | None, mp: str) -> str | Non
     path = os.path.realpath(os.fspath(backing))
     if not os.path.isdir(path):
         raise LabError(f"--backing {backing} is not an existing folder")
-    if path == mp or path.startswith(mp + "/") or mp.startswith(path + "/"):
+    if procfs.is_within(path, mp) or procfs.is_within(mp, path):  # also --backing /
         raise LabError(f"--backing {backing} and the mountpoint {mp} must not contain each other")
     return path
 
@@ -342,49 +314,6 @@ def _prepare_mountpoint(mp: str) -> bool:
     return True
 
 
-def _start_fuse(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
-    cmd = [
-        sys.executable, "-m", "iobench.lab.daemon", lab.mountpoint,
-        "--backing", lab.backing, "--live-stats", str(lab.live_stats_path),
-        *options.daemon_args(),
-    ]
-    if lab.stats_file:
-        cmd += ["--stats", lab.stats_file]
-    env = dict(os.environ, FUSE_LIBRARY_NAME="fuse3")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    lab.pid = spawn(cmd, lab.log_path, env)
-    lab.save()
-    wait_mounted(lab, timeout_s, "the lab daemon")
-
-
-def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> int:
-    """Start ``cmd`` detached (own session, output to ``log_path``); return its pid."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True, cwd="/", env=env,
-        )
-    system.CHILDREN[proc.pid] = proc
-    return proc.pid
-
-
-def wait_mounted(lab: LabMount, timeout_s: float, what: str) -> None:
-    """Poll the mount table until ``lab`` is mounted; fail fast when its daemon dies."""
-    deadline = time.monotonic() + timeout_s
-    while not procfs.mounted_at(lab.mountpoint, lab.fstype):
-        if not procfs.alive(lab.pid):
-            raise LabError(
-                f"{what} exited before mounting {lab.mountpoint}: "
-                f"{procfs.tail_file(str(lab.log_path)) or 'no output'}"
-            )
-        if time.monotonic() > deadline:
-            raise LabError(
-                f"{lab.mountpoint} was not mounted within {timeout_s:g} s: "
-                f"{procfs.tail_file(str(lab.log_path)) or 'no output from ' + what}"
-            )
-        time.sleep(0.02)
-
-
 # ---- down ----------------------------------------------------------------------------------
 
 
@@ -394,13 +323,14 @@ def down(mountpoint: str | os.PathLike[str]) -> dict[str, Any] | None:
     Returns the daemon's final stats (None when it could not write them, e.g. killed).
     """
     mp = mount_path(mountpoint)
-    lab = _find(mp)
-    if lab is None:
-        if procfs.mounted_at(mp, FUSE_TYPE):  # ours, but its state is lost
-            unmount(mp, FUSE_TYPE, fuse=True)
-            return None
-        raise LabError(f"no iobench lab volume at {mp} (see `iobench lab status`)")
-    return teardown(lab)
+    with _exclusive(mp):
+        lab = _find(mp)
+        if lab is None:
+            if procfs.mounted_at(mp, FUSE_TYPE):  # ours, but its state is lost
+                unmount(mp, FUSE_TYPE, fuse=True)
+                return None
+            raise LabError(f"no iobench lab volume at {mp} (see `iobench lab status`)")
+        return teardown(lab)
 
 
 def teardown(lab: LabMount) -> dict[str, Any] | None:
@@ -416,15 +346,13 @@ def teardown(lab: LabMount) -> dict[str, Any] | None:
 
     step(unmount, lab.mountpoint, lab.fstype, True)
     step(system.end_process, lab.pid, lab.daemon_needles())
-    if lab.kind == "sshfs":
-        from iobench.lab import sshfs
-
-        step(sshfs.stop, lab)
+    step(kinds.get(lab.kind).stop, lab)
     if lab.backing_tmpfs:
         step(unmount, lab.backing, "tmpfs", False)
     stats = _read_json(lab.live_stats_path)
     state_dir = Path(lab.state_dir)
-    if procfs.mounted_at(lab.backing):
+    # only our own tmpfs counts: a --backing folder that is itself a mount point stays mounted
+    if lab.backing_tmpfs and procfs.mounted_at(lab.backing):
         errors.append(f"{lab.backing} is still mounted; state kept in {state_dir}")
     else:
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -479,10 +407,8 @@ def _status_of(lab: LabMount) -> LabStatus:
         problem = "stale: mount gone"
     elif state == "T":
         problem = "daemon stopped (SIGSTOP)"
-    elif lab.kind == "sshfs":
-        from iobench.lab import sshfs
-
-        problem = sshfs.problem(lab)
+    else:
+        problem = kinds.get(lab.kind).problem(lab)
     return LabStatus(
         lab.mountpoint, lab.kind, lab.pid, lab.options, mounted, alive, problem,
         _read_json(lab.live_stats_path),

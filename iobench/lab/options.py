@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from iobench.errors import UsageError
+from iobench.lab.kinds import NAMES as KINDS
 
-KINDS = ("fuse", "sshfs")
 _MAX_LATENCY_MS = 60_000.0
+# upper bounds of the rates: far above any real volume, low enough that arithmetic on them
+# (tokens, bytes, tc's bit rate) stays exact and finite
+_MAX = {"--iops": 1e7, "--mb-per-s": 1e6, "--burst-mb-per-s": 1e6, "--burst-credits-mb": 1e9}
+# state files written before the units were named (the numbers meant the same)
+_OLD_NAMES = {"mbps": "mb_per_s", "burst_mbps": "burst_mb_per_s"}
 
 
 DEFAULT_CACHE_S = 1.0  # libfuse's own entry/attr timeout
@@ -20,7 +25,7 @@ DEFAULT_CACHE_S = 1.0  # libfuse's own entry/attr timeout
 class VolumeOptions:
     """Milliseconds, operations per second, and MB/s (10**6 bytes per second).
 
-    ``mbps`` is the baseline rate; ``burst_mbps`` with ``burst_credits_mb`` adds an
+    ``mb_per_s`` is the baseline rate; ``burst_mb_per_s`` with ``burst_credits_mb`` adds an
     EFS-Bursting-like credit balance on top of it (see :mod:`iobench.lab.shaping`).
     ``cache_s`` is how long the kernel may trust names and attributes it has looked up
     (FUSE entry/attr timeouts). The default, 1 s, is libfuse's own and behaves like an NFS
@@ -31,8 +36,8 @@ class VolumeOptions:
     latency_ms: float = 0.0
     data_latency_ms: float = 0.0
     iops: float | None = None
-    mbps: float | None = None
-    burst_mbps: float | None = None
+    mb_per_s: float | None = None
+    burst_mb_per_s: float | None = None
     burst_credits_mb: float | None = None
     cache_s: float = DEFAULT_CACHE_S
 
@@ -45,22 +50,17 @@ class VolumeOptions:
                 raise UsageError(f"{flag} must be a number from 0 to {_MAX_LATENCY_MS:g}, not {value}")
         if not _finite(self.cache_s) or not 0 <= self.cache_s <= 3600:
             raise UsageError(f"--cache-s must be a number from 0 to 3600, not {self.cache_s}")
-        for flag, value in (
-            ("--iops", self.iops),
-            ("--mbps", self.mbps),
-            ("--burst-mbps", self.burst_mbps),
-            ("--burst-credits-mb", self.burst_credits_mb),
-        ):
-            if value is not None and (not _finite(value) or value <= 0):
-                raise UsageError(f"{flag} must be a positive number, not {value}")
-        if (self.burst_mbps is None) != (self.burst_credits_mb is None):
-            raise UsageError("--burst-mbps and --burst-credits-mb go together; give both or neither")
-        if self.burst_mbps is not None:
-            if self.mbps is None:
-                raise UsageError("--burst-mbps needs --mbps, the baseline rate once credits run out")
-            if self.burst_mbps <= self.mbps:
+        for flag, value in self._rates():
+            if value is not None and (not _finite(value) or not 0 < value <= _MAX[flag]):
+                raise UsageError(f"{flag} must be a positive number up to {_MAX[flag]:g}, not {value}")
+        if (self.burst_mb_per_s is None) != (self.burst_credits_mb is None):
+            raise UsageError("--burst-mb-per-s and --burst-credits-mb go together; give both or neither")
+        if self.burst_mb_per_s is not None:
+            if self.mb_per_s is None:
+                raise UsageError("--burst-mb-per-s needs --mb-per-s, the baseline rate once credits run out")
+            if self.burst_mb_per_s <= self.mb_per_s:
                 raise UsageError(
-                    f"--burst-mbps ({self.burst_mbps:g}) must be above --mbps ({self.mbps:g})"
+                    f"--burst-mb-per-s ({self.burst_mb_per_s:g}) must be above --mb-per-s ({self.mb_per_s:g})"
                 )
         if kind == "sshfs":
             unsupported = [
@@ -69,7 +69,7 @@ class VolumeOptions:
                     ("--latency-ms", self.latency_ms),
                     ("--data-latency-ms", self.data_latency_ms),
                     ("--iops", self.iops),
-                    ("--burst-mbps", self.burst_mbps),
+                    ("--burst-mb-per-s", self.burst_mb_per_s),
                     ("--cache-s", self.cache_s != DEFAULT_CACHE_S),
                 )
                 if value
@@ -77,13 +77,28 @@ class VolumeOptions:
             if unsupported:
                 raise UsageError(
                     f"{', '.join(unsupported)} needs --kind fuse; --kind sshfs is a real network "
-                    "filesystem shaped only by --mbps (tc tbf)"
+                    "filesystem shaped only by --mb-per-s (tc tbf)"
                 )
         return self
+
+    def _rates(self) -> tuple[tuple[str, float | None], ...]:
+        return (
+            ("--iops", self.iops),
+            ("--mb-per-s", self.mb_per_s),
+            ("--burst-mb-per-s", self.burst_mb_per_s),
+            ("--burst-credits-mb", self.burst_credits_mb),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for state and stats files."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VolumeOptions:
+        """Options read back from a state file (older names accepted, unknown keys dropped)."""
+        known = {f.name for f in fields(cls)}
+        renamed = {_OLD_NAMES.get(k, k): v for k, v in data.items()}
+        return cls(**{k: v for k, v in renamed.items() if k in known})
 
     def daemon_args(self) -> list[str]:
         """Command-line flags for ``python -m iobench.lab.daemon``."""
@@ -92,10 +107,10 @@ class VolumeOptions:
             "--data-latency-ms", repr(float(self.data_latency_ms)),
             "--cache-timeout-s", repr(float(self.cache_s)),
         ]
-        for flag, value in (
+        for flag, value in (  # the daemon's own flags
             ("--iops", self.iops),
-            ("--mbps", self.mbps),
-            ("--burst-mbps", self.burst_mbps),
+            ("--mbps", self.mb_per_s),
+            ("--burst-mbps", self.burst_mb_per_s),
             ("--burst-credits-mb", self.burst_credits_mb),
         ):
             if value is not None:
@@ -111,15 +126,15 @@ class VolumeOptions:
             parts.append(f"data latency {self.data_latency_ms:g} ms")
         if self.iops:
             parts.append(f"{self.iops:g} IOPS")
-        if self.mbps:
-            rate = f"{self.mbps:g} MB/s"
-            if self.burst_mbps:
-                rate += f" (burst {self.burst_mbps:g} MB/s for {self.burst_credits_mb:g} MB)"
+        if self.mb_per_s:
+            rate = f"{self.mb_per_s:g} MB/s"
+            if self.burst_mb_per_s:
+                rate += f" (burst {self.burst_mb_per_s:g} MB/s for {self.burst_credits_mb:g} MB)"
             parts.append(rate)
         if self.cache_s != DEFAULT_CACHE_S:
             parts.append(f"kernel cache {self.cache_s:g} s")
         return ", ".join(parts) or "no added delay"
 
 
-def _finite(value: float) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

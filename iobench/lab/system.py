@@ -5,14 +5,31 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from iobench import procfs
 from iobench.errors import LabError
 
+CAP_NET_ADMIN = 12
+CAP_SYS_ADMIN = 21
+
 # Popen objects of daemons started by this process, so that they are reaped (no zombies,
 # no "still running" warnings) when they end; keyed by pid.
 CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def capability(bit: int) -> bool:
+    """True if this process holds capability ``bit`` (e.g. CAP_SYS_ADMIN) in its effective set."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> bit & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def run(cmd: Sequence[str], timeout: float = 20.0, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -28,6 +45,33 @@ def run(cmd: Sequence[str], timeout: float = 20.0, check: bool = True) -> subpro
     if check and proc.returncode != 0:
         raise LabError(f"{' '.join(cmd)} failed: {procfs.last_line(proc.stderr or proc.stdout)}")
     return proc
+
+
+def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> int:
+    """Start ``cmd`` detached (own session, output to ``log_path``); return its pid."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True, cwd="/", env=env,
+        )
+    CHILDREN[proc.pid] = proc
+    return proc.pid
+
+
+def wait_mounted(mountpoint: str, fstype: str, pid: int | None, log_path: Path, timeout_s: float, what: str) -> None:
+    """Poll the mount table until ``mountpoint`` carries ``fstype``; fail fast when ``pid`` dies."""
+    deadline = time.monotonic() + timeout_s
+    while not procfs.mounted_at(mountpoint, fstype):
+        if not procfs.alive(pid):
+            raise LabError(
+                f"{what} exited before mounting {mountpoint}: {procfs.tail_file(log_path) or 'no output'}"
+            )
+        if time.monotonic() > deadline:
+            raise LabError(
+                f"{mountpoint} was not mounted within {timeout_s:g} s: "
+                f"{procfs.tail_file(log_path) or 'no output from ' + what}"
+            )
+        time.sleep(0.02)
 
 
 def reap() -> None:

@@ -19,20 +19,26 @@ from typing import Any
 
 from iobench.errors import LabError
 from iobench.lab import manage
+from iobench.lab.options import VolumeOptions
 
 
 @contextlib.contextmanager
 def slow_volume(
-    mountpoint_parent: str | os.PathLike[str], name: str = "slow", **options: Any
+    mountpoint_parent: str | os.PathLike[str],
+    name: str = "slow",
+    kind: str = "fuse",
+    backing: str | os.PathLike[str] | None = None,
+    **options: Any,
 ) -> Iterator[Path]:
     """Mount a slow volume at ``mountpoint_parent/name`` for the ``with`` block.
 
-    ``options`` are :func:`iobench.lab.manage.up`'s (``latency_ms``, ``mbps``, ``kind``, ...).
+    ``options`` are :class:`~iobench.lab.options.VolumeOptions` fields (``latency_ms``,
+    ``mb_per_s``, ``cache_s``, ...).
     Teardown runs even when the block raises; a teardown failure is raised only when the
     block itself succeeded, so it never hides the test's own error.
     """
     mountpoint = Path(mountpoint_parent) / name
-    manage.up(mountpoint, **options)
+    manage.up(mountpoint, kind, VolumeOptions(**options), backing=backing)
     ok = False
     try:
         yield mountpoint

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import only_run_dir, read_csv
-from test_run_e2e import TINY_PROFILE
+from helpers.files import TINY_PROFILE, only_run_dir, read_csv
 
 from iobench.__main__ import main
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.e2e]
 
 SCENARIO = f"""
 [scenario]

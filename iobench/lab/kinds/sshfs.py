@@ -4,7 +4,7 @@ Method: iobench creates a network namespace and a veth pair on a private /30 in
 10.203.0.0/16 (host side ``.1``, namespace side ``.2``), so the traffic only ever runs
 between the host and that namespace. An sshd with a throwaway host key, started inside the
 namespace, serves the backing folder over SFTP; sshfs mounts it on the host with a
-throwaway client key. ``--mbps`` becomes a ``tc tbf`` qdisc on both ends of the veth (one
+throwaway client key. ``--mb-per-s`` becomes a ``tc tbf`` qdisc on both ends of the veth (one
 per direction), so only this link is shaped. The backing folder is mounted *before* sshd
 starts: ``ip netns exec`` gives sshd its own mount namespace, which does not see mounts
 made later. ``-o no_contain_symlinks`` keeps absolute symlinks (venvs need them; Debian's
@@ -29,6 +29,7 @@ from iobench.lab.options import VolumeOptions
 if TYPE_CHECKING:
     from iobench.lab.manage import LabMount
 
+FSTYPE = "fuse.sshfs"
 _NET = ipaddress.ip_network("10.203.0.0/16")
 
 
@@ -89,9 +90,9 @@ def start(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
     system.run(["ip", "-n", ns, "addr", "add", f"{ns_ip}/30", "dev", vn])
     system.run(["ip", "-n", ns, "link", "set", vn, "up"])
     system.run(["ip", "-n", ns, "link", "set", "lo", "up"])
-    if options.mbps:
-        rate_bit = int(options.mbps * 8e6)
-        burst = max(64 * 1024, int(options.mbps * 1e6 / 100))  # 10 ms worth, at least 64 KiB
+    if options.mb_per_s:
+        rate_bit = int(options.mb_per_s * 8e6)  # MB/s -> bit/s for tc
+        burst = max(64 * 1024, int(options.mb_per_s * 1e6 / 100))  # 10 ms worth, at least 64 KiB
         tbf = ["root", "tbf", "rate", f"{rate_bit}bit", "burst", str(burst), "latency", "50ms"]
         system.run(["tc", "qdisc", "add", "dev", vh, *tbf])
         system.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", vn, *tbf])
@@ -130,7 +131,7 @@ def start(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation folder
     sshd = paths["sshd"] or "/usr/sbin/sshd"
     sshd_log = state / "sshd.log"
-    net["sshd_pid"] = _spawn(["ip", "netns", "exec", ns, sshd, "-D", "-e", "-f", str(config)], sshd_log)
+    net["sshd_pid"] = system.spawn(["ip", "netns", "exec", ns, sshd, "-D", "-e", "-f", str(config)], sshd_log)
     lab.save()
     _wait_listening(ns_ip, net["sshd_pid"], sshd_log, timeout_s)
 
@@ -143,17 +144,9 @@ def start(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
         "-F", "/dev/null",
         "-o", ",".join(["no_contain_symlinks", "allow_other", "default_permissions", *ssh_opts]),
     ]
-    lab.pid = _spawn(cmd, lab.log_path)
+    lab.pid = system.spawn(cmd, lab.log_path)
     lab.save()
-    from iobench.lab.manage import wait_mounted
-
-    wait_mounted(lab, timeout_s, "sshfs")
-
-
-def _spawn(cmd: list[str], log: Path) -> int:
-    from iobench.lab.manage import spawn
-
-    return spawn(cmd, log)
+    system.wait_mounted(lab.mountpoint, FSTYPE, lab.pid, lab.log_path, timeout_s, "sshfs")
 
 
 def _wait_listening(ip: str, pid: int, log: Path, timeout_s: float) -> None:
@@ -214,3 +207,38 @@ def problem(lab: LabMount) -> str | None:
     if not _netns_exists(str(net.get("netns"))):
         return "stale: network namespace gone"
     return None
+
+
+def unavailable() -> str | None:
+    """What this machine lacks for --kind sshfs, or None."""
+    missing = [name for name, path in tools().items() if path is None]
+    if missing:
+        return f"{', '.join(missing)} missing (apt-get install sshfs openssh-server openssh-client iproute2)"
+    if not system.capability(system.CAP_NET_ADMIN):
+        return "--kind sshfs needs CAP_NET_ADMIN for its network namespace (--cap-add NET_ADMIN)"
+    return None
+
+
+class SshfsKind:
+    """sshfs against an sshd in a private network namespace, shaped only by its rate cap."""
+
+    name = "sshfs"
+    fstype = FSTYPE
+
+    def unavailable(self) -> str | None:
+        return unavailable()
+
+    def start(self, lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
+        start(lab, options, timeout_s)
+
+    def needles(self, lab: LabMount) -> list[str]:
+        return ["sshfs", lab.mountpoint]
+
+    def stop(self, lab: LabMount) -> None:
+        stop(lab)
+
+    def problem(self, lab: LabMount) -> str | None:
+        return problem(lab)
+
+
+SSHFS = SshfsKind()

@@ -1,0 +1,183 @@
+"""The FUSE volume against the physics it promises: latency per round trip, rate caps, burst
+credits, the kernel cache, passthrough semantics, and a real venv with pip on it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.lab import (
+    live_ops,
+    make_wheel,
+    needs_fuse,
+    per_item,
+    venv_and_pip,
+)
+
+from iobench import probe
+
+# Requests the client does not wait for (FUSE sends release asynchronously), or that carry
+# no metadata latency (entry_getattr is part of the create reply; read/write pay data latency).
+NOT_WAITED = {"release", "releasedir", "entry_getattr", "read", "write"}
+
+
+def _round_trips(before: dict[str, int], after: dict[str, int], n: int) -> tuple[float, dict[str, float]]:
+    """Requests per item that the client waits for, from the daemon's own counters."""
+    per = per_item(before, after, n)
+    return sum(v for k, v in per.items() if k not in NOT_WAITED), per
+
+
+@pytest.mark.lab
+@pytest.mark.timing
+@needs_fuse
+@pytest.mark.parametrize("latency_ms", [0.5, 1.0, 2.0])
+def test_create_and_stat_rates_follow_the_configured_latency(
+    volume: Callable[..., Path], latency_ms: float
+) -> None:
+    """creates/s ≈ 1 / (round trips per create × latency), within ±25%.
+
+    Never faster than the latency allows; slower by the Python FUSE cost (~40 µs a request)
+    and by CPU contention from other processes, so the best of three attempts counts.
+    """
+    mnt = volume(latency_ms=latency_ms, cache_s=0)  # every lookup reaches the daemon
+    n = 300
+    attempts = []
+    for attempt in range(3):
+        folder = mnt / f"files{attempt}"
+        folder.mkdir()
+        ops0 = live_ops(mnt)
+        created = probe.create_files_in(folder, n)
+        ops1 = live_ops(mnt)
+        stated = probe.stat_files_in(folder, n)
+        ops2 = live_ops(mnt)
+        rt_create, per_create = _round_trips(ops0, ops1, n)
+        rt_stat, _ = _round_trips(ops1, ops2, n)
+        assert per_create["create"] == pytest.approx(1.0, abs=0.02)
+        assert 2 <= rt_create <= 6 and 1 <= rt_stat <= 4, per_create
+        ratio_create = created.per_s * rt_create * latency_ms / 1000.0
+        ratio_stat = stated.per_s * rt_stat * latency_ms / 1000.0
+        attempts.append((round(ratio_create, 3), round(ratio_stat, 3), per_create))
+        # the latency is really paid: never meaningfully faster than physics allows
+        assert ratio_create < 1.1 and ratio_stat < 1.1, attempts
+        if ratio_create > 0.75 and ratio_stat > 0.75:
+            break
+    else:
+        pytest.fail(f"measured/expected rates below 0.75 in every attempt: {attempts}")
+
+
+@pytest.mark.lab
+@pytest.mark.timing
+@needs_fuse
+def test_burst_credits_fall_from_burst_to_baseline(volume: Callable[..., Path]) -> None:
+    burst, credits, baseline, total = 100.0, 25.0, 10.0, 40.0
+    mnt = volume(mb_per_s=baseline, burst_mb_per_s=burst, burst_credits_mb=credits)
+    result = probe.sequential_write(mnt, total_mb=total, bucket_s=0.1)
+    rates = [p.mbps for p in result.timeline]
+    assert rates[0] > 4 * baseline, rates  # bursting at first
+    assert rates[-1] == pytest.approx(baseline, rel=0.2), rates  # baseline at the end
+    # the fall happens after about `credits` MB: total time = C/B + (T-C)/M
+    assert result.seconds == pytest.approx(credits / burst + (total - credits) / baseline, rel=0.15)
+    moved = 0.0
+    last_t = 0.0
+    for point in result.timeline:
+        if point.mbps < (burst + baseline) / 4:
+            break
+        moved += point.mbps * (point.t - last_t)
+        last_t = point.t
+    assert moved == pytest.approx(credits, abs=burst * 0.15), result.timeline
+
+
+@pytest.mark.lab
+@pytest.mark.timing
+@needs_fuse
+def test_bandwidth_and_iops_caps(volume: Callable[..., Path]) -> None:
+    mnt = volume("bw", mb_per_s=50, cache_s=0)
+    result = probe.sequential_write(mnt, total_mb=20)
+    assert result.mean_mbps == pytest.approx(50, rel=0.2)
+
+    mnt2 = volume("iops", iops=1000, cache_s=0)  # every op reaches the daemon's bucket
+    folder = mnt2 / "d"
+    folder.mkdir()
+    probe.create_files_in(folder, 100)
+    before = live_ops(mnt2)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        probe.stat_files_in(folder, 100)
+    elapsed = time.perf_counter() - t0
+    ops = sum(per_item(before, live_ops(mnt2), 1).values())
+    assert ops / elapsed == pytest.approx(1000, rel=0.25), (ops, elapsed)
+
+
+@pytest.mark.lab
+@needs_fuse
+def test_cache_s_lets_the_kernel_skip_round_trips(volume: Callable[..., Path]) -> None:
+    counts = {}
+    for cache_s in (0.0, 30.0):
+        mnt = volume(f"cache{cache_s:g}", cache_s=cache_s)
+        (mnt / "f").write_text("x")
+        before = live_ops(mnt)
+        for _ in range(100):
+            os.stat(mnt / "f")
+        counts[cache_s] = sum(per_item(before, live_ops(mnt), 1).values())
+    assert counts[0.0] >= 200  # lookup + getattr, every time
+    assert counts[30.0] <= 5, counts
+
+
+@pytest.mark.lab
+@needs_fuse
+def test_passthrough_semantics(volume: Callable[..., Path]) -> None:
+    mnt = volume(cache_s=0)  # uncached: a hard link's new nlink is seen at once
+    d = mnt / "dir"
+    d.mkdir(mode=0o755)
+    f = d / "file.bin"
+    payload = os.urandom(3 * 1024 * 1024 + 17)
+    f.write_bytes(payload)
+    assert f.read_bytes() == payload
+    with open(f, "ab") as fh:
+        fh.write(b"tail")
+        fh.flush()
+        os.fsync(fh.fileno())
+    assert f.stat().st_size == len(payload) + 4
+    os.truncate(f, 10)
+    assert f.stat().st_size == 10
+    os.chmod(f, 0o600)
+    assert f.stat().st_mode & 0o777 == 0o600
+    os.utime(f, ns=(1_000_000_001, 2_000_000_002))
+    assert f.stat().st_mtime_ns == 2_000_000_002
+    (d / "abs").symlink_to(sys.executable)  # absolute, pointing outside the volume
+    assert os.readlink(d / "abs") == sys.executable
+    assert (d / "abs").resolve() == Path(sys.executable).resolve()
+    os.link(f, d / "hard")
+    assert (d / "hard").stat().st_ino == f.stat().st_ino and f.stat().st_nlink == 2
+    (d / "other").write_text("other")
+    os.replace(d / "other", d / "hard")  # rename over an existing file
+    assert (d / "hard").read_text() == "other"
+    subprocess.run(["mv", "-n", str(d / "hard"), str(f)], check=True)  # renameat2 NOREPLACE
+    assert f.stat().st_size == 10 and (d / "hard").exists()
+    assert sorted(p.name for p in d.iterdir()) == ["abs", "file.bin", "hard"]
+    assert {e.name: e.is_symlink() for e in os.scandir(d)}["abs"] is True
+    for p in d.iterdir():
+        p.unlink()
+    d.rmdir()
+    assert os.statvfs(mnt).f_bsize > 0
+    assert list(mnt.iterdir()) == []
+
+
+@pytest.mark.lab
+@needs_fuse
+def test_venv_and_pip_install_on_the_fuse_volume(volume: Callable[..., Path], tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path)
+    venv_and_pip(volume(), wheel)
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+@needs_fuse
+def test_venv_and_pip_install_at_1ms(volume: Callable[..., Path], tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path)
+    venv_and_pip(volume(latency_ms=1.0), wheel)
