@@ -1,39 +1,81 @@
-"""Automation: `nox -s tests` (what CI runs), `lint`, `smoke`, `bench`.
+"""Automation: `nox -s lab-deps tests package` is what CI runs (`.ci/run`, the README's test command).
 
-The tests session also installs the Debian packages the lab needs (FUSE 3, sshfs, sshd,
-iproute2) when it runs as root on a Debian-like machine and they are missing, so that a
-fresh machine needs nothing but this file.
+Sessions:
+- ``lab-deps``: apt-get the Debian packages the lab tests need (FUSE 3, sshfs, sshd, iproute2),
+  when run as root on a Debian-like machine and they are missing; otherwise it says which are
+  missing and the lab tests skip. Its own step, so that installing system packages is never a
+  side effect of running the tests.
+- ``tests``: the whole suite (e2e, lab, slow and timing tests included); pass pytest options
+  after ``--``, e.g. ``nox -s tests -- -m "not e2e and not lab"`` for a quick pass.
+- ``package``: build the sdist and, from it, the wheel; check both; install the wheel into a
+  fresh venv and run ``iobench`` from it (help, scenarios, a one-trial smoke run); run the
+  sdist's own CLI tests against the installed wheel.
+- ``lint``: ruff check, ruff format --check, mypy.
+- ``smoke``: the default offline run, as a user would start it.
+- ``bench``: pytest-benchmark benchmarks (start-up, sampler overhead, report speed).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "package"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = None  # the interpreter nox runs on
 APT_PACKAGES = ["fuse3", "libfuse3-3", "sshfs", "openssh-server", "iproute2"]
-APT_COMMANDS = {"fusermount3": "fuse3", "sshfs": "sshfs", "sshd": "openssh-server", "ip": "iproute2"}
+APT_COMMANDS = {
+    "fusermount3": "fuse3",
+    "sshfs": "sshfs",
+    "sshd": "openssh-server",
+    "ip": "iproute2",
+}
+LIBFUSE = (
+    "/usr/lib/x86_64-linux-gnu/libfuse3.so.3",
+    "/usr/lib/aarch64-linux-gnu/libfuse3.so.3",
+    "/lib/x86_64-linux-gnu/libfuse3.so.3",
+)
+# what the sdist must carry for its own tests to run (checked by `package`)
+SDIST_MUST_HAVE = [
+    "LICENSE",
+    "README.md",
+    "noxfile.py",
+    "docs/design.md",
+    "results/README.md",
+    "tests/conftest.py",
+    "tests/helpers/__init__.py",
+    "tests/data/tiny.toml",
+    "tests/data/tiny-profile.toml",
+    "tests/benchmarks",
+    "iobench/scenarios/smoke.toml",
+]
 
 
 def _missing_apt() -> list[str]:
-    missing = {pkg for cmd, pkg in APT_COMMANDS.items() if not (shutil.which(cmd) or os.path.exists(f"/usr/sbin/{cmd}"))}
-    if not os.path.exists("/usr/lib/x86_64-linux-gnu/libfuse3.so.3") and not any(
-        os.path.exists(p) for p in ("/usr/lib/aarch64-linux-gnu/libfuse3.so.3", "/lib/x86_64-linux-gnu/libfuse3.so.3")
-    ):
+    missing = {
+        pkg
+        for cmd, pkg in APT_COMMANDS.items()
+        if not (shutil.which(cmd) or os.path.exists(f"/usr/sbin/{cmd}"))
+    }
+    if not any(os.path.exists(p) for p in LIBFUSE):
         missing.add("libfuse3-3")
     return sorted(missing)
 
 
-def install_system_packages(session: nox.Session) -> None:
-    """apt-get the lab's packages if we can (root, apt) and they are missing."""
+@nox.session(name="lab-deps", python=False)
+def lab_deps(session: nox.Session) -> None:
+    """apt-get the lab's Debian packages if they are missing and we can (root, apt)."""
     missing = _missing_apt()
     if not missing:
+        session.log("lab packages present")
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         session.warn(f"lab packages missing ({', '.join(missing)}); lab tests will skip")
@@ -47,16 +89,92 @@ def install_system_packages(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The test suite (slow tests too with `-- --slow`)."""
-    install_system_packages(session)
+    """The whole test suite; pytest options after `--`."""
+    if _missing_apt():
+        session.warn(
+            "lab packages missing: run `nox -s lab-deps` first (as root) or the lab tests skip"
+        )
     session.install("-e", ".[test]")
-    session.run("pytest", "-p", "no:cacheprovider", "--durations=10", *session.posargs)
+    session.run("pytest", "-p", "no:cacheprovider", "--durations=15", *session.posargs)
+
+
+def _venv_bin(venv: Path, name: str) -> str:
+    return str(venv / "bin" / name)
+
+
+@nox.session(python=PYTHON)
+def package(session: nox.Session) -> None:
+    """Build sdist + wheel, check them, install the wheel in a fresh venv and run iobench from it."""
+    session.install("build>=1.2", "twine>=5.1", "check-wheel-contents>=0.6")
+    work = Path(tempfile.mkdtemp(prefix="iobench-package-"))
+    dist = work / "dist"
+    # sdist first, then the wheel built from the unpacked sdist: a file the sdist lacks fails here
+    session.run("python", "-m", "build", "--outdir", str(dist), ".")
+    sdists, wheels = glob.glob(str(dist / "*.tar.gz")), glob.glob(str(dist / "*.whl"))
+    if len(sdists) != 1 or len(wheels) != 1:
+        session.error(f"expected one sdist and one wheel in {dist}, got {sdists + wheels}")
+    session.run("twine", "check", "--strict", *sdists, *wheels)
+    session.run("check-wheel-contents", *wheels)
+    with tarfile.open(sdists[0]) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(work / "sdist", filter="data")
+        else:  # Python before 3.10.12 / 3.11.4
+            tar.extractall(work / "sdist")
+    lacking = [f for f in SDIST_MUST_HAVE if f not in names]
+    if lacking:
+        session.error(f"the sdist lacks {', '.join(lacking)}")
+    venv = work / "venv"
+    session.run("python", "-m", "venv", str(venv))
+    session.run(
+        _venv_bin(venv, "python"), "-m", "pip", "install", "-q", f"{wheels[0]}[test]", external=True
+    )
+    iobench = _venv_bin(venv, "iobench")
+    session.run(iobench, "--help", external=True, silent=True)
+    session.run(iobench, "scenarios", external=True)
+    run_here = work / "run"
+    run_here.mkdir()
+    session.run(
+        iobench,
+        "run",
+        "--configs",
+        "venv-on-tmp",
+        "--repeats",
+        "1",
+        "--target",
+        str(run_here),
+        "--tmp",
+        str(run_here),
+        "--results",
+        str(work / "results"),
+        "--quiet",
+        external=True,
+    )
+    session.run(iobench, "list", str(work / "results"), external=True)
+    # the sdist's own quick CLI tests, against the installed wheel: the venv's pytest does not
+    # put the current folder on sys.path, so `import iobench` is the wheel's, not the sdist's
+    with session.chdir(next((work / "sdist").iterdir())):
+        session.run(
+            _venv_bin(venv, "pytest"),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-m",
+            "not e2e and not lab",
+            "tests/test_cli.py",
+            external=True,
+        )
+    shutil.rmtree(work, ignore_errors=True)
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    session.install("ruff>=0.5")
-    session.run("ruff", "check", "iobench", "tests", "tools", "noxfile.py")
+    """ruff check, ruff format --check, mypy (its per-module baseline is in pyproject.toml)."""
+    session.install("-e", ".[lint]")
+    paths = ["iobench", "tests", "tools", "noxfile.py"]
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)
+    session.run("mypy")
 
 
 @nox.session(python=PYTHON)
@@ -68,10 +186,16 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """pytest-benchmark benchmarks: sampler overhead, report speed."""
-    install_system_packages(session)
+    """pytest-benchmark benchmarks: start-up, sampler overhead, report speed."""
     session.install("-e", ".[test]")
     session.run(
-        "pytest", "tests/benchmarks", "-p", "no:cacheprovider", "-o", "addopts=",
-        "--benchmark-only", "--benchmark-columns=min,median,max,rounds", *session.posargs,
+        "pytest",
+        "tests/benchmarks",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "--benchmark-only",
+        "--benchmark-columns=min,median,max,rounds",
+        *session.posargs,
     )

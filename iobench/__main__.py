@@ -26,7 +26,10 @@ def main(argv: list[str] | None = None) -> int:
             print(usage, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("iobench: interrupted; finished trials are kept (continue with --resume RUN_DIR)", file=sys.stderr)
+        print(
+            "iobench: interrupted; finished trials are kept (continue with --resume RUN_DIR)",
+            file=sys.stderr,
+        )
         return 130
     except BrokenPipeError:
         return 141

@@ -14,17 +14,6 @@ DATA = Path(__file__).parent / "data"
 TINY = DATA / "tiny.toml"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--slow", action="store_true", help="also run tests marked slow")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--slow"):
-        for item in items:
-            item.own_markers = [m for m in item.own_markers if m.name != "slow"]
-        config.option.markexpr = ""
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_wheel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Generated wheels go to a per-session cache, never the user's ~/.cache."""

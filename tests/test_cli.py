@@ -57,14 +57,22 @@ def _one_error(err: str) -> str:
         (["run", "--path", "bad"], "expected NAME=DIR"),
         (["run", "--scenario", "torch", "--wheelhouse", "/nonexistent"], "/nonexistent"),
         (["bogus"], "invalid choice"),
-        (["run", "--export-json", "-", "--export-csv", "-"], "only one --export-* can go to stdout"),
-        (["run", "--export-json", "/nonexistent/dir/x.json"], "folder /nonexistent/dir does not exist"),
+        (
+            ["run", "--export-json", "-", "--export-csv", "-"],
+            "only one --export-* can go to stdout",
+        ),
+        (
+            ["run", "--export-json", "/nonexistent/dir/x.json"],
+            "folder /nonexistent/dir does not exist",
+        ),
         (["run", "--export-json", "x.json", "--no-report"], "drop --no-report"),
         (["scenarios", "show", "nope"], "unknown scenario 'nope'"),
         (["completion", "fish"], "invalid choice 'fish'"),
     ],
 )
-def test_usage_errors_exit_2_with_one_line(argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch) -> None:
+def test_usage_errors_exit_2_with_one_line(
+    argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     rc = main(argv)
     line = _one_error(_err(capsys))
@@ -93,7 +101,10 @@ def test_did_you_mean(argv: list[str], suggestion: str, capsys) -> None:
 
 def test_usage_line_names_the_subcommand(capsys) -> None:
     assert main(["run", "--repeats", "x"]) == 2
-    assert _err(capsys).strip().splitlines()[1] == "usage: iobench run [OPTIONS]  (all options: iobench run --help)"
+    assert (
+        _err(capsys).strip().splitlines()[1]
+        == "usage: iobench run [OPTIONS]  (all options: iobench run --help)"
+    )
 
 
 def test_no_arguments_prints_help_ending_with_where_to_start(capsys) -> None:
@@ -111,8 +122,16 @@ def test_run_help_has_examples_metavars_and_env(capsys) -> None:
     assert exc.value.code == 0
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert "examples:" in out and "exit status:" in out
-    for fragment in ("--target DIR", "--tmp DIR", "--results DIR", "--scenario NAME|FILE", "--python PATH",
-                     "--export-json FILE", "[env IOBENCH_TARGET]", "[env IOBENCH_GPU]"):
+    for fragment in (
+        "--target DIR",
+        "--tmp DIR",
+        "--results DIR",
+        "--scenario NAME|FILE",
+        "--python PATH",
+        "--export-json FILE",
+        "[env IOBENCH_TARGET]",
+        "[env IOBENCH_GPU]",
+    ):
         assert fragment in out, fragment
 
 
@@ -141,7 +160,9 @@ def test_exit_code_rule() -> None:
 def test_read_only_target(tmpfs, tmp_path: Path, capsys) -> None:
     ro = tmpfs(size="16m", name="ro")
     subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
-    rc = main(["run", "--target", str(ro), "--scenario", str(TINY), "--results", str(tmp_path / "r")])
+    rc = main(
+        ["run", "--target", str(ro), "--scenario", str(TINY), "--results", str(tmp_path / "r")]
+    )
     err = _one_error(_err(capsys))
     assert rc == 2 and "not writable" in err and str(ro) in err
     assert not (tmp_path / "r").exists()
@@ -149,20 +170,30 @@ def test_read_only_target(tmpfs, tmp_path: Path, capsys) -> None:
 
 def test_not_enough_space(tmpfs, tmp_path: Path, capsys) -> None:
     small = tmpfs(size="2m", name="small")
-    rc = main(["run", "--target", str(small), "--scenario", str(TINY), "--results", str(tmp_path / "r")])
+    rc = main(
+        ["run", "--target", str(small), "--scenario", str(TINY), "--results", str(tmp_path / "r")]
+    )
     err = _one_error(_err(capsys))
     assert rc == 2 and "MB free" in err and "needs about" in err
 
 
 def test_missing_role_for_scenario(tmp_path: Path, capsys) -> None:
     s = tmp_path / "s.toml"
-    s.write_text(TINY.read_text().replace('wheels = "tiny-profile.toml"', f'wheels = "{TINY.parent}/tiny-profile.toml"').replace('venv = "tmp"', 'venv = "local"', 1))
-    rc = main(["run", "--scenario", str(s), "--target", str(tmp_path), "--results", str(tmp_path / "r")])
+    s.write_text(
+        TINY.read_text()
+        .replace('wheels = "tiny-profile.toml"', f'wheels = "{TINY.parent}/tiny-profile.toml"')
+        .replace('venv = "tmp"', 'venv = "local"', 1)
+    )
+    rc = main(
+        ["run", "--scenario", str(s), "--target", str(tmp_path), "--results", str(tmp_path / "r")]
+    )
     assert rc == 2 and "no --path local=DIR" in _err(capsys)
 
 
 def test_version_and_module_entry() -> None:
-    out = subprocess.run([sys.executable, "-m", "iobench", "--version"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "iobench", "--version"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.strip() == f"iobench {__version__}"
     out = subprocess.run([IOBENCH, "--version"], capture_output=True, text=True)
     assert out.stdout.strip() == f"iobench {__version__}"
@@ -178,12 +209,15 @@ def test_version_and_module_entry() -> None:
         (["run", "--resume", "x", "--scenario", "smoke"], "drop --scenario"),
     ],
 )
-def test_bad_combinations_one_line(argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch) -> None:
+def test_bad_combinations_one_line(
+    argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     assert fragment in _one_error(_err(capsys))
 
 
+@pytest.mark.e2e
 def test_credentials_never_reach_meta(tmp_path: Path) -> None:
     import json
 
@@ -192,13 +226,31 @@ def test_credentials_never_reach_meta(tmp_path: Path) -> None:
     from iobench.redact import redact
 
     assert redact("https://user:s3cret@host/simple") == "https://***@host/simple"
-    rc = main(["run", "--scenario", str(TINY), "--configs", "naive", "--target", str(tmp_path),
-               "--results", str(tmp_path / "r"), "--no-report", "--quiet", "--label", "x",
-               "--package", "tiny-core @ https://user:s3cret@example.invalid/tiny.whl"])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(TINY),
+            "--configs",
+            "naive",
+            "--target",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-report",
+            "--quiet",
+            "--label",
+            "x",
+            "--package",
+            "tiny-core @ https://user:s3cret@example.invalid/tiny.whl",
+        ]
+    )
     assert rc == 1  # the trial fails (no such host), and that is recorded
     meta = (only_run_dir(tmp_path / "r") / "meta.json").read_text()
     assert "s3cret" not in meta and "***@example.invalid" in meta
-    assert json.loads(meta)["scenario"]["packages"] == ["tiny-core @ https://***@example.invalid/tiny.whl"]
+    assert json.loads(meta)["scenario"]["packages"] == [
+        "tiny-core @ https://***@example.invalid/tiny.whl"
+    ]
 
 
 # ---------------------------------------------------------------- a real run, exported three ways
@@ -215,13 +267,35 @@ def exported_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     target.mkdir()
     tmp.mkdir()
     md, table = base / "summary.md", base / "summary.csv"
-    argv = [IOBENCH, "run", "--scenario", str(TINY), "--configs", "naive,venv-on-tmp", "--target", str(target),
-            "--tmp", str(tmp), "--results", str(base / "results"), "--label", "exports",
-            "--export-json", "-", "--export-markdown", str(md), "--export-csv", str(table)]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=base, env=_quiet_env(), timeout=300)
+    argv = [
+        IOBENCH,
+        "run",
+        "--scenario",
+        str(TINY),
+        "--configs",
+        "naive,venv-on-tmp",
+        "--target",
+        str(target),
+        "--tmp",
+        str(tmp),
+        "--results",
+        str(base / "results"),
+        "--label",
+        "exports",
+        "--export-json",
+        "-",
+        "--export-markdown",
+        str(md),
+        "--export-csv",
+        str(table),
+    ]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, cwd=base, env=_quiet_env(), timeout=300
+    )
     return {"proc": proc, "base": base, "md": md, "csv": table}
 
 
+@pytest.mark.e2e
 def test_run_ok_exits_0_and_stdout_is_the_json_export(exported_run: dict) -> None:
     proc = exported_run["proc"]
     assert proc.returncode == 0, proc.stderr
@@ -232,6 +306,7 @@ def test_run_ok_exits_0_and_stdout_is_the_json_export(exported_run: dict) -> Non
     assert "results: " in proc.stderr and "export markdown: " in proc.stderr
 
 
+@pytest.mark.e2e
 def test_markdown_and_csv_exports_parse_back(exported_run: dict) -> None:
     from conftest import only_run_dir
 
@@ -239,13 +314,16 @@ def test_markdown_and_csv_exports_parse_back(exported_run: dict) -> None:
     rows = list(csv.DictReader(io.StringIO(exported_run["csv"].read_text())))
     assert {r["config"] for r in rows} == {"naive", "venv-on-tmp"}
     assert all(float(r["median_time_to_ready_s"]) > 0 for r in rows)
-    assert exported_run["csv"].read_text() == (run_dir / "summary.csv").read_text()  # the report's own table
+    assert (
+        exported_run["csv"].read_text() == (run_dir / "summary.csv").read_text()
+    )  # the report's own table
     md = exported_run["md"].read_text().splitlines()
     table = [line for line in md if line.startswith("|")]
     assert len(table) >= 4 and set(table[1].replace("|", "").strip()) <= set("-: ")
     assert any("naive" in line for line in table) and any("venv-on-tmp" in line for line in table)
 
 
+@pytest.mark.e2e
 def test_list_shows_the_stored_run(exported_run: dict, capsys) -> None:
     results = exported_run["base"] / "results"
     assert main(["list", str(results)]) == 0
@@ -267,10 +345,25 @@ def test_list_env_default_and_empty_and_bad(tmp_path: Path, capsys, monkeypatch)
     assert "is not a folder" in _one_error(_err(capsys))
 
 
-def test_failed_trials_exit_1_even_with_allow_failures_when_a_config_has_none(tmp_path: Path, capsys) -> None:
-    argv = ["run", "--scenario", str(TINY), "--configs", "naive", "--target", str(tmp_path),
-            "--results", str(tmp_path / "r"), "--quiet", "--allow-failures",
-            "--package", "tiny-core @ http://127.0.0.1:9/nothing-here/tiny_core-1.0-py3-none-any.whl"]
+@pytest.mark.e2e
+def test_failed_trials_exit_1_even_with_allow_failures_when_a_config_has_none(
+    tmp_path: Path, capsys
+) -> None:
+    argv = [
+        "run",
+        "--scenario",
+        str(TINY),
+        "--configs",
+        "naive",
+        "--target",
+        str(tmp_path),
+        "--results",
+        str(tmp_path / "r"),
+        "--quiet",
+        "--allow-failures",
+        "--package",
+        "tiny-core @ http://127.0.0.1:9/nothing-here/tiny_core-1.0-py3-none-any.whl",
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "1 trial(s) did not succeed: naive-r1" in err and "Traceback" not in err
@@ -288,18 +381,36 @@ def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path, capsys, mon
     (target / "user-file").write_text("mine")
     monkeypatch.chdir(tmp_path)
     before = _tree(tmp_path)
-    rc = main(["run", "--dry-run", "--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-               "--repeats", "2"])
+    rc = main(
+        [
+            "run",
+            "--dry-run",
+            "--scenario",
+            str(TINY),
+            "--target",
+            str(target),
+            "--tmp",
+            str(tmp),
+            "--repeats",
+            "2",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert _tree(tmp_path) == before  # no results folder, no scratch, no lock
     assert "trials    8 (4 configs x 2 repeats)" in out
     assert f"  target   {target}" in out and f"  tmp      {tmp}" in out and "free" in out
-    assert "2 warm trial(s)" in out and "6 cold install(s)" in out and "loopback index (no network)" in out
+    assert (
+        "2 warm trial(s)" in out
+        and "6 cold install(s)" in out
+        and "loopback index (no network)" in out
+    )
     assert "naive-r1" in out and "nocache-r2" in out
 
 
-def test_env_defaults_fill_options_and_the_command_line_wins(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_env_defaults_fill_options_and_the_command_line_wins(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
@@ -338,7 +449,9 @@ def test_scenarios_show_prints_toml_that_loads_back(tmp_path: Path, capsys) -> N
 
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 def test_completion_script_is_valid_shell(shell: str, tmp_path: Path) -> None:
-    proc = subprocess.run([IOBENCH, "completion", shell], capture_output=True, text=True, env=_quiet_env())
+    proc = subprocess.run(
+        [IOBENCH, "completion", shell], capture_output=True, text=True, env=_quiet_env()
+    )
     assert proc.returncode == 0, proc.stderr
     assert "--export-json" in proc.stdout and "scenarios" in proc.stdout
     script = tmp_path / f"iobench.{shell}"
@@ -364,20 +477,34 @@ def test_help_and_run_parsing_import_no_report_library() -> None:
         "heavy = sorted(m for m in ('pandas', 'matplotlib', 'numpy', 'iobench.runner') if m in sys.modules)\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_quiet_env())
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_quiet_env()
+    )
     assert "HEAVY []" in proc.stderr, proc.stderr
 
 
 def test_broken_report_library_is_one_line_not_a_vanished_command(tmp_path: Path) -> None:
     fake = tmp_path / "site"
     (fake / "pandas").mkdir(parents=True)
-    (fake / "pandas" / "__init__.py").write_text("raise ImportError('libfoo.so: cannot open shared object file')\n")
+    (fake / "pandas" / "__init__.py").write_text(
+        "raise ImportError('libfoo.so: cannot open shared object file')\n"
+    )
     env = _quiet_env(PYTHONPATH=str(fake))
     help_out = subprocess.run([IOBENCH, "--help"], capture_output=True, text=True, env=env)
-    assert help_out.returncode == 0 and "    report" in help_out.stdout and "    compare" in help_out.stdout
+    assert (
+        help_out.returncode == 0
+        and "    report" in help_out.stdout
+        and "    compare" in help_out.stdout
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    proc = subprocess.run([IOBENCH, "report", str(run_dir)], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [IOBENCH, "report", str(run_dir)], capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     [line] = proc.stderr.strip().splitlines()
-    assert "the report needs pandas" in line and "libfoo.so" in line and "pip install --force-reinstall" in line
+    assert (
+        "the report needs pandas" in line
+        and "libfoo.so" in line
+        and "pip install --force-reinstall" in line
+    )

@@ -64,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
     itself only offers from Python 3.14 on.
     """
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise ArgumentUsageError(message, self.short_usage())
 
     def short_usage(self) -> str:
@@ -85,12 +85,18 @@ class _Parser(argparse.ArgumentParser):
         if choices is not None and value not in choices:
             names = ", ".join(map(repr, choices))
             hint = suggest(str(value), [str(c) for c in choices])
-            raise argparse.ArgumentError(action, f"invalid choice {value!r}{hint} (choose from {names})")
+            raise argparse.ArgumentError(
+                action, f"invalid choice {value!r}{hint} (choose from {names})"
+            )
 
     def unknown_option_error(self, extras: list[str]) -> NoReturn:
         """Refuse arguments nobody took, suggesting the nearest option of this parser."""
         first = next((e for e in extras if e.startswith("-")), extras[0])
-        hint = suggest(first.split("=", 1)[0], self._option_string_actions) if first.startswith("-") else ""
+        hint = (
+            suggest(first.split("=", 1)[0], self._option_string_actions)
+            if first.startswith("-")
+            else ""
+        )
         self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
 
 
@@ -107,7 +113,7 @@ ENV_DEFAULTS = {
     "gpu": "IOBENCH_GPU",
 }
 # what an option falls back to when neither the command line nor the environment gives it
-FALLBACKS = {"results": Path("results")}
+FALLBACKS: dict[str, object] = {"results": Path("results")}
 # what --resume takes from the run it continues: the environment must not override it
 _RESUME_KEEPS = ("target", "tmp", "scenario", "python", "wheelhouse", "index_url")
 
@@ -139,9 +145,9 @@ def apply_env_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace
         except (argparse.ArgumentTypeError, ValueError) as exc:
             raise UsageError(f"{var}={value!r}: {exc}") from None
         setattr(args, action.dest, converted)
-    for dest, value in FALLBACKS.items():
+    for dest, fallback in FALLBACKS.items():
         if hasattr(args, dest) and getattr(args, dest) is None:
-            setattr(args, dest, value)
+            setattr(args, dest, fallback)
 
 
 def mention_env(parser: argparse.ArgumentParser) -> None:

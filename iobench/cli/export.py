@@ -45,11 +45,15 @@ def export_text(result: Any, fmt: str) -> str:
     """The text of one export of a built report (``iobench.report.ReportResult``)."""
     if fmt == "csv":
         # the same call and format as summary.csv (report/build.py)
-        return str(result.summary.table.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
+        return str(
+            result.summary.table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
+        )
     return "\n".join(result.format(fmt)) + "\n"
 
 
-def write_exports(args: argparse.Namespace, result: Any, stdout: IO[str] | None = None) -> list[str]:
+def write_exports(
+    args: argparse.Namespace, result: Any, stdout: IO[str] | None = None
+) -> list[str]:
     """Write every requested export; return ``"json: FILE"`` lines for the files written."""
     written = []
     for fmt, target in requested(args).items():
@@ -62,6 +66,8 @@ def write_exports(args: argparse.Namespace, result: Any, stdout: IO[str] | None 
         try:
             Path(target).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise IOBenchError(f"--export-{fmt} {target}: cannot write ({exc.strerror or exc})") from None
+            raise IOBenchError(
+                f"--export-{fmt} {target}: cannot write ({exc.strerror or exc})"
+            ) from None
         written.append(f"{fmt}: {target}")
     return written

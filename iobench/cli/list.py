@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +39,22 @@ def _add_list(sub: argparse._SubParsersAction) -> None:
         description="List the run directories in RESULTS (default ./results), oldest first. "
         "A winner marked * comes from trials.csv because no report was built yet.",
     )
-    p.add_argument("results", nargs="?", type=Path, metavar="RESULTS", help="a results folder (default: ./results)")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    p.add_argument(
+        "results",
+        nargs="?",
+        type=Path,
+        metavar="RESULTS",
+        help="a results folder (default: ./results)",
+    )
+    p.add_argument(
+        "--format", choices=("table", "json"), default="table", help="table (default) or json"
+    )
     p.set_defaults(func=cmd_list)
 
 
 def _winner_from_trials(rows: list[Any]) -> str:
+    import statistics
+
     times: dict[str, list[float]] = {}
     for r in rows:
         if r.status == "ok" and r.time_to_ready_s is not None:
@@ -101,9 +110,14 @@ def stored_runs(results: Path) -> tuple[list[StoredRun], list[str]]:
 def list_lines(runs: list[StoredRun]) -> list[str]:
     """The table `iobench list` prints."""
     head = ("run", "label", "scenario", "status", "ok/all", "winner")
-    body = [(r.path.name, r.label or "-", r.scenario, r.status, f"{r.ok}/{r.trials}", r.winner or "-") for r in runs]
+    body = [
+        (r.path.name, r.label or "-", r.scenario, r.status, f"{r.ok}/{r.trials}", r.winner or "-")
+        for r in runs
+    ]
     widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [head, *body]]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [head, *body]
+    ]
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -44,7 +44,11 @@ def role_lines(plan: Any) -> list[str]:
     for role, path in plan.roles.items():
         fs = metadata.mount_of(path)
         free = fs.get("free_bytes")
-        needs = f"; needs about {decimal(int(need[role] * 1e6))}" if role in need else "; unused by these configs"
+        needs = (
+            f"; needs about {decimal(int(need[role] * 1e6))}"
+            if role in need
+            else "; unused by these configs"
+        )
         lines.append(
             f"  {role:<8} {path}  ({fs.get('fstype', '?')} at {fs.get('mountpoint', '?')}, "
             f"{decimal(free) + ' free' if free is not None else 'free space unknown'}{needs})"
@@ -58,7 +62,11 @@ def plan_lines(plan: Any) -> list[str]:
     trials = _trials(plan)
     warm = [t for t in trials if t.config.cache_state == "warm"]
     cold = len(trials) - len(warm)
-    size = f"about {decimal(int(sc.size_mb * 1e6))} installed per trial" if sc.size_mb else "size not stated"
+    size = (
+        f"about {decimal(int(sc.size_mb * 1e6))} installed per trial"
+        if sc.size_mb
+        else "size not stated"
+    )
     lines = [
         "dry run: nothing was created; drop --dry-run to run this plan",
         f"scenario  {sc.name}: {sc.description}",

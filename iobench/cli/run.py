@@ -88,7 +88,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_command)
 
 
-def _make_progress(args: argparse.Namespace):  # noqa: ANN202
+def _make_progress(args: argparse.Namespace) -> Any:
     from iobench.progress import PlainProgress
 
     if sys.stdout.isatty() and not args.quiet:
@@ -193,7 +193,7 @@ def console_summary(rows: list[dict]) -> list[str]:
             failed[r["config"]] = failed.get(r["config"], 0) + 1
     contended = [r for r in rows if r.get("contended")]
     medians = {c: statistics.median(v) for c, v in by.items() if v}
-    best = min(medians.values()) if medians else None
+    best = min(medians.values()) if medians else 1.0
     lines = [f"{'config':<26} {'n':>3} {'median s':>9} {'min-max s':>15} {'vs fastest':>10}  failed"]
     for c, v in by.items():
         if v:

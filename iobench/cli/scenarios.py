@@ -58,7 +58,9 @@ def cmd_scenarios_show(args: argparse.Namespace) -> int:
 
 def _add_clean(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("clean", help="report or remove scratch left by a crashed run")
-    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="a role folder (e.g. the target)")
+    p.add_argument(
+        "dirs", nargs="+", type=Path, metavar="DIR", help="a role folder (e.g. the target)"
+    )
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.set_defaults(func=cmd_clean)
 
@@ -86,7 +88,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
         holder = read_lock(root)
         if holder is not None and holder.stale_reason() is None:
-            raise UsageError(f"{root} is in use by a running iobench ({holder.describe()}); not cleaning")
+            raise UsageError(
+                f"{root} is in use by a running iobench ({holder.describe()}); not cleaning"
+            )
         n, kept = remove_scratch(root)
         if kept:
             print(f"{root}: removed {n} item(s); kept what live runs use: {', '.join(kept)}")

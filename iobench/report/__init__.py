@@ -18,7 +18,13 @@ if TYPE_CHECKING:
     from iobench.report.build import ReportResult, build_report
     from iobench.report.compare import CompareResult, build_compare
 
-__all__ = ["CompareResult", "ReportResult", "build_compare", "build_report", "import_report_libraries"]
+__all__ = [
+    "CompareResult",
+    "ReportResult",
+    "build_compare",
+    "build_report",
+    "import_report_libraries",
+]
 
 _LAZY = {
     "ReportResult": "iobench.report.build",
