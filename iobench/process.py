@@ -32,7 +32,7 @@ from pathlib import Path
 
 import psutil
 
-from iobench import procfs
+from iobench import procfs, redact
 from iobench.sampler import Sampler, TreeCounters, read_process
 
 #: how much of a phase's output is kept (its tail) for the error message
@@ -130,12 +130,14 @@ def run_phase(
         end = time.monotonic()
         counters, returncode = _finish(proc, sampler, bool(stopped), keep)
         out.seek(max(0, out.seek(0, os.SEEK_END) - OUTPUT_KEEP))
-        output = out.read().decode(errors="replace")
+        output = redact.redact_text(out.read().decode(errors="replace"))  # it reaches rows and messages
     result = PhaseResult(phase, start_wall, start, end, returncode, output, counters, stopped, why)
     if returncode is None and not why:
         result.error = f"pid {proc.pid} did not exit after SIGKILL (a hung volume?); left behind"
     if result.ok:
         _unlink(out_path)
+    else:  # kept under results/…/logs: no credentials in it
+        redact.redact_file(out_path)
     return result
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iobench import installers, metadata, procfs
+from iobench import installers, metadata, procfs, redact
 from iobench.contention import ContentionWatch, format_contended
 from iobench.index import IndexCounters, LocalIndex
 from iobench.installers import IndexSpec
@@ -178,6 +178,7 @@ class Trial:
                 stop = check(r, "priming install")
         finally:
             sampler.stop()
+            redact.redact_file(log)
         if stop is not None:
             return Stop(stop.status, f"priming the cache: {stop.error}")
         remove(venv)
@@ -211,6 +212,7 @@ class Trial:
         step = self.installer().command(self.s.venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env)
         r = self.phase("install", step.argv, step.env)
         dl, inst = self.installer().split(log, r.start_wall, r.start_wall + r.seconds, r.output)
+        redact.redact_file(log)  # kept under results/…/logs: a direct URL may carry credentials
         self.s.phases["download"], self.s.phases["install"] = dl, inst
         self.s.download_end = None if dl is None else (r.start - self.s.t0) + dl
         if dl is None and r.ok:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from iobench.redact import environment, redact, redact_argv, redact_text
@@ -70,3 +73,25 @@ def test_environment_is_an_allow_list_with_values_redacted() -> None:
     assert out["HTTPS_PROXY"] == "http://***@proxy:3128"
     assert not any(s in repr(out) for s in SECRETS)
     assert list(out) == sorted(out)
+
+
+def test_a_failed_phase_keeps_its_output_redacted(tmp_path: Path) -> None:
+    """Before: a direct-URL requirement with credentials stayed in clear in results/…/logs/."""
+    import stat
+    import sys
+
+    from iobench.process import Limits, run_phase
+    from iobench.sampler import Sampler
+
+    script = "print('Collecting torch @ https://u:hunter2@files.example/t.whl?sig=sigval'); raise SystemExit(3)"
+    out = tmp_path / "t1.install.out"
+    sampler = Sampler(20.0, stall_after=30.0).start()
+    try:
+        r = run_phase("install", [sys.executable, "-c", script], dict(os.environ), tmp_path, sampler, out, Limits())
+    finally:
+        sampler.stop()
+    assert r.returncode == 3
+    assert "hunter2" not in r.output and "sigval" not in r.output and "files.example" in r.output
+    kept = out.read_text()
+    assert "hunter2" not in kept and "sigval" not in kept and "https://***@files.example" in kept
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
