@@ -31,7 +31,7 @@ from iobench import installers, metadata, procfs, redact
 from iobench.errors import IOBenchError, RunDirError, UsageError
 from iobench.results import RunDir, utcnow
 from iobench.scenario import Scenario, load_scenario, scenario_from_meta
-from iobench.scratch import SCRATCH_NAME, check_role_dir
+from iobench.scratch import SCRATCH_NAME, check_role_dir, check_scratch
 
 #: the trial time limit's default: this much, plus TRIAL_S_PER_MB per MB the scenario installs
 TRIAL_BASE_S = 600.0
@@ -208,6 +208,8 @@ def _roles(args: argparse.Namespace, meta: dict | None, scenario: Scenario) -> t
     roles["tmp"] = check_role_dir("tmp", given["tmp"])
     for name, path in extra.items():
         roles[name] = check_role_dir(f"path {name}", path)
+    for name, path in roles.items():  # a scratch folder that would be refused refuses the run now
+        check_scratch(name, path)
     return roles, notes
 
 

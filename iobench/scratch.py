@@ -56,6 +56,15 @@ def check_role_dir(name: str, path: Path) -> Path:
     return real
 
 
+def check_scratch(name: str, role_dir: Path) -> None:
+    """Refuse a role now (before anything is created) if its scratch folder could not be
+    used: one that exists but is not ours and private, or a role folder others could swap it in."""
+    root = role_dir / SCRATCH_NAME
+    problem = _parent_problem(role_dir) or (scratch_problem(root) if os.path.lexists(root) else None)
+    if problem:
+        raise SafetyError(f"--{name}: {problem}")
+
+
 class Scratch:
     """The scratch folder of one role: create, mark, hand out trial folders, remove safely.
 

@@ -257,3 +257,26 @@ def test_removal_never_descends_into_a_mount(tmp_path: Path) -> None:
         subprocess.run(["umount", str(mnt)], check=True)
     remove(trial)
     assert not trial.exists()
+
+
+@pytest.mark.e2e
+def test_iobench_run_refuses_a_tmp_scratch_planted_by_another_user(
+    shared_tmp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The attack end to end: nobody pre-creates /tmp/.iobench-scratch; `iobench run` as root
+    stops in one line before any installer runs in it."""
+    from iobench.scratch import _SENTINEL_MAGIC, SENTINEL
+
+    argv = [*_runuser_nobody(), "-c", NOBODY_PLANTS, str(shared_tmp), SCRATCH_NAME, SENTINEL, _SENTINEL_MAGIC]
+    subprocess.run(argv, capture_output=True, text=True, check=True)
+    target = tmp_path / "target"
+    target.mkdir()
+    tiny = Path(__file__).parent / "data" / "tiny.toml"
+    rc = main(["run", "--scenario", str(tiny), "--configs", "venv-on-tmp", "--target", str(target),
+               "--tmp", str(shared_tmp), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc != 0
+    assert err.count("\n") == 0 and "--tmp: " in err and "belongs to user nobody (uid 65534), not to you" in err, err
+    planted = shared_tmp / SCRATCH_NAME
+    assert sorted(p.name for p in planted.iterdir()) == sorted([SENTINEL, "run-of-root"])  # nothing of ours in it
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())  # a refused run leaves nothing
