@@ -18,6 +18,7 @@ from iobench.report import html as html_page
 from iobench.report.load import Run, load_run
 from iobench.report.recommend import Recommendation, recommend
 from iobench.report.summary import Summary, collect_sample_figures, summarize
+from iobench.report.units import fmt_s
 
 
 @dataclass
@@ -108,6 +109,9 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
         f"Time-to-ready per config — {run.scenario_name} on {host}{reps}",
         out / "time_to_ready.png",
     )  # fmt: skip
+    stale = out / "cost.png"
+    if s.price is None and stale.is_file():
+        stale.unlink()  # made by an earlier report with a price; this one has none
     if s.price is not None:
         cost = charts.cost_chart(
             s.table,
@@ -124,9 +128,10 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
         if samples is None:
             continue
         row = table.loc[config]
-        sub = (f"{formats.placement(row)} · {row['installer']} · time-to-ready "
-               f"{formats.fmt_s(float(run.trials.set_index('trial_id').loc[trial_id, 'time_to_ready_s']))} · "
-               f"{row['bottleneck']}")  # fmt: skip
+        ttr = float(run.trials.set_index("trial_id").loc[trial_id, "time_to_ready_s"])
+        sub = (f"{formats.placement(row)} · {row['installer']} · time-to-ready {fmt_s(ttr)} "
+               f"(config median {fmt_s(row['median_time_to_ready_s'])} over {int(row['n_ok'])} "
+               f"trials) · {row['bottleneck']}")  # fmt: skip
         path = charts.timeline_chart(
             samples,
             config,

@@ -24,8 +24,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from iobench.cost import format_usd
-from iobench.report.diagnose import find_stalls, install_drop, install_write_rates
+from iobench.report.diagnose import find_write_gaps, install_drop, install_write_rates
 from iobench.report.load import PHASES
+from iobench.report.units import fmt_mbps, fmt_s, fmt_speed, run_key
+from iobench.report.verdict import SPREAD_MINMAX_BELOW
 
 OKABE_ITO = {
     "black": "#000000",
@@ -78,17 +80,6 @@ def _style(ax) -> None:
     ax.set_axisbelow(True)
 
 
-def _times(x: float) -> str:
-    """``14x``, ``6.4x``, ``1.03x``: enough digits to tell small differences apart."""
-    return f"{x:.0f}x" if x >= 10 else (f"{x:.1f}x" if x >= 1.1 else f"{x:.2f}x")
-
-
-def _fmt_s(x: float) -> str:
-    if not math.isfinite(x):
-        return "—"
-    return f"{x:.1f} s" if x < 100 else f"{x:,.0f} s"
-
-
 def phase_split(ok_trials: pd.DataFrame, median_s: float) -> list[tuple[str, float]]:
     """Per-phase medians and the median gap ("other"), scaled to sum to ``median_s``."""
     parts: list[tuple[str, float]] = []
@@ -116,12 +107,19 @@ def time_to_ready_chart(
     title: str,
     path: Path,
 ) -> Path:
-    """Bar = median time-to-ready, split by phase; p10-p90 whisker; one dot per trial.
+    """Bar = median time-to-ready, split by phase; a spread whisker; one dot per trial.
 
     The segments are the per-phase medians (plus the median gap between phases) scaled
-    to sum to the median time-to-ready, so the bar ends where the table's median is.
+    to sum to the median time-to-ready, so the bar ends where the table's median is. The
+    whisker is min–max under ``SPREAD_MINMAX_BELOW`` trials (p10–p90 of two trials would
+    sit between the two dots), else p10–p90.
     """
     rows = table[table["n_ok"] > 0].sort_values("median_time_to_ready_s", ascending=False)
+    minmax = int(rows["n_ok"].max()) < SPREAD_MINMAX_BELOW if len(rows) else True
+    lo_col, hi_col = (
+        ("min_time_to_ready_s", "max_time_to_ready_s") if minmax
+        else ("p10_time_to_ready_s", "p90_time_to_ready_s")
+    )  # fmt: skip
     n = max(len(rows), 1)
     fig = Figure(figsize=(10, 2.2 + 0.62 * n))
     ax = fig.add_subplot()
@@ -153,7 +151,7 @@ def time_to_ready_chart(
             edgecolors="white",
             linewidths=0.5,
         )
-        p10, p90 = row["p10_time_to_ready_s"], row["p90_time_to_ready_s"]
+        p10, p90 = float(row[lo_col]), float(row[hi_col])
         ax.errorbar(
             med,
             y,
@@ -165,10 +163,17 @@ def time_to_ready_chart(
             zorder=4,
         )
         xmax = max(xmax, float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
-        speed = row.get("speedup_vs_naive", math.nan)
-        note = f"{_fmt_s(med)}"
-        if baseline and config != baseline and math.isfinite(speed):
-            note += f"  {_times(speed)} faster" if speed >= 1 else f"  {_times(1 / speed)} slower"
+        note = f"{fmt_s(med)}"
+        if (
+            baseline
+            and config != baseline
+            and math.isfinite(row.get("speedup_vs_baseline", math.nan))
+        ):
+            known = row.get("beyond_noise_vs_baseline")
+            word = {True: "", False: ", within noise"}.get(
+                known if isinstance(known, bool) else None, ""
+            )
+            note += f"  {fmt_speed(row['speedup_vs_baseline'])}{word}"
         elif config == baseline:
             note += "  (baseline)"
         right_end = max(float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
@@ -200,7 +205,8 @@ def time_to_ready_chart(
         ncol=6,
         fontsize=9,
         frameon=False,
-        title=f"bar: median time-to-ready split by median phase times · {dots} · whisker: p10–p90",
+        title=f"bar: median time-to-ready split by median phase times · {dots} · whisker: "
+        + ("min–max" if minmax else "p10–p90"),
         title_fontsize=9,
         alignment="left",
     )
@@ -358,7 +364,8 @@ def _mark_clipped(
 
 
 def _mbps(x: float) -> str:
-    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+    """A rate without its unit (the axis says MB/s)."""
+    return fmt_mbps(x).removesuffix(" MB/s")
 
 
 def _draw_drop(ax, drop) -> None:
@@ -405,8 +412,8 @@ def timeline_chart(
 ) -> Path:
     """iowait/CPU %, write MB/s and blocked processes over one trial, with phase bands.
 
-    ``stalls`` are (start, end) seconds as the run recorded them (stalls.csv); without
-    them, stretches of 5 s or more with no installer writes during install are drawn.
+    ``stalls`` are (start, end) seconds as the run recorded them (stalls.csv); a run without
+    stalls.csv gets its write gaps drawn instead (diagnose.find_write_gaps), labelled as such.
     """
     t = samples["t"].to_numpy(dtype=float)
     phase = (
@@ -484,13 +491,16 @@ def timeline_chart(
         bx, by = _binned(t, nr, rw)
         series.append((bx, by / 1e6, OKABE_ITO["sky"]))
         ax.plot(bx, by / 1e6, color=OKABE_ITO["sky"], linewidth=1.0, label="network receive")
-    starts, rates = install_write_rates(samples)
-    for a, b in stalls if stalls is not None else find_stalls(starts, rates):
+    if stalls is not None:
+        spans, what = stalls, "stall"
+    else:
+        spans, what = find_write_gaps(*install_write_rates(samples)), "write gap"
+    for a, b in spans:
         ax.axvspan(
             a, b, facecolor="none", edgecolor=OKABE_ITO["vermillion"], hatch="///", linewidth=0
         )
         ax.annotate(
-            f"stall {b - a:.0f} s",
+            f"{what} {b - a:.0f} s",
             xy=((a + b) / 2, 0.5),
             xycoords=("data", "axes fraction"),
             ha="center",
@@ -551,7 +561,7 @@ def timeline_chart(
     if len(t):
         ax.set_xlim(t[0], t[-1])
     fig.suptitle(
-        _tx(f"{config}: timeline of its median trial ({trial_id})"), x=0.07, ha="left", fontsize=12
+        _tx(f"{config}: timeline of its median trial, {trial_id}"), x=0.07, ha="left", fontsize=12
     )
     fig.text(0.07, 0.935, _tx(subtitle), fontsize=9, color="#444444")
     fig.subplots_adjust(left=0.07, right=0.79, top=0.87, bottom=0.08, hspace=0.14)
@@ -589,23 +599,36 @@ def cost_chart(table: pd.DataFrame, title: str, starts_per_month: float, path: P
     ax.set_xlim(0, top * 1.45 if top > 0 else 1)
     ax.set_xlabel(f"USD per month at {starts_per_month:g} cold starts")
     ax.set_title(_tx(title), loc="left", fontsize=11)
-    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    fig.legend(loc="lower right", ncol=2, fontsize=8, frameon=False)  # below the axes: no overlap
     fig.subplots_adjust(
-        left=0.2, right=0.98, top=1 - 0.5 / fig.get_figheight(), bottom=0.75 / fig.get_figheight()
+        left=0.2, right=0.98, top=1 - 0.5 / fig.get_figheight(), bottom=1.0 / fig.get_figheight()
     )
     return _save(fig, path)
 
 
 def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, path: Path) -> Path:
-    """Grouped bars: each config's median time-to-ready on each run, p10-p90 whiskers."""
+    """Grouped bars: each config's median time-to-ready on each run, with spread whiskers.
+
+    Runs are named by key (A, B, ...) on the bars and in a legend below the axes, so long
+    labels never cover a bar; the title is wrapped to the figure's width.
+    """
+    import textwrap
+
     configs = list(dict.fromkeys(merged["config"]))
     k = max(len(run_labels), 1)
     n = max(len(configs), 1)
-    fig = Figure(figsize=(10, 1.6 + n * (0.3 + 0.32 * k)))
+    title_lines = textwrap.wrap(_tx(title), 95) or [""]
+    legend_rows = k
+    fig = Figure(figsize=(10, 1.4 + 0.25 * (len(title_lines) + legend_rows) + n * (0.3 + 0.32 * k)))
     ax = fig.add_subplot()
     _style(ax)
     height = 0.8 / k
     xmax = 0.0
+    minmax = int(merged["n_ok"].max()) < SPREAD_MINMAX_BELOW if len(merged) else True
+    lo_col, hi_col = (
+        ("min_time_to_ready_s", "max_time_to_ready_s") if minmax
+        else ("p10_time_to_ready_s", "p90_time_to_ready_s")
+    )  # fmt: skip
     for j, label in enumerate(run_labels):
         sub = merged[merged["run_label"] == label].set_index("config")
         colour = SERIES_COLOURS[j % len(SERIES_COLOURS)]
@@ -618,35 +641,33 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
                 continue
             y = (n - 1 - i) + (k - 1 - j - (k - 1) / 2) * height
             ax.barh(y, med, height=height * 0.9, color=colour)
-            lo, hi = float(r["p10_time_to_ready_s"]), float(r["p90_time_to_ready_s"])
-            ax.errorbar(
-                med,
-                y,
-                xerr=[[med - lo], [hi - med]],
-                fmt="none",
-                ecolor="black",
-                elinewidth=1,
-                capsize=3,
-            )
+            lo, hi = float(r[lo_col]), float(r[hi_col])
+            if math.isfinite(lo) and math.isfinite(hi):
+                ax.errorbar(med, y, xerr=[[med - lo], [hi - med]], fmt="none", ecolor="black",
+                            elinewidth=1, capsize=3)  # fmt: skip
+            else:
+                hi = med
             ratio = r.get("ratio_vs_ref", math.nan)
-            text = f"  {_fmt_s(med)}"
-            if j > 0 and math.isfinite(ratio):
-                text += f"  ({ratio:.2f}x of A)"
+            text = f"  {run_key(j)}: {fmt_s(med)}"
+            if j > 0 and math.isfinite(ratio) and ratio > 0:
+                text += f", {fmt_speed(1 / ratio, 'A')}"
             ax.text(max(hi, med), y, _tx(text), va="center", fontsize=8)
             xmax = max(xmax, hi, med)
     ax.set_yticks(range(n), labels=[_tx(c) for c in configs[::-1]])
-    ax.set_xlim(0, xmax * 1.5 if xmax > 0 else 1)
-    ax.set_xlabel("median time-to-ready (s); whiskers p10–p90")
-    ax.set_title(_tx(title), loc="left", fontsize=12)
+    ax.set_xlim(0, xmax * 1.55 if xmax > 0 else 1)
+    ax.set_xlabel(f"median time-to-ready (s); whiskers {'min–max' if minmax else 'p10–p90'}")
+    ax.set_title("\n".join(title_lines), loc="left", fontsize=11)
     handles = [
-        Patch(
-            color=SERIES_COLOURS[j % len(SERIES_COLOURS)],
-            label=_tx(f"{chr(65 + j) if j < 26 else j + 1}: {lab}"),
-        )
+        Patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=_tx(f"{run_key(j)}: {lab}"))
         for j, lab in enumerate(run_labels)
     ]
-    ax.legend(handles=handles, loc="lower right", fontsize=9, frameon=False)
+    h = fig.get_figheight()
+    fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.01, 0.0), ncol=1,
+               fontsize=9, frameon=False)  # fmt: skip
     fig.subplots_adjust(
-        left=0.2, right=0.98, top=1 - 0.55 / fig.get_figheight(), bottom=0.8 / fig.get_figheight()
+        left=0.2,
+        right=0.98,
+        top=1 - (0.3 + 0.22 * len(title_lines)) / h,
+        bottom=(0.75 + 0.22 * legend_rows) / h,
     )
     return _save(fig, path)

@@ -2,8 +2,12 @@
 
 Like asv's ``compare``, this only reads stored results. Each run is summarised on its own
 (its own GPU price, when it recorded a GPU and no ``--gpu`` is given), then configs are
-matched by name. Ratios are median time-to-ready relative to the first run given (the
-reference): 0.5 means twice as fast as the reference, 2.0 twice as slow.
+matched by name. ``ratio_vs_ref`` is a run's median time-to-ready over the first run's
+(the reference): 0.5 means twice as fast as the reference, 2.0 twice as slow; every text
+output says it the one way (report/units.fmt_speed): "2.00× faster than A".
+
+The output goes to ``--out`` or to a new ``iobench-compare-<time>`` folder in the current
+one, never into a run directory or a results folder that holds one of the runs it reads.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
 from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, summarize
+from iobench.report.units import fmt_s, fmt_speed, run_key
+from iobench.stats import MIN_TRIALS
 
 LONG_COLUMNS = [
     "run_label", "run_id", "host", "config", "placement", "venv_fstype", "n_ok", "n_failed",
-    "median_time_to_ready_s", "p10_time_to_ready_s", "p90_time_to_ready_s", "ratio_vs_ref",
-    "speedup_vs_naive", "cost_per_start_usd", "monthly_cost_usd", "bottleneck",
+    "median_time_to_ready_s", "p10_time_to_ready_s", "p90_time_to_ready_s",
+    "min_time_to_ready_s", "max_time_to_ready_s", "ratio_vs_ref",
+    "speedup_vs_baseline", "cost_per_start_usd", "monthly_cost_usd", "bottleneck",
 ]  # fmt: skip
 
 
@@ -98,8 +105,10 @@ def merge(summaries: dict[str, Summary], runs: dict[str, Run], labels: list[str]
                 "config": r["config"], "placement": formats.placement(r),
                 "venv_fstype": r["venv_fstype"], "n_ok": r["n_ok"], "n_failed": r["n_failed"],
                 "median_time_to_ready_s": med, "p10_time_to_ready_s": r["p10_time_to_ready_s"],
-                "p90_time_to_ready_s": r["p90_time_to_ready_s"], "ratio_vs_ref": ratio,
-                "speedup_vs_naive": r["speedup_vs_naive"],
+                "p90_time_to_ready_s": r["p90_time_to_ready_s"],
+                "min_time_to_ready_s": r["min_time_to_ready_s"],
+                "max_time_to_ready_s": r["max_time_to_ready_s"], "ratio_vs_ref": ratio,
+                "speedup_vs_baseline": r["speedup_vs_baseline"],
                 "cost_per_start_usd": r["cost_per_start_usd"],
                 "monthly_cost_usd": r["monthly_cost_usd"], "bottleneck": r["bottleneck"],
             })  # fmt: skip
@@ -137,14 +146,18 @@ def headlines(long: pd.DataFrame, labels: list[str]) -> list[str]:
         lo = sub.loc[sub["ratio_vs_ref"].idxmin()]
         hi = sub.loc[sub["ratio_vs_ref"].idxmax()]
         text = (
-            f"On {lab}, configs take {lo['ratio_vs_ref']:.2f}x–{hi['ratio_vs_ref']:.2f}x the time "
-            f"they take on {labels[0]} (median ratio {sub['ratio_vs_ref'].median():.2f}x)"
+            f"On {lab}, configs run from {fmt_speed(1 / lo['ratio_vs_ref'])} to "
+            f"{fmt_speed(1 / hi['ratio_vs_ref'])} than on {labels[0]} (median: "
+            f"{fmt_speed(1 / sub['ratio_vs_ref'].median())})"
         )
         extreme = (
             lo if abs(math.log(lo["ratio_vs_ref"])) >= abs(math.log(hi["ratio_vs_ref"])) else hi
         )
         if abs(math.log(extreme["ratio_vs_ref"])) >= math.log(1.1):
-            text += f"; the biggest change is {extreme['config']} ({extreme['ratio_vs_ref']:.2f}x)"
+            text += (
+                f"; the biggest change is {extreme['config']} "
+                f"({fmt_speed(1 / extreme['ratio_vs_ref'])})"
+            )
         out.append(text + ".")
     return out
 
@@ -171,14 +184,14 @@ def compare_dict(result: CompareResult) -> dict[str, Any]:
 def compare_table(result: CompareResult) -> list[str]:
     """Aligned text: config, then each run's median, then ratios to the reference."""
     labels = result.labels
-    keys = [html_page.run_key(i) for i in range(len(labels))]
-    header = ["config", *keys, *[f"{k}/{keys[0]}" for k in keys[1:]]]
+    keys = [run_key(i) for i in range(len(labels))]
+    header = ["config", *keys, *[f"{k} vs {keys[0]}" for k in keys[1:]]]
     rows = [header]
     for _, r in result.wide.iterrows():
         rows.append([
             str(r["config"]),
-            *[formats.fmt_s(r[f"{lab}: median_s"]) for lab in labels],
-            *[formats.fmt_x(r[f"{lab}: ratio"]) for lab in labels[1:]],
+            *[fmt_s(r[f"{lab}: median_s"]) for lab in labels],
+            *[fmt_speed(1 / r[f"{lab}: ratio"]) for lab in labels[1:]],
         ])  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [f"iobench compare: median time-to-ready of {len(labels)} runs", ""]
@@ -198,7 +211,7 @@ def compare_table(result: CompareResult) -> list[str]:
         s = result.summaries[lab]
         if s.winner:
             med = float(s.table.set_index("config").loc[s.winner, "median_time_to_ready_s"])
-            lines.append(f"Fastest on {lab}: {s.winner} ({formats.fmt_s(med)})")
+            lines.append(f"Fastest on {lab}: {s.winner} ({fmt_s(med)}); {s.verdict.headline}")
     return lines
 
 
@@ -208,7 +221,7 @@ def compare_markdown(result: CompareResult) -> list[str]:
     head = [
         "config",
         *[f"{lab} median" for lab in labels],
-        *[f"{lab} / {labels[0]}" for lab in labels[1:]],
+        *[f"{lab} vs {labels[0]}" for lab in labels[1:]],
     ]
     lines = [
         f"### iobench compare (reference: {labels[0]})",
@@ -219,8 +232,8 @@ def compare_markdown(result: CompareResult) -> list[str]:
     for _, r in result.wide.iterrows():
         cells = [
             str(r["config"]),
-            *[formats.fmt_s(r[f"{lab}: median_s"]) for lab in labels],
-            *[formats.fmt_x(r[f"{lab}: ratio"]) for lab in labels[1:]],
+            *[fmt_s(r[f"{lab}: median_s"]) for lab in labels],
+            *[fmt_speed(1 / r[f"{lab}: ratio"]) for lab in labels[1:]],
         ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines.append("")
@@ -233,7 +246,7 @@ def compare_markdown(result: CompareResult) -> list[str]:
 
 
 def _runs_rows(result: CompareResult) -> list[list[str]]:
-    e = html_page.e
+    e = html_page.esc
     rows = []
     for i, (lab, run) in enumerate(zip(result.labels, result.runs, strict=True)):
         roles = run.meta.get("roles") or {}
@@ -241,7 +254,7 @@ def _runs_rows(result: CompareResult) -> list[list[str]]:
         gpu = run.meta.get("gpu") or {}
         s = result.summaries[lab]
         rows.append([
-            f"<b>{html_page.run_key(i)}</b>" + (" (reference)" if i == 0 else ""),
+            f"<b>{run_key(i)}</b>" + (" (reference)" if i == 0 else ""),
             f"<b>{e(lab)}</b>", f"<code>{e(run.run_id)}</code>",
             e((run.meta.get("host") or {}).get("hostname")),
             e(f"{target.get('fstype', '?')} at {target.get('path', '?')}"),
@@ -249,6 +262,47 @@ def _runs_rows(result: CompareResult) -> list[list[str]]:
             e(len(run.trials)), e(s.winner),
         ])  # fmt: skip
     return rows
+
+
+def trust_warnings(run: Run) -> list[str]:
+    """What makes a run's figures weak: trials that ran under contention, or too few trials."""
+    out = []
+    trials = run.trials
+    ok = trials[trials["status"] == "ok"]
+    contended = ok["contended"].fillna("").astype(str).str.strip() != ""
+    if contended.any():
+        out.append(
+            f"{int(contended.sum())} of {len(ok)} successful trials ran while other processes "
+            "did disk I/O (the contended column): its times may be inflated"
+        )
+    per_config = ok.groupby("config").size()
+    if len(per_config) and int(per_config.min()) < MIN_TRIALS:
+        out.append(
+            f"only {int(per_config.min())} successful trial for some configs: a single trial "
+            "cannot show noise, so differences against it are not verdicts"
+        )
+    return out
+
+
+def output_folder(runs: Sequence[Run], out_dir: Path | str | None) -> Path:
+    """Where the comparison goes: never inside a run it reads, nor into a folder holding one."""
+    out = (
+        Path(out_dir)
+        if out_dir is not None
+        else Path.cwd() / time.strftime("iobench-compare-%Y%m%d-%H%M%S")
+    )
+    target = out.resolve()
+    for run in runs:
+        path = Path(run.path).resolve()
+        inside_run = target == path or path in target.parents
+        in_results = path.parent in (target, target.parent)
+        if inside_run or in_results:
+            where = path if inside_run else path.parent
+            raise UsageError(
+                f"{out}: the comparison would go into {where}, which holds a run it reads; "
+                "pass --out DIR outside the results folder"
+            )
+    return out
 
 
 def build_compare(
@@ -272,14 +326,11 @@ def build_compare(
         summaries[lab] = s
         notes += [f"{lab}: {n}" for n in [*price_notes, *run.notes, *s.notes]]
         notes += [f"{lab}: {w}" for w in run.warnings]
+        notes += [f"{lab}: {w}" for w in trust_warnings(run)]
     by_label = dict(zip(labels, runs, strict=True))
     long = merge(summaries, by_label, labels)
     wide = widen(long, labels)
-    out = (
-        Path(out_dir)
-        if out_dir is not None
-        else Path(runs[0].path).parent / time.strftime("compare-%Y%m%d-%H%M%S")
-    )
+    out = output_folder(runs, out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -52,8 +52,8 @@ when the later segment's mean is below half the earlier one's (``DROP_RATIO``) a
 earlier one moved at least ``MIN_DROP_MBPS``. Rates are taken over 1-second windows, finer
 for installs shorter than 30 s (``DROP_WINDOWS`` windows per install, never under two
 sampler ticks), so a 10-second install still has the three windows per segment a change
-point needs. Stalls (``STALL_MIN_S`` or more with no write progress) are left out — they are
-reported on their own and would pull the split to themselves — but shorter gaps stay in:
+point needs. Write gaps (``WRITE_GAP_MIN_S`` or more without installer writes) are left out —
+they would pull the split to themselves — but shorter gaps stay in:
 a throttled writer often moves a chunk, waits, moves the next, and leaving its empty
 windows out would make the throttled rate look as high as the chunk's.
 """
@@ -66,6 +66,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from iobench.report.units import fmt_s
+
 NETWORK_SHARE = 0.40
 CPU_SHARE = 0.75
 WAIT_OFFCPU = 0.50
@@ -76,7 +78,7 @@ PLATEAU = 0.60
 BIG_WRITE = 32 * 1024
 DROP_RATIO = 0.5
 MIN_DROP_MBPS = 1.0  # ignore "drops" between rates too small to matter
-STALL_MIN_S = 5.0  # no write progress this long is drawn as a stall on timelines
+WRITE_GAP_MIN_S = 5.0  # no installer writes this long: a write gap (not a recorded stall)
 DROP_WINDOWS = 30  # installs shorter than 30 s get finer windows for drop detection
 
 
@@ -234,16 +236,16 @@ def install_drop(df: pd.DataFrame) -> Drop | None:
 
 
 def find_drop(
-    starts: np.ndarray, rates_mb: np.ndarray, stall_s: float = STALL_MIN_S
+    starts: np.ndarray, rates_mb: np.ndarray, gap_s: float = WRITE_GAP_MIN_S
 ) -> tuple[float, float, float] | None:
     """(time, MB/s before, MB/s after) of a lasting fall in write rate, or None.
 
-    Windows inside a stall (``stall_s`` or more without progress) are left out: stalls are
-    reported on their own, and would otherwise pull the change point to themselves instead
-    of the lasting drop. Shorter gaps count as the zero they are.
+    Windows inside a write gap (``gap_s`` or more without writes) are left out: they would
+    otherwise pull the change point to themselves instead of the lasting drop. Shorter gaps
+    count as the zero they are.
     """
     keep = np.ones(len(rates_mb), dtype=bool)
-    for a, b in find_stalls(starts, rates_mb, stall_s):
+    for a, b in find_write_gaps(starts, rates_mb, gap_s):
         keep &= ~((starts >= a) & (starts < b))
     cp = change_point(rates_mb[keep])
     if cp is None:
@@ -254,10 +256,15 @@ def find_drop(
     return None
 
 
-def find_stalls(
-    starts: np.ndarray, rates_mb: np.ndarray, min_s: float = STALL_MIN_S
+def find_write_gaps(
+    starts: np.ndarray, rates_mb: np.ndarray, min_s: float = WRITE_GAP_MIN_S
 ) -> list[tuple[float, float]]:
-    """Stretches of at least ``min_s`` seconds in which the installer wrote nothing."""
+    """Write gaps: stretches of at least ``min_s`` seconds in which the installer wrote nothing.
+
+    Not stalls: a stall is what the sampler recorded (no read *or* write progress for
+    ``--stall-after`` seconds, stalls.csv); a write gap is the report's estimate from samples,
+    drawn on timelines of runs that recorded no stalls.
+    """
     out: list[tuple[float, float]] = []
     if len(starts) < 2:
         return out
@@ -349,10 +356,6 @@ def combine_sample_figures(figs: list[SampleFigures]) -> tuple[SampleFigures, in
 # --- the rules --------------------------------------------------------------------------------
 
 
-def _s(x: float) -> str:
-    return f"{x:.1f} s" if x < 100 else f"{x:,.0f} s"
-
-
 def _pct(x: float) -> str:
     """``84%``; a share that is not zero but rounds to it reads ``<1%``."""
     return "<1%" if 0 < x < 0.005 else f"{100 * x:.0f}%"
@@ -382,15 +385,15 @@ def classify(fig: ConfigFigures) -> Diagnosis:
 
     if _known(on_cpu) and on_cpu >= CPU_SHARE:
         if on_cpu >= 1.0:
-            why = f"installer kept {on_cpu:.1f} cores busy ({fig.cpu_s:.1f} CPU-s in {_s(ttr)})"
+            why = f"installer kept {on_cpu:.1f} cores busy ({fig.cpu_s:.1f} CPU-s in {fmt_s(ttr)})"
         elif _known(fig.cpu_s):
-            why = f"installer on CPU {_pct(on_cpu)} of {_s(ttr)} ({fig.cpu_s:.1f} CPU-s)"
+            why = f"installer on CPU {_pct(on_cpu)} of {fmt_s(ttr)} ({fig.cpu_s:.1f} CPU-s)"
         else:
-            why = f"installer on CPU {_pct(on_cpu)} of {_s(ttr)}"
+            why = f"installer on CPU {_pct(on_cpu)} of {fmt_s(ttr)}"
         return Diagnosis("CPU bound", why + extras)
 
     if _known(fig.download_s) and fig.download_s / ttr >= NETWORK_SHARE:
-        why = f"download {_s(fig.download_s)} of {_s(ttr)} ({_pct(fig.download_s / ttr)})"
+        why = f"download {fmt_s(fig.download_s)} of {fmt_s(ttr)} ({_pct(fig.download_s / ttr)})"
         if _known(s.net_recv_mbps) and s.net_recv_mbps >= NO_TRAFFIC_MBPS:
             why += f", receiving {s.net_recv_mbps:.1f} MB/s"
         elif _known(s.net_recv_mbps):
@@ -436,7 +439,7 @@ def classify(fig: ConfigFigures) -> Diagnosis:
     longest = max(fig.phases, key=lambda kv: kv[1] if _known(kv[1]) else -1, default=None)
     why = f"no single limit: on CPU {_pct(on_cpu)}" if _known(on_cpu) else "no single limit"
     if longest and _known(longest[1]):
-        why += f", longest phase {longest[0]} {_s(longest[1])} of {_s(ttr)}"
+        why += f", longest phase {longest[0]} {fmt_s(longest[1])} of {fmt_s(ttr)}"
     return Diagnosis("mixed", why + extras)
 
 
@@ -467,6 +470,6 @@ def _extras(fig: ConfigFigures) -> str:
             f"at {s.drop_at_s:.0f} s ({fig.drop_trials}/{fig.sampled_trials} trials)"
         )
     if fig.stalls and fig.stalls > 0:
-        longest = f", longest {_s(fig.stall_longest_s)}" if _known(fig.stall_longest_s) else ""
+        longest = f", longest {fmt_s(fig.stall_longest_s)}" if _known(fig.stall_longest_s) else ""
         out += f"; {fig.stalls:.0f} stall(s){longest}"
     return out

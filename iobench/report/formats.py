@@ -18,10 +18,16 @@ import pandas as pd
 from iobench.cost import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
+from iobench.report.units import fmt_s, fmt_s_range
+from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word
 
 SUMMARY_FORMAT = "iobench-summary"
 #: 1: first version (configs = summary.csv rows; cost; recommendation).
-SUMMARY_FORMAT_VERSION = 1
+#: 2: ``verdict`` and ``same_storage`` added; ``recommendation`` is null unless the verdict is
+#:    ``advice``; config columns ``speedup_vs_naive``/``saving_vs_naive_s`` renamed
+#:    ``speedup_vs_baseline``/``saving_vs_baseline_s``; ``vs_baseline``,
+#:    ``beyond_noise_vs_baseline``, ``min_time_to_ready_s`` and ``max_time_to_ready_s`` added.
+SUMMARY_FORMAT_VERSION = 2
 
 
 def clean(value: Any) -> Any:
@@ -39,23 +45,49 @@ def clean(value: Any) -> Any:
     return value
 
 
-def fmt_s(x: float) -> str:
-    """Seconds for people: one decimal below 100 s, whole seconds above."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    return f"{x:.1f} s" if abs(x) < 100 else f"{x:,.0f} s"
-
-
-def fmt_usd(x: float, digits: int | None = None) -> str:
-    """Dollars (see cost.format_usd); ``digits`` is ignored, kept for call-site clarity."""
+def fmt_usd(x: float) -> str:
+    """Dollars (see cost.format_usd)."""
     return format_usd(x)
 
 
-def fmt_x(x: float) -> str:
-    """A ratio such as a speed-up: ``6.39x``."""
-    if x is None or not math.isfinite(x):
+def spread_name(summary: Summary) -> str:
+    """``min–max`` or ``p10–p90``: what the spread columns show (see verdict.spread)."""
+    most = int(summary.table["n_ok"].max()) if len(summary.table) else 0
+    return "min–max" if most < SPREAD_MINMAX_BELOW else "p10–p90"
+
+
+def spread_text(row: pd.Series | dict[str, Any], name: str) -> str:
+    """One config's spread in seconds (a dash under two successful trials)."""
+    if int(row["n_ok"]) < 2:
         return "—"
-    return f"{x:.2f}x"
+    if name == "min–max":
+        return fmt_s_range(row["min_time_to_ready_s"], row["max_time_to_ready_s"])
+    return fmt_s_range(row["p10_time_to_ready_s"], row["p90_time_to_ready_s"])
+
+
+def verdict_dict(summary: Summary) -> dict[str, Any]:
+    """The verdict as JSON: its kind, sentence, and the comparisons behind it."""
+    v = summary.verdict
+
+    def comp(c: Any) -> dict[str, Any] | None:
+        if c is None:
+            return None
+        return {"fast": c.fast, "slow": c.slow, "time_ratio": c.ratio, "interval": [c.low, c.high],
+                "n": [c.n_fast, c.n_slow], "beyond_noise": c.distinguishable,
+                "why_not": c.reason or None}  # fmt: skip
+
+    return {
+        "kind": v.kind,
+        "headline": v.headline,
+        "winner": v.winner,
+        "baseline": v.baseline,
+        "runner_up": v.runner_up,
+        "vs_baseline": comp(v.vs_baseline),
+        "vs_runner_up": comp(v.vs_runner_up),
+        "changes": list(v.changes),
+        "moot_moves": list(v.moot),
+        "notes": list(v.notes),
+    }
 
 
 def placement(row: pd.Series | dict[str, Any]) -> str:
@@ -102,6 +134,8 @@ def summary_dict(
             "baseline": summary.baseline,
             "winner": summary.winner,
             "cheapest": summary.cheapest,
+            "same_storage": summary.same_storage,
+            "verdict": verdict_dict(summary),
             "cost": {
                 "price_label": price.label if price else None,
                 "usd_per_hour": price.usd_per_hour if price else None,
@@ -159,31 +193,30 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
     lines = [
         f"iobench report: {scenario} on {host} (run {meta.get('run_id', '?')}, "
         f"{n_trials} trials, {meta.get('status', '?')})",
+        *summary.same_storage,
         "",
     ]
-    header = ["config", "ok", "median", "p10–p90", "speed-up", "$/start", "$/month", "bottleneck"]
+    name = spread_name(summary)
+    header = ["config", "ok", "median", name, f"vs {summary.baseline or 'baseline'}", "",
+              "$/start", "$/month", "bottleneck"]  # fmt: skip
     rows = [header]
     for _, r in _ordered(summary).iterrows():
         star = " *" if r["config"] == summary.winner else ""
-        spread = (
-            f"{r['p10_time_to_ready_s']:.1f}–{r['p90_time_to_ready_s']:.1f} s"
-            if math.isfinite(r["p10_time_to_ready_s"])
-            else "—"
-        )
         rows.append(
             [
                 f"{r['config']}{star}",
                 f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
                 fmt_s(r["median_time_to_ready_s"]),
-                spread,
-                fmt_x(r["speedup_vs_naive"]),
+                spread_text(r, name),
+                str(r["vs_baseline"] or "—"),
+                noise_word(_known(r["beyond_noise_vs_baseline"])),
                 fmt_usd(r["cost_per_start_usd"]),
-                fmt_usd(r["monthly_cost_usd"], 2),
+                fmt_usd(r["monthly_cost_usd"]),
                 str(r["bottleneck"]),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    right = {1, 2, 3, 4, 5, 6}
+    right = {1, 2, 3, 6, 7}
     for row in rows:
         cells = [
             c.rjust(w) if i in right else c.ljust(w)
@@ -191,16 +224,26 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
         ]
         lines.append("  ".join(cells).rstrip())
     lines.append("")
-    lines.extend(answer_lines(summary, rec))
+    lines.extend(answer_lines(summary, rec, same_storage=False))
     return lines
 
 
-def answer_lines(summary: Summary, rec: Recommendation | None) -> list[str]:
-    """The winner, the saving, the price basis, the recommendation and the notes."""
-    lines: list[str] = []
+def _known(value: Any) -> bool | None:
+    """A beyond-noise cell back to True/False/None (pandas may hold it as object or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return bool(value)
+
+
+def answer_lines(
+    summary: Summary, rec: Recommendation | None, same_storage: bool = True
+) -> list[str]:
+    """Same-storage warnings, the verdict, then (if earned) the saving and the start script."""
+    lines: list[str] = list(summary.same_storage) if same_storage else []
+    lines.append(summary.verdict.headline)
     if rec is not None:
         label = summary.price.label if summary.price else None
-        lines.append(rec.headline(label, summary.options.starts_per_month))
+        lines.append(rec.saving_line(label, summary.options.starts_per_month))
         if rec.changes:
             lines.append(f"Compared with {rec.baseline}: " + "; ".join(rec.changes) + ".")
         if (
@@ -209,7 +252,7 @@ def answer_lines(summary: Summary, rec: Recommendation | None) -> list[str]:
             and summary.options.storage_usd_per_gb is not None
         ):
             lines.append(f"Cheapest per start with metered storage: {summary.cheapest}.")
-        lines.append("Set (start script):")
+        lines.append("Set (start script, bash):")
         lines.extend(f"    {line}" for line in rec.shell)
     cost = _cost_line(summary)
     if cost:
@@ -230,20 +273,19 @@ def markdown_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation |
     lines = [
         f"### iobench: {scenario} on {host}",
         "",
+        *[f"> **{x}**" for x in summary.same_storage],
+        *([""] if summary.same_storage else []),
         f"Run `{meta.get('run_id', '?')}` ({meta.get('status', '?')}). Medians over successful "
-        "trials; p10–p90 spread.",
+        f"trials; {spread_name(summary)} spread.",
         "",
-        "| config | placement | ok | median time-to-ready | p10–p90 | speed-up vs "
-        f"{summary.baseline or 'baseline'} | $/start | $/month | bottleneck |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| config | placement | ok | median time-to-ready | spread | vs "
+        f"{summary.baseline or 'baseline'} | noise | $/start | $/month | bottleneck |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---|",
     ]
+    sname = spread_name(summary)
     for _, r in _ordered(summary).iterrows():
         name = f"**{r['config']}**" if r["config"] == summary.winner else str(r["config"])
-        spread = (
-            f"{r['p10_time_to_ready_s']:.1f}–{r['p90_time_to_ready_s']:.1f} s"
-            if math.isfinite(r["p10_time_to_ready_s"])
-            else "—"
-        )
+        spread = spread_text(r, sname)
         lines.append(
             "| "
             + " | ".join(
@@ -254,18 +296,20 @@ def markdown_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation |
                     f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
                     fmt_s(r["median_time_to_ready_s"]),
                     spread,
-                    fmt_x(r["speedup_vs_naive"]),
+                    str(r["vs_baseline"] or "—"),
+                    noise_word(_known(r["beyond_noise_vs_baseline"])) or "—",
                     fmt_usd(r["cost_per_start_usd"]),
-                    fmt_usd(r["monthly_cost_usd"], 2),
+                    fmt_usd(r["monthly_cost_usd"]),
                     r["bottleneck"],
                 )
             )
             + " |"
         )
     lines.append("")
+    lines += [f"**{summary.verdict.headline}**", ""]
     if rec is not None:
         label = summary.price.label if summary.price else None
-        lines += [f"**{rec.headline(label, summary.options.starts_per_month)}**", ""]
+        lines += [rec.saving_line(label, summary.options.starts_per_month), ""]
         if rec.changes:
             lines += [f"Compared with {rec.baseline}: " + "; ".join(rec.changes) + ".", ""]
         lines += ["Start script:", "", "```sh", *rec.shell, "```", ""]

@@ -16,10 +16,14 @@ from typing import Any
 import pandas as pd
 
 from iobench import __version__
-from iobench.report.formats import fmt_s, fmt_usd, fmt_x, placement
+from iobench.report import diagnose as rules
+from iobench.report.formats import fmt_usd, placement, spread_name, spread_text
 from iobench.report.load import PHASES
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
+from iobench.report.units import fmt_bytes, fmt_s, fmt_speed, run_key
+from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word
+from iobench.stats import CONFIDENCE, MIN_EFFECT, MIN_TRIALS
 
 CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1a1a1a;
@@ -32,6 +36,7 @@ h3 { font-size: 16px; margin: 20px 0 6px; }
 .answer { background: #eef7f2; border-left: 6px solid #009E73; padding: 14px 18px; margin: 16px 0; }
 .answer p { margin: 4px 0; }
 .answer .big { font-size: 18px; font-weight: 600; }
+.answer.neutral { background: #f3f3f3; border-left-color: #888; }
 .warn { background: #fff6e5; border-left: 6px solid #E69F00; padding: 8px 14px; margin: 12px 0; }
 .cols { display: flex; gap: 18px; flex-wrap: wrap; }
 .cols > div { flex: 1 1 420px; min-width: 0; }
@@ -53,7 +58,7 @@ footer { margin-top: 40px; color: #777; font-size: 12px; }
 """
 
 
-def e(value: Any) -> str:
+def esc(value: Any) -> str:
     """HTML-escape anything (None becomes an em dash)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
@@ -69,7 +74,7 @@ def img(path: Path | None, alt: str) -> str:
     """An inline <img>, or nothing when the chart was not made."""
     if path is None or not Path(path).is_file():
         return ""
-    return f'<img src="{data_uri(Path(path))}" alt="{e(alt)}">'
+    return f'<img src="{data_uri(Path(path))}" alt="{esc(alt)}">'
 
 
 def table_html(
@@ -98,25 +103,11 @@ def page(title: str, body: str, rebuild: str = "iobench report RUN_DIR") -> str:
     """A whole HTML document with the inline stylesheet (no external resources)."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{esc(title)}</title>'
         f"<style>{CSS}</style></head><body><main>{body}"
-        f"<footer>Made by iobench {e(__version__)} from the run directory alone; "
-        f"rebuild any time with <code>{e(rebuild)}</code>.</footer></main></body></html>\n"
+        f"<footer>Made by iobench {esc(__version__)} from the run directory alone; "
+        f"rebuild any time with <code>{esc(rebuild)}</code>.</footer></main></body></html>\n"
     )
-
-
-def _bytes(n: Any) -> str:
-    try:
-        x = float(n)
-    except (TypeError, ValueError):
-        return "—"
-    if not math.isfinite(x):
-        return "—"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(x) < 1000 or unit == "TB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1000
-    return f"{x:.1f} TB"
 
 
 def summary_table_html(summary: Summary) -> str:
@@ -124,45 +115,46 @@ def summary_table_html(summary: Summary) -> str:
     t = summary.table.copy()
     t["_k"] = t["median_time_to_ready_s"].fillna(math.inf)
     t = t.sort_values("_k", kind="stable")
+    sname = spread_name(summary)
     headers = [
         "config",
         "where things lived",
         "installer",
         "ok",
         "median",
-        "p10–p90",
+        sname,
         *PHASES,
-        f"speed-up vs {e(summary.baseline or 'baseline')}",
+        f"vs {esc(summary.baseline or 'baseline')}",
+        "noise",
         "$ / start",
         "$ / month",
     ]
     rows, classes = [], []
     for _, r in t.iterrows():
-        spread = (
-            f"{r['p10_time_to_ready_s']:.1f}–{r['p90_time_to_ready_s']:.1f} s"
-            if math.isfinite(r["p10_time_to_ready_s"])
-            else "—"
-        )
+        spread = spread_text(r, sname)
+        known = r["beyond_noise_vs_baseline"]
+        known = None if known is None or known is pd.NA or known != known else bool(known)
         star = " ★" if r["config"] == summary.winner else ""
         installer = f"{r['installer']}, cache {r['cache_state']}, compile {r['compile']}"
         rows.append(
             [
-                e(r["config"]) + star,
-                e(placement(r)),
-                e(installer),
+                esc(r["config"]) + star,
+                esc(placement(r)),
+                esc(installer),
                 f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
-                e(fmt_s(r["median_time_to_ready_s"])),
-                e(spread),
-                *[e(fmt_s(r[f"median_{p}_s"])) for p in PHASES],
-                e(fmt_x(r["speedup_vs_naive"])),
-                e(fmt_usd(r["cost_per_start_usd"])),
-                e(fmt_usd(r["monthly_cost_usd"], 2)),
+                esc(fmt_s(r["median_time_to_ready_s"])),
+                esc(spread),
+                *[esc(fmt_s(r[f"median_{p}_s"])) for p in PHASES],
+                esc(r["vs_baseline"] or "—"),
+                esc(noise_word(known) or "—"),
+                esc(fmt_usd(r["cost_per_start_usd"])),
+                esc(fmt_usd(r["monthly_cost_usd"])),
             ]
         )
         classes.append(
             "winner" if r["config"] == summary.winner else ("failed" if r["n_ok"] == 0 else "")
         )
-    num = set(range(3, len(headers)))
+    num = set(range(3, len(headers))) - {len(headers) - 3}
     return table_html(headers, rows, num, classes)
 
 
@@ -179,11 +171,11 @@ def diagnosis_html(summary: Summary) -> str:
     columns: the two shares that tell a slow volume from a busy CPU at a glance)."""
     rows = [
         [
-            e(r["config"]),
-            f"<b>{e(r['bottleneck'])}</b>",
-            e(_share(r.get("offcpu_frac"))),
-            e(_share(r.get("fswait_frac"))),
-            e(r["why"]),
+            esc(r["config"]),
+            f"<b>{esc(r['bottleneck'])}</b>",
+            esc(_share(r.get("offcpu_frac"))),
+            esc(_share(r.get("fswait_frac"))),
+            esc(r["why"]),
         ]
         for _, r in summary.table.iterrows()
     ]
@@ -206,13 +198,13 @@ def roles_html(meta: dict[str, Any]) -> str:
         r = r if isinstance(r, dict) else {}
         rows.append(
             [
-                f"<b>{e(name)}</b>",
-                f"<code>{e(r.get('path'))}</code>",
-                e(r.get("fstype")),
-                e(r.get("device")),
-                e(r.get("mountpoint")),
-                e(r.get("mount_options")),
-                e(_bytes(r.get("free_bytes"))) + " of " + e(_bytes(r.get("total_bytes"))),
+                f"<b>{esc(name)}</b>",
+                f"<code>{esc(r.get('path'))}</code>",
+                esc(r.get("fstype")),
+                esc(r.get("device")),
+                esc(r.get("mountpoint")),
+                esc(r.get("mount_options")),
+                esc(fmt_bytes(r.get("free_bytes"))) + " of " + esc(fmt_bytes(r.get("total_bytes"))),
             ]
         )
     return table_html(
@@ -230,46 +222,67 @@ def host_html(meta: dict[str, Any]) -> str:
         ("host", host.get("hostname")),
         ("platform", host.get("platform")),
         ("CPU", f"{host.get('cpu_count', '?')} x {host.get('cpu_model', '?')}"),
-        ("memory", _bytes(host.get("memory_bytes"))),
+        ("memory", fmt_bytes(host.get("memory_bytes"))),
         (
             "GPU",
             f"{gpu.get('count', 1)} x {gpu.get('name')} (driver {gpu.get('driver') or '?'})"
             if gpu
             else "none detected",
         ),
-        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
+        ("versions", versions_text(versions)),
         ("package index", f"{index.get('kind', '?')} {index.get('url') or ''}".strip()),
         ("sampling", f"{meta.get('sample_hz', '?')} Hz"),
     ]
-    rows = "".join(f"<tr><td><b>{e(k)}</b></td><td>{e(v)}</td></tr>" for k, v in items)
+    rows = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in items)
     return f"<table><tbody>{rows}</tbody></table>"
+
+
+def versions_text(versions: dict[str, Any]) -> str:
+    """``python 3.11.7, ..., venvs: python 3.11.7, virtualenv 21.15.11, pip 26.3``."""
+    flat = [f"{k} {v}" for k, v in versions.items() if v and not isinstance(v, dict)]
+    nested = [
+        f"{k}s: " + ", ".join(f"{a} {b}" for a, b in v.items() if b)
+        for k, v in versions.items()
+        if isinstance(v, dict) and v
+    ]
+    return "; ".join([", ".join(flat), *nested]) if nested else ", ".join(flat)
 
 
 def roles_line(meta: dict[str, Any]) -> str:
     """``target = /workspace (nfs4) · tmp = /tmp (overlay)``: the words the tables use."""
     roles = meta.get("roles") or {}
     bits = [
-        f"<b>{e(n)}</b> = <code>{e((r or {}).get('path'))}</code> ({e((r or {}).get('fstype'))})"
+        f"<b>{esc(n)}</b> = <code>{esc((r or {}).get('path'))}</code> ({esc((r or {}).get('fstype'))})"
         for n, r in roles.items()
         if isinstance(r, dict)
     ]
     return "Roles: " + " · ".join(bits) if bits else ""
 
 
+def same_storage_html(summary: Summary) -> str:
+    """The same-storage warnings, said before anything else."""
+    return "".join(f'<div class="warn"><b>{esc(x)}</b></div>' for x in summary.same_storage)
+
+
 def answer_html(summary: Summary, rec: Recommendation | None) -> str:
-    """The answer box: winner, saving, caution when within noise, what changed."""
-    if rec is None:
+    """The answer box: the verdict, what it saves when it earned advice, what changed."""
+    v = summary.verdict
+    if v.kind == "none":
         return (
             '<div class="warn">No configuration finished successfully; nothing to recommend.</div>'
         )
+    parts = [f'<p class="big">{esc(v.headline)}</p>']
     label = summary.price.label if summary.price else None
-    parts = [f'<p class="big">{e(rec.headline(label, summary.options.starts_per_month))}</p>']
-    if summary.within_noise:
-        parts.append(
-            "<p><b>Caution: within the noise.</b> The fastest config's and the baseline's p10–p90 "
-            "ranges overlap, so this saving may not be real; run more repeats "
-            "(<code>iobench run --repeats N</code>) before changing anything.</p>"
-        )
+    if rec is not None:
+        parts.append(f"<p>{esc(rec.saving_line(label, summary.options.starts_per_month))}</p>")
+        if rec.changes:
+            parts.append(
+                f"<p>Compared with {esc(rec.baseline)}: {esc('; '.join(rec.changes))}.</p>"
+            )
+    if v.moot:
+        parts.append(f'<p class="small">Moves within one filesystem (no effect expected): '
+                     f"{esc('; '.join(v.moot))}.</p>")  # fmt: skip
+    parts += [f'<p class="small">{esc(n)}</p>' for n in v.notes]
     if summary.price is None:
         parts.append(
             '<p class="small">No GPU price known: pass <code>--gpu NAME</code> or '
@@ -278,41 +291,29 @@ def answer_html(summary: Summary, rec: Recommendation | None) -> str:
     t = summary.table.set_index("config")
     if summary.winner and summary.winner in t.index:
         w = t.loc[summary.winner]
-        if rec.changes:
-            parts.append(
-                f"<p>Compared with {e(rec.baseline)}: " + e("; ".join(rec.changes)) + ".</p>"
-            )
         parts.append(
-            f'<p class="small">Where it lived: {e(placement(w))}; {e(w["installer"])}, cache '
-            f"{e(w['cache_state'])}, bytecode compile {e(w['compile'])}. "
-            f"Its bottleneck: {e(w['bottleneck'])}.</p>"
+            f'<p class="small">Fastest measured, {esc(summary.winner)}: {esc(placement(w))}; '
+            f"{esc(w['installer'])}, cache {esc(w['cache_state'])}, bytecode compile "
+            f"{esc(w['compile'])}. Its bottleneck: {esc(w['bottleneck'])}.</p>"
         )
-        others = summary.table[
-            (summary.table["n_ok"] > 0) & (summary.table["config"] != summary.winner)
-        ]
-        close = others[others["p10_time_to_ready_s"] <= w["p90_time_to_ready_s"]]
-        if len(close):
-            parts.append(
-                '<p class="small">Within the winner\'s spread (p10–p90 overlap): '
-                + e(", ".join(close["config"]))
-                + "; treat those as ties.</p>"
-            )
-    return f'<div class="answer">{"".join(parts)}</div>'
+    cls = "answer" if v.advise or v.kind == "keep" else "answer neutral"
+    return f'<div class="{cls}">{"".join(parts)}</div>'
 
 
 def recommendation_html(rec: Recommendation | None) -> str:
     """Start-script and Dockerfile lines side by side."""
     if rec is None:
         return ""
-    notes = "".join(f"<li>{e(n)}</li>" for n in rec.notes)
+    notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
     return (
         "<h2>What to set</h2>"
-        f"<p>Derived from the fastest measured config, <b>{e(rec.config)}</b>, and the paths its roles "
-        "had on this machine.</p>"
+        f"<p>Derived from <b>{esc(rec.config)}</b>, which beat {esc(rec.baseline)} beyond noise, "
+        "and the folders its roles had on this machine. The script runs with <code>bash -e</code> "
+        "on a stock Debian 12 or Ubuntu 24.04.</p>"
         '<div class="cols"><div><h3>Start script (bash)</h3><pre>'
-        + e("\n".join(rec.shell))
+        + esc("\n".join(rec.shell))
         + "</pre></div><div><h3>Dockerfile</h3><pre>"
-        + e("\n".join(rec.dockerfile))
+        + esc("\n".join(rec.dockerfile))
         + "</pre></div></div>"
         + (f'<ul class="small">{notes}</ul>' if notes else "")
     )
@@ -329,28 +330,57 @@ def method_html(summary: Summary) -> str:
     price = summary.price
     src = ""
     if price is not None and price.source.startswith("http"):
-        src = f' (source: <a href="{e(price.source)}">{e(price.source)}</a>)'
+        src = f' (source: <a href="{esc(price.source)}">{esc(price.source)}</a>)'
     return (
         '<h2>How to read this</h2><ul class="small">'
         "<li><b>time-to-ready</b>: from the start of venv creation until the ready check "
         "(e.g. <code>import torch</code>) succeeds in the new venv.</li>"
-        "<li>Figures are medians over each config's successful trials; spread is the 10th–90th "
-        "percentile (linear interpolation). Failed or stalled trials are counted, never averaged in.</li>"
+        "<li>Figures are medians over each config's successful trials; the spread is min–max "
+        f"under {SPREAD_MINMAX_BELOW} trials (every trial inside it), else the 10th–90th "
+        "percentile (linear interpolation). Failed or stalled trials are counted, never "
+        "averaged in.</li>"
+        "<li><b>How much faster</b> is the ratio of median times, baseline ÷ config: "
+        "<i>1.33× faster</i>; below 1 it is inverted and reads <i>1.25× slower</i>.</li>"
+        "<li><b>Beyond noise</b>: the fastest config counts as faster than another when the "
+        f"{CONFIDENCE:.0%} confidence interval of their time ratio (Welch's t-test on the "
+        "logarithms of the trial times, the level split over the comparisons made) excludes 1 "
+        f"and the ratio of medians is at least {1 + MIN_EFFECT:.2f}; under {MIN_TRIALS} "
+        "successful trials per config nothing is ranked. Otherwise: no difference beyond "
+        "noise, and no start script (docs/verdicts.md).</li>"
         f"<li><b>GPU idle cost</b> per cold start = median time-to-ready / 3600 × pod price per hour{storage}; "
         f"per month = per start × {opt.starts_per_month:g} starts. "
-        + (f"Price: {e(price.label)}{src}." if price else "No price was given.")
+        + (f"Price: {esc(price.label)}{src}." if price else "No price was given.")
         + "</li>"
-        "<li><b>Bottleneck</b> rules, first match wins: CPU bound (installer on CPU ≥ 75 % of wall "
-        "time); network bound (download ≥ 40 % of the time); when waiting on storage (a thread in a "
-        "filesystem wait in ≥ 30 % of samples, or off CPU ≥ 50 % of the time, or in D state in "
-        "≥ 20 % of samples): bandwidth bound (write rate flat near its peak, large writes) or "
-        "latency/metadata bound (many small writes, low MB/s); else mixed. <b>fs wait</b> is the "
-        "share of samples in which an installer thread slept in a filesystem or block-layer "
-        "wait (its kernel wait channel); FUSE and NFS waits show there but not as CPU iowait or "
-        "D state, so iowait is shown but never decides alone.</li>"
-        "<li>A <b>throughput drop</b> (e.g. burst credits running out) is a lasting fall of the "
-        "install phase's write rate to under half its earlier mean, found with one least-squares "
-        "change point; the timeline marks it and draws both means.</li></ul>"
+        + bottleneck_rules_html()
+        + "<li>A <b>throughput drop</b> (e.g. burst credits running out) is a lasting fall of "
+        f"the install phase's write rate to under {rules.DROP_RATIO:.0%} of its earlier mean "
+        "(from at least "
+        f"{rules.MIN_DROP_MBPS:g} MB/s), found with one least-squares change point; the "
+        "timeline marks it and draws both means. A <b>stall</b> is what the run recorded "
+        "(stalls.csv: no read or write progress for <code>--stall-after</code> seconds); a "
+        f"<b>write gap</b> is a stretch of {rules.WRITE_GAP_MIN_S:g} s or more without installer "
+        "writes, drawn on timelines of runs that recorded no stalls.</li></ul>"
+    )
+
+
+def bottleneck_rules_html() -> str:
+    """The bottleneck rules, rendered from diagnose's thresholds (so the page cannot drift)."""
+
+    def pct(x: float) -> str:
+        return f"{x:.0%}"
+
+    return (
+        "<li><b>Bottleneck</b> rules, first match wins: CPU bound (installer on CPU ≥ "
+        f"{pct(rules.CPU_SHARE)} of wall time); network bound (download ≥ "
+        f"{pct(rules.NETWORK_SHARE)} of the time); when waiting on storage (a thread in a "
+        f"filesystem wait in ≥ {pct(rules.FSWAIT_SHARE)} of samples, or off CPU ≥ "
+        f"{pct(rules.WAIT_OFFCPU)} of the time, or in D state in ≥ {pct(rules.DSTATE_SHARE)} of "
+        "samples): bandwidth bound (install-phase write rate flat near its peak, median ≥ "
+        f"{pct(rules.PLATEAU)} of its 95th percentile, in writes of ≥ "
+        f"{rules.BIG_WRITE // 1024} KiB) or latency/metadata bound (many small writes, low MB/s); "
+        "else mixed. <b>fs wait</b> is the share of samples in which an installer thread slept "
+        "in a filesystem or block-layer wait (its kernel wait channel); FUSE and NFS waits show "
+        "there but not as CPU iowait or D state, so iowait is shown but never decides alone.</li>"
     )
 
 
@@ -368,15 +398,16 @@ def render_report(
     n = int(summary.table["n_ok"].sum() + summary.table["n_failed"].sum())
     title = f"iobench: {scenario.get('name', '?')} on {host}"
     sub = (
-        f"Run <code>{e(meta.get('run_id'))}</code> · {e(meta.get('status'))} · {n} trials "
-        f"({e(summary.trials_per_config())}) · {e(meta.get('started_at'))} → "
-        f"{e(meta.get('ended_at'))}"
-        + (f" · label {e(meta.get('label'))}" if meta.get("label") else "")
+        f"Run <code>{esc(meta.get('run_id'))}</code> · {esc(meta.get('status'))} · {n} trials "
+        f"({esc(summary.trials_per_config())}) · {esc(meta.get('started_at'))} → "
+        f"{esc(meta.get('ended_at'))}"
+        + (f" · label {esc(meta.get('label'))}" if meta.get("label") else "")
     )
-    body = [f"<h1>{e(title)}</h1>", f'<p class="sub">{sub}<br>{roles_line(meta)}</p>']
+    body = [f"<h1>{esc(title)}</h1>", f'<p class="sub">{sub}<br>{roles_line(meta)}</p>']
+    body.append(same_storage_html(summary))
     if meta.get("status") not in (None, "complete"):
         body.append(
-            f'<div class="warn">This run is {e(meta.get("status"))}: figures cover the trials '
+            f'<div class="warn">This run is {esc(meta.get("status"))}: figures cover the trials '
             "finished so far.</div>"
         )
     body.append(answer_html(summary, rec))
@@ -385,8 +416,10 @@ def render_report(
     body.append(img(charts.get("time_to_ready"), "time-to-ready per config"))
     body.append(
         '<p class="caption">Bar length: median time-to-ready, split in proportion to the median '
-        "time of each phase. Whiskers: p10–p90 over trials. Dots: individual trials. ★ marks "
-        "the fastest. The table gives the same medians.</p>"
+        f"time of each phase. Whiskers: {spread_name(summary)} over trials. Dots: individual "
+        "trials. ★ marks the fastest measured; the label after each bar says how much faster or "
+        "slower than the baseline it is, and whether beyond noise. The table gives the same "
+        "medians.</p>"
     )
     body.append(summary_table_html(summary))
     body.append("<h2>Why: the bottleneck of each config</h2>")
@@ -397,12 +430,13 @@ def render_report(
     if timelines:
         body.append("<h2>Timelines</h2>")
         body.append(
-            '<p class="caption">One trial per config (its median one). Shaded bands are the '
-            "phases; a flat write line inside install is a stall, a step down is a throughput "
-            "drop (e.g. burst credits running out).</p>"
+            '<p class="caption">One trial per config: its median trial (of an even number, the '
+            "faster of the middle two). Shaded bands are the phases; hatched stretches are "
+            "stalls the run recorded (or, for runs without stalls.csv, write gaps); a step down "
+            "is a throughput drop (e.g. burst credits running out).</p>"
         )
         for config, path in timelines.items():
-            body.append(f"<h3>{e(config)}</h3>{img(path, f'timeline of {config}')}")
+            body.append(f"<h3>{esc(config)}</h3>{img(path, f'timeline of {config}')}")
     body.append("<h2>The machine</h2>")
     body.append("<h3>Roles (the places under test)</h3>")
     body.append(roles_html(meta))
@@ -413,15 +447,10 @@ def render_report(
     if notes:
         body.append(
             '<h2>Notes</h2><ul class="small">'
-            + "".join(f"<li>{e(x)}</li>" for x in notes)
+            + "".join(f"<li>{esc(x)}</li>" for x in notes)
             + "</ul>"
         )
     return page(title, "\n".join(body))
-
-
-def run_key(i: int) -> str:
-    """A, B, C ... Z, AA: short names for runs in table headers."""
-    return chr(65 + i) if i < 26 else f"R{i + 1}"
 
 
 def render_compare(
@@ -436,13 +465,13 @@ def render_compare(
 ) -> str:
     """The compare page: which runs, the merged table with ratios, and the chart."""
     body = [
-        f"<h1>{e(title)}</h1>",
-        f'<p class="sub">Ratios are median time-to-ready relative to <b>{e(run_labels[0])}</b> '
-        "(below 1 = faster than it).</p>",
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="sub">Each run against <b>{esc(run_labels[0])}</b> (A): how much faster '
+        "or slower its median time-to-ready is, as the ratio of medians (A ÷ run).</p>",
     ]
     if summary_lines:
         body.append(
-            '<div class="answer">' + "".join(f"<p>{e(x)}</p>" for x in summary_lines) + "</div>"
+            '<div class="answer">' + "".join(f"<p>{esc(x)}</p>" for x in summary_lines) + "</div>"
         )
     body.append("<h2>Runs</h2>")
     body.append(
@@ -455,29 +484,29 @@ def render_compare(
     keys = [run_key(i) for i in range(len(run_labels))]
     headers = ["config"]
     headers += [f"{k} median" for k in keys]
-    headers += [f"{k} / {keys[0]}" for k in keys[1:]]
+    headers += [f"{k} vs {keys[0]}" for k in keys[1:]]
     headers += [f"{k} $/month" for k in keys]
     headers += [f"{k} bottleneck" for k in keys]
     rows = []
     for _, r in table.iterrows():
-        row = [e(r["config"])]
-        row += [e(fmt_s(r.get(f"{lab}: median_s", math.nan))) for lab in run_labels]
-        row += [e(fmt_x(r.get(f"{lab}: ratio", math.nan))) for lab in run_labels[1:]]
-        row += [e(fmt_usd(r.get(f"{lab}: monthly_usd", math.nan), 2)) for lab in run_labels]
+        row = [esc(r["config"])]
+        row += [esc(fmt_s(r.get(f"{lab}: median_s", math.nan))) for lab in run_labels]
+        row += [esc(fmt_speed(1 / r.get(f"{lab}: ratio", math.nan))) for lab in run_labels[1:]]
+        row += [esc(fmt_usd(r.get(f"{lab}: monthly_usd", math.nan))) for lab in run_labels]
         for lab in run_labels:
             hit = (
                 None
                 if long is None
                 else long[(long["run_label"] == lab) & (long["config"] == r["config"])]
             )
-            row.append(e(hit["bottleneck"].iloc[0]) if hit is not None and len(hit) else "—")
+            row.append(esc(hit["bottleneck"].iloc[0]) if hit is not None and len(hit) else "—")
         rows.append(row)
     n_num = 1 + len(run_labels) + (len(run_labels) - 1) + len(run_labels)
     body.append(table_html(headers, rows, set(range(1, n_num))))
     if notes:
         body.append(
             '<h2>Notes</h2><ul class="small">'
-            + "".join(f"<li>{e(x)}</li>" for x in notes)
+            + "".join(f"<li>{esc(x)}</li>" for x in notes)
             + "</ul>"
         )
     return page(title, "\n".join(body), "iobench compare RUN_DIR RUN_DIR...")

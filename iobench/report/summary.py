@@ -1,13 +1,14 @@
 """One row per config: medians with spread, speed-up, GPU idle cost and the bottleneck.
 
 Statistics use successful (``ok``) trials only; failed, stalled and interrupted trials are
-counted, never averaged in. Spread is the 10th and 90th percentile with linear
-interpolation between order statistics (numpy's default, Hyndman & Fan type 7), so with
-few repeats p10/p90 sit close to the fastest and slowest trial — the report says how many
-repeats each figure rests on.
+counted, never averaged in. Medians and percentiles are iobench.stats' (linear
+interpolation, Hyndman & Fan type 7); the shown spread is min–max under ten trials and
+p10–p90 from there on (report/verdict.py), and whether a difference is beyond noise is
+decided once, by report/verdict.py with iobench.stats' tie rule (docs/verdicts.md).
 
-The baseline for ``speedup_vs_naive`` is the config named ``naive`` (the advice-free
-default); a run without one uses its first config and says so.
+The baseline of ``speedup_vs_baseline`` (median baseline ÷ median config: above 1 is
+faster) is the config named ``naive`` (the advice-free default); a run without one uses its
+first config and says so.
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ from iobench.report.diagnose import (
     sample_figures,
 )
 from iobench.report.load import PHASES, Run
+from iobench.report.verdict import (
+    ConfigTimes,
+    Verdict,
+    configs_from_rows,
+    decide,
+    row_marks,
+    shared_storage_lines,
+)
+from iobench.stats import median as _median
+from iobench.stats import percentile as _percentile
 
 BASELINE_NAME = "naive"
 TARGET_ROLE = "target"
@@ -55,6 +66,8 @@ SUMMARY_COLUMNS = [
     "median_time_to_ready_s",
     "p10_time_to_ready_s",
     "p90_time_to_ready_s",
+    "min_time_to_ready_s",
+    "max_time_to_ready_s",
     *[f"median_{p}_s" for p in PHASES],
     "iowait_mean_pct",
     "iowait_p95_pct",
@@ -67,8 +80,10 @@ SUMMARY_COLUMNS = [
     "write_calls",
     "files_installed",
     "target_mb",
-    "speedup_vs_naive",
-    "saving_vs_naive_s",
+    "speedup_vs_baseline",
+    "vs_baseline",
+    "beyond_noise_vs_baseline",
+    "saving_vs_baseline_s",
     "gpu_idle_cost_usd",
     "storage_cost_usd",
     "cost_per_start_usd",
@@ -90,7 +105,9 @@ class Summary:
     options: CostOptions
     notes: list[str] = field(default_factory=list)
     median_trials: dict[str, str] = field(default_factory=dict)
-    within_noise: bool = False  # the winner's and the baseline's p10-p90 overlap
+    verdict: Verdict = field(default_factory=lambda: Verdict("none", ""))
+    configs: list[ConfigTimes] = field(default_factory=list)
+    same_storage: list[str] = field(default_factory=list)  # sentences, said first everywhere
 
     def row(self, config: str) -> pd.Series:
         """One config's summary row (by name)."""
@@ -107,15 +124,13 @@ class Summary:
 
 
 def median(values: object) -> float:
-    """Median of the finite values; NaN when there are none."""
-    arr = _finite(values)
-    return float(np.median(arr)) if len(arr) else math.nan
+    """Median of the finite values; NaN when there are none (iobench.stats.median)."""
+    return _median(_finite(values))
 
 
 def percentile(values: object, q: float) -> float:
     """q-th percentile (0-100), linear interpolation; NaN when there are no values."""
-    arr = _finite(values)
-    return float(np.percentile(arr, q)) if len(arr) else math.nan
+    return _percentile(_finite(values), q)
 
 
 def speedup(baseline_s: float, config_s: float) -> float:
@@ -170,14 +185,14 @@ def _lives_off_target(trial: Mapping[str, object]) -> bool:
 
 
 def median_trial_id(trials: pd.DataFrame) -> str | None:
-    """The ok trial whose time-to-ready is closest to the config's median (earliest on ties)."""
+    """The config's median trial: the ok trial at the lower median (an odd count's middle one;
+    of an even count, the faster of the middle two, earliest on ties)."""
     ok = trials[trials["status"] == "ok"]
     ok = ok[np.isfinite(ok["time_to_ready_s"].to_numpy(dtype=float))]
     if ok.empty:
         return None
-    med = float(np.median(ok["time_to_ready_s"]))
-    dist = (ok["time_to_ready_s"] - med).abs().to_numpy()
-    return str(ok["trial_id"].iloc[int(np.argmin(dist))])
+    order = ok.sort_values("time_to_ready_s", kind="stable")
+    return str(order["trial_id"].iloc[(len(order) - 1) // 2])
 
 
 def config_row(
@@ -199,6 +214,8 @@ def config_row(
     row["median_time_to_ready_s"] = median(ttr)
     row["p10_time_to_ready_s"] = percentile(ttr, 10)
     row["p90_time_to_ready_s"] = percentile(ttr, 90)
+    row["min_time_to_ready_s"] = percentile(ttr, 0)
+    row["max_time_to_ready_s"] = percentile(ttr, 100)
     for p in PHASES:
         row[f"median_{p}_s"] = median(ok[f"{p}_s"])
     row["iowait_mean_pct"] = median(ok["iowait_mean_pct"])
@@ -322,10 +339,16 @@ def summarize(
     baseline, note = choose_baseline(table)
     if note:
         notes.append(note)
+    configs = configs_from_rows(run.trials.to_dict("records"))
+    marks = row_marks(configs, baseline)
+    table["speedup_vs_baseline"] = [marks.get(c, (math.nan,))[0] for c in table["config"]]
+    table["vs_baseline"] = [marks.get(c, (0, ""))[1] for c in table["config"]]
+    table["beyond_noise_vs_baseline"] = [
+        marks[c][2] if c in marks else None for c in table["config"]
+    ]
     if baseline is not None:
         base = float(table.loc[table["config"] == baseline, "median_time_to_ready_s"].iloc[0])
-        table["speedup_vs_naive"] = [speedup(base, m) for m in table["median_time_to_ready_s"]]
-        table["saving_vs_naive_s"] = base - table["median_time_to_ready_s"]
+        table["saving_vs_baseline_s"] = base - table["median_time_to_ready_s"]
     usable = table[table["n_ok"] > 0]
     winner = (
         str(usable.loc[usable["median_time_to_ready_s"].idxmin(), "config"])
@@ -336,17 +359,18 @@ def summarize(
     cheapest = (
         str(costs.loc[costs["cost_per_start_usd"].idxmin(), "config"]) if len(costs) else None
     )
-    within_noise = False
-    if winner is not None and baseline is not None and winner != baseline:
-        w = table.set_index("config").loc[winner]
-        b = table.set_index("config").loc[baseline]
-        within_noise = bool(b["p10_time_to_ready_s"] <= w["p90_time_to_ready_s"])
-        if within_noise:
-            notes.append(
-                f"'{winner}' and '{baseline}' overlap in their p10–p90 spread "
-                f"({w['p10_time_to_ready_s']:.1f}–{w['p90_time_to_ready_s']:.1f} s vs "
-                f"{b['p10_time_to_ready_s']:.1f}–{b['p90_time_to_ready_s']:.1f} s over "
-                f"{int(w['n_ok'])} and {int(b['n_ok'])} trials): the saving is within the noise; "
-                "run more repeats (--repeats) before acting on it"
-            )
-    return Summary(table, baseline, winner, cheapest, price, options, notes, medians, within_noise)
+    roles = run.meta.get("roles") or {}
+    verdict = decide(configs, baseline, roles)
+    return Summary(
+        table,
+        baseline,
+        winner,
+        cheapest,
+        price,
+        options,
+        notes,
+        medians,
+        verdict,
+        configs,
+        shared_storage_lines(roles),
+    )

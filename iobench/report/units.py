@@ -1,0 +1,91 @@
+"""The one formatter for each unit the outputs show: seconds, bytes, MB/s, speed and run keys.
+
+Pure Python, so the end-of-run console table, the text and HTML reports and the charts
+print the same figure the same way. "How much faster" has one convention everywhere
+(docs/verdicts.md): the ratio of median times, baseline ÷ config, written as
+``1.33× faster than naive`` or, below 1, inverted as ``1.25× slower than naive``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.filesize import decimal
+
+DASH = "—"
+
+
+def _num(x: object) -> float:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def fmt_s(x: object) -> str:
+    """Seconds: ``0.04 s``, ``3.2 s``, ``1,234 s``; a dash when unknown."""
+    v = _num(x)
+    if not math.isfinite(v):
+        return DASH
+    if abs(v) < 1:
+        return f"{v:.2f} s"
+    return f"{v:.1f} s" if abs(v) < 100 else f"{v:,.0f} s"
+
+
+def fmt_s_range(lo: object, hi: object) -> str:
+    """``2.0–3.1 s``: a spread in seconds (one unit at the end)."""
+    a, b = _num(lo), _num(hi)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return DASH
+    top = max(abs(a), abs(b))
+    if top >= 100:
+        return f"{a:,.0f}–{b:,.0f} s"
+    digits = 2 if top < 1 else 1
+    return f"{a:.{digits}f}–{b:.{digits}f} s"
+
+
+def fmt_bytes(x: object) -> str:
+    """Bytes in decimal units (``35.0 kB``, ``16.4 MB``), as rich and pip print them."""
+    v = _num(x)
+    if not math.isfinite(v):
+        return DASH
+    return ("-" if v < 0 else "") + decimal(int(round(abs(v))))
+
+
+def fmt_mbps(x: object) -> str:
+    """A rate in MB/s (decimal megabytes): ``12 MB/s``, ``3.4 MB/s``."""
+    v = _num(x)
+    if not math.isfinite(v):
+        return DASH
+    return f"{v:.0f} MB/s" if abs(v) >= 10 else f"{v:.1f} MB/s"
+
+
+def fmt_times(r: object) -> str:
+    """A ratio as a multiplier: ``1.33×``, ``14×``."""
+    v = _num(r)
+    if not math.isfinite(v) or v <= 0:
+        return DASH
+    return f"{v:.0f}×" if v >= 10 else f"{v:.2f}×"
+
+
+def fmt_speed(speedup: object, baseline: str | None = None) -> str:
+    """``1.33× faster`` / ``1.25× slower`` (+ `` than NAME``) from baseline ÷ config time."""
+    v = _num(speedup)
+    if not math.isfinite(v) or v <= 0:
+        return DASH
+    than = f" than {baseline}" if baseline else ""
+    if round(v, 2) == 1.0:
+        return f"same as {baseline}" if baseline else "1.00× (same)"
+    word = "faster" if v > 1 else "slower"
+    return f"{fmt_times(v if v > 1 else 1 / v)} {word}{than}"
+
+
+def run_key(i: int) -> str:
+    """A, B, ... Z, AA, AB ...: short names for runs in table headers and legends."""
+    key = ""
+    i += 1
+    while i > 0:
+        i, rem = divmod(i - 1, 26)
+        key = chr(65 + rem) + key
+    return key

@@ -1,0 +1,353 @@
+"""The verdict of a run: which config wins, whether that is beyond noise, and whether to advise.
+
+Pure Python (no pandas), so the end-of-run console table and every report format decide
+the same way from the same rule (``iobench.stats.compare``; docs/verdicts.md). The verdict
+is one of:
+
+* ``advice`` — the fastest config beats the baseline beyond noise: name it and print what
+  to set;
+* ``keep`` — the baseline is the fastest: keep what you have;
+* ``noise`` — the fastest config is not distinguishable from the baseline: "no difference
+  beyond noise (n=…)", and no start script;
+* ``too-few`` — one trial per config: a ranking needs more;
+* ``same-storage`` — the fastest config differs from the baseline only by moving things
+  between roles that sit on one filesystem (same device and mount point): the difference
+  can only be noise or order, and is never turned into advice;
+* ``none`` — no config finished a trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from iobench.report.units import fmt_s, fmt_s_range, fmt_speed
+from iobench.results import latest_rows
+from iobench.stats import MIN_TRIALS, Comparison, compare, finite, median, percentile
+
+#: below this many trials a spread is shown as min–max (every trial inside), above as p10–p90
+SPREAD_MINMAX_BELOW = 10
+#: where a config puts things: (what, trials.csv role column)
+PLACES = (("venv", "venv_role"), ("TMPDIR", "tmpdir_role"), ("cache", "cache_role"))
+#: how a config installs: (what, trials.csv column)
+HOW = (("installer", "installer"), ("cache", "cache_state"), ("bytecode compile", "compile"))
+FACT_COLUMNS = tuple(c for _, c in PLACES + HOW)
+MORE_REPEATS = "iobench run --repeats 5"
+
+
+def spread(values: Iterable[object]) -> tuple[float, float, str]:
+    """(low, high, name) of the spread shown for a config's trials.
+
+    Under ``SPREAD_MINMAX_BELOW`` trials it is min–max, so every trial lies inside (a
+    p10–p90 whisker of two trials would sit between the two dots); from there on p10–p90.
+    """
+    xs = finite(values)
+    if len(xs) < SPREAD_MINMAX_BELOW:
+        return percentile(xs, 0), percentile(xs, 100), "min–max"
+    return percentile(xs, 10), percentile(xs, 90), "p10–p90"
+
+
+@dataclass(frozen=True)
+class ConfigTimes:
+    """One config's successful trial times and what it is (roles, installer, cache, compile)."""
+
+    name: str
+    times: tuple[float, ...]
+    facts: Mapping[str, str] = field(default_factory=dict)
+    failed: int = 0
+
+    @property
+    def n(self) -> int:
+        """Successful trials."""
+        return len(self.times)
+
+    @property
+    def median(self) -> float:
+        """Median time-to-ready of the successful trials (NaN without any)."""
+        return median(self.times)
+
+
+def _latest(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rows that count (results.latest_rows: a resumed trial counts once, by its later row)."""
+    rows = list(rows)
+    kept, _ = latest_rows(
+        [str(r.get("trial_id")) for r in rows], [str(r.get("status")) for r in rows]
+    )
+    return [rows[i] for i in kept]
+
+
+def configs_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[ConfigTimes]:
+    """Per config (first-seen order): ok times, facts (most common value) and failures."""
+    times: dict[str, list[float]] = {}
+    facts: dict[str, dict[str, list[str]]] = {}
+    failed: dict[str, int] = {}
+    for r in _latest(rows):
+        name = str(r.get("config"))
+        times.setdefault(name, [])
+        failed.setdefault(name, 0)
+        ok = finite([r.get("time_to_ready_s")])
+        if str(r.get("status")) == "ok" and ok:
+            times[name].append(ok[0])
+        else:
+            failed[name] += 1
+        for col in FACT_COLUMNS:
+            if r.get(col) not in (None, ""):
+                facts.setdefault(name, {}).setdefault(col, []).append(str(r.get(col)))
+    return [
+        ConfigTimes(
+            name,
+            tuple(times[name]),
+            {c: max(set(v), key=v.count) for c, v in facts.get(name, {}).items()},
+            failed[name],
+        )
+        for name in times
+    ]
+
+
+# --- same storage ------------------------------------------------------------------------------
+
+
+def _fs_key(role: Mapping[str, Any]) -> tuple[str, str] | None:
+    device, mount = role.get("device"), role.get("mountpoint")
+    return (str(device), str(mount)) if device and mount else None
+
+
+def same_filesystem(roles: Mapping[str, Any], a: str, b: str) -> bool | None:
+    """Whether roles a and b sit on one filesystem (same device and mount point); None = unknown."""
+    if a == b:
+        return True
+    ra, rb = roles.get(a), roles.get(b)
+    if not isinstance(ra, Mapping) or not isinstance(rb, Mapping):
+        return None
+    ka, kb = _fs_key(ra), _fs_key(rb)
+    return None if ka is None or kb is None else ka == kb
+
+
+def shared_storage_lines(roles: Mapping[str, Any]) -> list[str]:
+    """One sentence per group of roles that sit on one filesystem (empty when none do)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, role in roles.items():
+        key = _fs_key(role) if isinstance(role, Mapping) else None
+        if key is not None:
+            groups.setdefault(key, []).append(str(name))
+    out = []
+    for (device, mount), names in groups.items():
+        if len(names) > 1:
+            fstype = next(
+                (str(roles[n].get("fstype")) for n in names if roles[n].get("fstype")), ""
+            )
+            where = f"{device} mounted at {mount}" + (f", {fstype}" if fstype else "")
+            out.append(
+                f"Same storage: {' and '.join(names)} are one filesystem ({where}); configs that "
+                "only move things between them compare that filesystem with itself, and any "
+                "difference between them is noise or order, never advice."
+            )
+    return out
+
+
+def differences(
+    win: Mapping[str, str], base: Mapping[str, str], roles: Mapping[str, Any]
+) -> tuple[list[str], list[str]]:
+    """What the winner does differently from the baseline: (real changes, moot moves).
+
+    A moot move puts something on another role of the same filesystem.
+    """
+    real: list[str] = []
+    moot: list[str] = []
+    for what, col in PLACES:
+        a, b = str(win.get(col) or ""), str(base.get(col) or "")
+        if a == b:
+            continue
+        text = f"{what} on {_where(a, roles)} instead of {_where(b, roles)}"
+        (moot if "off" not in (a, b) and same_filesystem(roles, a, b) else real).append(text)
+    for what, col in HOW:
+        a, b = str(win.get(col) or ""), str(base.get(col) or "")
+        if a != b:
+            real.append(f"{what} {a} instead of {b}")
+    return real, moot
+
+
+def _where(role: str, roles: Mapping[str, Any]) -> str:
+    r = roles.get(role)
+    fs = r.get("fstype") if isinstance(r, Mapping) else None
+    return f"{role} ({fs})" if fs and role != "off" else role
+
+
+# --- the verdict --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision and its sentence; ``advise`` is True only when a start script is earned."""
+
+    kind: str
+    headline: str
+    winner: str | None = None
+    baseline: str | None = None
+    runner_up: str | None = None
+    vs_baseline: Comparison | None = None
+    vs_runner_up: Comparison | None = None
+    changes: tuple[str, ...] = ()
+    moot: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def advise(self) -> bool:
+        """Whether the outputs may print a start script."""
+        return self.kind == "advice"
+
+
+def _label(c: ConfigTimes) -> str:
+    return f"{c.name} {fmt_s(c.median)}"
+
+
+def decide(
+    configs: Sequence[ConfigTimes], baseline: str | None, roles: Mapping[str, Any] | None = None
+) -> Verdict:
+    """Apply the tie rule to the fastest config, the runner-up and the baseline."""
+    roles = roles or {}
+    usable = sorted((c for c in configs if c.n > 0), key=lambda c: c.median)
+    if not usable:
+        return Verdict("none", "No config finished a trial; nothing to compare.")
+    win = usable[0]
+    base = next((c for c in usable if c.name == baseline), None)
+    runner = usable[1] if len(usable) > 1 else None
+    k = max(len(usable) - 1, 1)
+    vs_runner = compare(win.name, win.times, runner.name, runner.times, k) if runner else None
+    vs_base = (
+        compare(win.name, win.times, base.name, base.times, k) if base and base is not win else None
+    )
+    common = {"winner": win.name, "baseline": base.name if base else None,
+              "runner_up": runner.name if runner else None,
+              "vs_baseline": vs_base, "vs_runner_up": vs_runner}  # fmt: skip
+    shown = [c for c in (win, base, runner) if c is not None]
+    if min(c.n for c in shown) < MIN_TRIALS:
+        return Verdict(
+            "too-few",
+            f"One trial per config (fastest measured: {_label(win)}): a ranking needs at least "
+            f"{MIN_TRIALS} trials per config, and 3 or more to tell small differences apart "
+            f"({MORE_REPEATS}).",
+            **common,
+        )
+    if base is None or base is win:
+        return _baseline_fastest(win, runner, vs_runner, common)
+    real, moot = differences(win.facts, base.facts, roles)
+    assert vs_base is not None
+    if not real:
+        return Verdict(
+            "same-storage",
+            f"No difference to act on: {win.name} and {base.name} differ only in "
+            f"{'; '.join(moot)}, one filesystem, so {_label(win)} vs {_label(base)} "
+            f"({vs_base.n_text}) is noise or order.",
+            moot=tuple(moot),
+            **common,
+        )
+    if not vs_base.distinguishable:
+        return Verdict(
+            "noise",
+            f"No difference beyond noise ({vs_base.n_text}): fastest measured {_label(win)} vs "
+            f"{_label(base)}; keep what you have, or measure again with more repeats "
+            f"({MORE_REPEATS}).",
+            changes=tuple(real),
+            moot=tuple(moot),
+            **common,
+        )
+    text = (
+        f"{win.name} is {fmt_speed(vs_base.ratio, base.name)} ({fmt_s(win.median)} vs "
+        f"{fmt_s(base.median)}, {vs_base.n_text}, beyond noise)"
+    )
+    notes = []
+    if runner is not None and runner is not base and vs_runner and not vs_runner.distinguishable:
+        text += f"; {runner.name} ({fmt_s(runner.median)}) is as fast within noise"
+        notes.append(
+            f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); "
+            "either change pays off, and the start script shows the faster-measured one"
+        )
+    return Verdict(
+        "advice", text + ".", changes=tuple(real), moot=tuple(moot), notes=tuple(notes), **common
+    )
+
+
+def _baseline_fastest(
+    win: ConfigTimes, runner: ConfigTimes | None, vs_runner: Comparison | None, common: dict
+) -> Verdict:
+    if runner is None or vs_runner is None:
+        return Verdict(
+            "keep", f"Only {_label(win)} finished; nothing to compare it with.", **common
+        )
+    if vs_runner.distinguishable:
+        text = (
+            f"{win.name}, the baseline, is fastest ({fmt_s(win.median)}, "
+            f"{fmt_speed(vs_runner.ratio, runner.name)}, {vs_runner.n_text}): keep what you have."
+        )
+    else:
+        text = (
+            f"No difference beyond noise ({vs_runner.n_text}): the baseline {_label(win)} is "
+            f"fastest measured, {runner.name} {fmt_s(runner.median)}; keep what you have."
+        )
+    return Verdict("keep", text, **common)
+
+
+def row_marks(
+    configs: Sequence[ConfigTimes], baseline: str | None
+) -> dict[str, tuple[float, str, bool | None]]:
+    """Per config: (speed-up vs the baseline, its text, beyond noise?) — None when untestable.
+
+    The speed-up is median baseline ÷ median config (>1 faster); each config is tested
+    against the baseline with the same rule and the same number of comparisons as the verdict.
+    """
+    usable = [c for c in configs if c.n > 0]
+    base = next((c for c in usable if c.name == baseline), None)
+    k = max(len(usable) - 1, 1)
+    out: dict[str, tuple[float, str, bool | None]] = {}
+    for c in configs:
+        if base is None or c.n == 0:
+            out[c.name] = (float("nan"), "—", None)
+        elif c is base:
+            out[c.name] = (1.0, "baseline", None)
+        else:
+            ratio = base.median / c.median if c.median > 0 else float("nan")
+            fast, slow = (c, base) if ratio >= 1 else (base, c)
+            test = compare(fast.name, fast.times, slow.name, slow.times, k)
+            known = None if min(c.n, base.n) < MIN_TRIALS else test.distinguishable
+            out[c.name] = (ratio, fmt_speed(ratio), known)
+    return out
+
+
+def noise_word(known: bool | None) -> str:
+    """The table's word for a row's test against the baseline."""
+    return {True: "beyond noise", False: "within noise", None: ""}[known]
+
+
+def console_lines(
+    rows: Iterable[Mapping[str, Any]],
+    roles: Mapping[str, Any] | None = None,
+    baseline: str = "naive",
+) -> list[str]:
+    """The end-of-run table (median, spread, speed vs the baseline, noise) and the verdict."""
+    configs = configs_from_rows(rows)
+    names = [c.name for c in configs if c.n]
+    base = baseline if baseline in names else (names[0] if names else None)
+    marks = row_marks(configs, base)
+    head = ["config", "n", "median", "spread", f"vs {base or 'baseline'}", "", "failed"]
+    table = [head]
+    for c in configs:
+        lo, hi, _ = spread(c.times)
+        _, text, known = marks[c.name]
+        table.append([c.name, str(c.n), fmt_s(c.median), fmt_s_range(lo, hi) if c.n > 1 else "—", text,
+                      noise_word(known), str(c.failed or "")])  # fmt: skip
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i in (1, 2, 3) else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in table
+    ]
+    if any(c.n for c in configs):
+        name = spread(next(c for c in configs if c.n).times)[2]
+        lines.append(f"spread: {name} of the successful trials")
+    lines[:0] = shared_storage_lines(roles or {})
+    lines.append(decide(configs, base, roles).headline)
+    return lines

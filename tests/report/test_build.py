@@ -1,0 +1,80 @@
+"""build.py: the files a report writes, from synthetic and real run directories."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from helpers.reports import check_summary_against_trials
+
+from iobench.cost import CostOptions, find_preset
+from iobench.report import build_report
+from iobench.report.load import load_run
+
+
+def test_report_of_a_real_run_matches_its_trials(real_run: Path) -> None:
+    result = build_report(real_run, CostOptions(gpu="H100", gpus=8))
+    check_summary_against_trials(real_run, 8 * find_preset("H100 SXM").usd_per_hour, 30.0)
+    for name in ("summary.csv", "summary.json", "report.html", "time_to_ready.png", "cost.png",
+                 "timeline-naive.png", "timeline-nocache.png"):  # fmt: skip
+        assert (real_run / name).is_file(), name
+    assert result.winner in ("naive", "nocache")
+    assert not result.warnings
+
+
+def test_outputs_exist_and_html_is_self_contained(run_dir: Path) -> None:
+    result = build_report(run_dir, CostOptions(gpu="H100"))
+    pngs = [p for p in result.paths.values() if p.suffix == ".png"]
+    assert len(pngs) == 2 + 4  # time-to-ready, cost, one timeline per config
+    for p in pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+    html = (run_dir / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == 6
+    assert not re.search(
+        r"""(src|href)=["'](?!data:|https://)""", html.replace('href="https://', "")
+    )
+    assert "<script" not in html
+    for text in ("export VIRTUAL_ENV=/root/scratch/venv", "ENV UV_CACHE_DIR=/root/scratch/uv-cache",
+                 "nfs4", "/workspace", "latency/metadata bound", "uv-local is 16× faster than naive"):  # fmt: skip
+        assert text in html, text
+    data = json.loads((run_dir / "summary.json").read_text())  # strict: NaN would not parse as null
+    assert data["winner"] == "uv-local" and data["baseline"] == "naive"
+    assert data["verdict"]["kind"] == "advice" and data["verdict"]["vs_baseline"]["beyond_noise"]
+    assert "export VIRTUAL_ENV=/root/scratch/venv" in data["recommendation"]["shell"]
+    assert len(data["configs"]) == 4
+
+
+def test_out_dir_and_missing_or_corrupt_samples(run_dir: Path, tmp_path: Path) -> None:
+    (run_dir / "samples" / "naive-r1.csv").unlink()
+    (run_dir / "samples" / "naive-r2.csv").write_bytes(b"\x00\xff garbage \x00\n\x01")
+    out = tmp_path / "elsewhere"
+    result = build_report(run_dir, out_dir=out)
+    assert (out / "report.html").is_file() and not (run_dir / "report.html").exists()
+    assert any("naive-r1.csv: missing" in w for w in result.warnings)
+    assert any("naive-r2.csv" in w for w in result.warnings)
+    assert "warning:" in "\n".join(result.lines)
+
+
+def test_report_package_never_imports_the_runner_or_sampler() -> None:
+    import iobench.report as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"^\s*(from|import)\s+iobench\.(runner|sampler)\b", text, re.M), path
+
+
+def test_recorded_stalls_are_read_and_bad_stall_files_only_warn(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    stalls = run.trial_stalls("naive-r1")
+    assert stalls is not None and len(stalls) == 1
+    start, end = stalls[0]
+    assert end - start == pytest.approx(25.0)
+    assert run.trial_stalls("venv-local-r1") == []
+    (run_dir / "stalls.csv").write_text("what,ever\n1,2\n")
+    run = load_run(run_dir)
+    assert run.trial_stalls("naive-r1") is None
+    assert any("stalls.csv" in w for w in run.warnings)
+    (run_dir / "stalls.csv").unlink()
+    assert load_run(run_dir).trial_stalls("naive-r1") is None

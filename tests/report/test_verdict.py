@@ -1,0 +1,124 @@
+"""verdict.py: the decision (advice, keep, noise, too few, same storage) and the console table."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.report.verdict import (
+    ConfigTimes,
+    configs_from_rows,
+    console_lines,
+    decide,
+    differences,
+    same_filesystem,
+    shared_storage_lines,
+    spread,
+)
+
+DISK_AND_SHM = {
+    "target": {"path": "/srv/data", "device": "/dev/vda", "mountpoint": "/", "fstype": "ext4"},
+    "tmp": {"path": "/dev/shm", "device": "tmpfs", "mountpoint": "/dev/shm", "fstype": "tmpfs"},
+}
+ONE_DISK = {
+    "target": {"path": "/work/clone", "device": "/dev/vda", "mountpoint": "/", "fstype": "ext4"},
+    "tmp": {"path": "/tmp", "device": "/dev/vda", "mountpoint": "/", "fstype": "ext4"},
+}
+NAIVE = {"venv_role": "target", "tmpdir_role": "target", "cache_role": "target",
+         "installer": "pip", "cache_state": "cold", "compile": "on"}  # fmt: skip
+ON_TMP = {**NAIVE, "venv_role": "tmp", "tmpdir_role": "tmp", "cache_role": "tmp"}
+WARM = {**ON_TMP, "cache_role": "target", "cache_state": "warm"}
+
+
+def configs(**times: tuple[float, ...]) -> list[ConfigTimes]:
+    facts = {"naive": NAIVE, "venv_on_tmp": ON_TMP, "warm": WARM}
+    return [ConfigTimes(name.replace("_", "-"), t, facts[name]) for name, t in times.items()]
+
+
+def test_a_clear_winner_earns_advice() -> None:
+    v = decide(configs(naive=(4.0, 4.1, 3.9), venv_on_tmp=(2.0, 2.05, 1.98)), "naive", DISK_AND_SHM)
+    assert v.kind == "advice" and v.advise and v.winner == "venv-on-tmp"
+    assert v.headline == (
+        "venv-on-tmp is 2.00× faster than naive (2.0 s vs 4.0 s, n=3, beyond noise)."
+    )
+    assert v.changes[0] == "venv on tmp (tmpfs) instead of target (ext4)" and not v.moot
+
+
+def test_a_winner_tied_with_the_runner_up_still_advises_and_says_so() -> None:
+    v = decide(configs(naive=(4.0, 4.1, 3.9), venv_on_tmp=(2.0, 2.05, 1.98), warm=(2.02, 2.0, 2.06)),
+               "naive", DISK_AND_SHM)  # fmt: skip
+    assert v.kind == "advice" and v.runner_up == "warm"
+    assert v.headline.endswith("; warm (2.0 s) is as fast within noise.")
+    assert v.notes and "not distinguishable" in v.notes[0]
+
+
+def test_overlapping_trials_are_no_difference_beyond_noise() -> None:
+    v = decide(configs(naive=(2.04, 2.28, 3.06), warm=(1.66, 2.12, 1.72)), "naive", DISK_AND_SHM)
+    assert v.kind == "noise" and not v.advise
+    assert v.headline.startswith("No difference beyond noise (n=3): fastest measured warm 1.7 s")
+
+
+def test_one_trial_per_config_asks_for_more() -> None:
+    v = decide(configs(naive=(4.0,), venv_on_tmp=(2.0,)), "naive", DISK_AND_SHM)
+    assert v.kind == "too-few" and not v.advise
+    assert "a ranking needs at least 2 trials per config" in v.headline
+
+
+def test_the_baseline_winning_means_keep_what_you_have() -> None:
+    v = decide(configs(naive=(2.0, 2.05, 1.98), venv_on_tmp=(4.0, 4.1, 3.9)), "naive", DISK_AND_SHM)
+    assert v.kind == "keep" and not v.advise
+    assert v.headline == (
+        "naive, the baseline, is fastest (2.0 s, 2.00× faster than venv-on-tmp, n=3): "
+        "keep what you have."
+    )
+
+
+def test_moving_things_within_one_filesystem_is_never_advice() -> None:
+    # a large, steady "difference" between target and tmp on the same disk: order, not placement
+    v = decide(configs(naive=(4.0, 4.1, 3.9), venv_on_tmp=(2.0, 2.05, 1.98)), "naive", ONE_DISK)
+    assert v.kind == "same-storage" and not v.advise
+    assert v.headline.startswith("No difference to act on: venv-on-tmp and naive differ only in")
+    assert len(v.moot) == 3 and not v.changes
+    # a warm cache is a real change even on one disk: judged by the rule, not by storage
+    v = decide(configs(naive=(4.0, 4.1, 3.9), warm=(2.0, 2.05, 1.98)), "naive", ONE_DISK)
+    assert v.kind == "advice" and v.changes == ("cache warm instead of cold",)
+
+
+def test_filesystems_are_compared_by_device_and_mount_point() -> None:
+    assert same_filesystem(ONE_DISK, "target", "tmp") is True
+    assert same_filesystem(DISK_AND_SHM, "target", "tmp") is False
+    assert same_filesystem({"target": {"path": "/x"}, "tmp": {}}, "target", "tmp") is None
+    real, moot = differences(NAIVE, {**NAIVE, "cache_role": "off"}, ONE_DISK)
+    assert real == ["cache on target (ext4) instead of off"] and moot == []
+    assert shared_storage_lines(DISK_AND_SHM) == []
+    (line,) = shared_storage_lines(ONE_DISK)
+    assert line.startswith(
+        "Same storage: target and tmp are one filesystem (/dev/vda mounted at /, ext4)"
+    )
+
+
+def test_spread_is_min_max_for_few_trials_and_p10_p90_for_many() -> None:
+    assert spread([2.77, 3.55]) == (2.77, 3.55, "min–max")
+    lo, hi, name = spread(range(1, 12))
+    assert (lo, hi, name) == (pytest.approx(2.0), pytest.approx(10.0), "p10–p90")
+
+
+def test_console_table_counts_a_resumed_trial_once_and_states_the_verdict() -> None:
+    rows = [
+        {"trial_id": "naive-r1", "config": "naive", "status": "ok", "time_to_ready_s": "4.0", **NAIVE},
+        {"trial_id": "warm-r1", "config": "warm", "status": "interrupted", "time_to_ready_s": "", **WARM},
+        {"trial_id": "naive-r2", "config": "naive", "status": "ok", "time_to_ready_s": "4.2", **NAIVE},
+        {"trial_id": "warm-r1", "config": "warm", "status": "ok", "time_to_ready_s": "2.0", **WARM},
+        {"trial_id": "warm-r2", "config": "warm", "status": "ok", "time_to_ready_s": "2.1", **WARM},
+        {"trial_id": "warm-r3", "config": "warm", "status": "failed", "time_to_ready_s": "", **WARM},
+    ]  # fmt: skip
+    assert [c.n for c in configs_from_rows(rows)] == [2, 2]
+    assert console_lines(rows, ONE_DISK) == [
+        "Same storage: target and tmp are one filesystem (/dev/vda mounted at /, ext4); configs "
+        "that only move things between them compare that filesystem with itself, and any "
+        "difference between them is noise or order, never advice.",
+        "config  n  median     spread  vs naive                    failed",
+        "naive   2   4.1 s  4.0–4.2 s  baseline",
+        "warm    2   2.0 s  2.0–2.1 s  2.00× faster  beyond noise  1",
+        "spread: min–max of the successful trials",
+        "warm is 2.00× faster than naive (2.0 s vs 4.1 s, n=2, beyond noise).",
+    ]
