@@ -95,3 +95,29 @@ def test_a_failed_phase_keeps_its_output_redacted(tmp_path: Path) -> None:
     kept = out.read_text()
     assert "hunter2" not in kept and "sigval" not in kept and "https://***@files.example" in kept
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+@pytest.mark.e2e
+def test_credentials_are_hidden_in_every_file_of_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 9 item 10: a password holding '@', a direct-URL --package with credentials and a
+    ?token= are hidden everywhere: meta.json, trials.csv, the kept logs and any report."""
+    from iobench.__main__ import main
+
+    for name, value in {"DB_PASS": "dbpass-zz", "GH_PAT": "ghpat-zz", "CI_JOB_JWT": "jwt-zz",
+                        "AZURE_CONN": "AccountName=a;AccountKey=acctkey-zz",
+                        "PIP_EXTRA_INDEX_URL": "http://x:pipw-zz@127.0.0.1:9/simple/?token=piptok-zz"}.items():
+        monkeypatch.setenv(name, value)
+    tiny = Path(__file__).parent / "data" / "tiny.toml"
+    package = "tiny-core @ http://user:p@ss-zz@127.0.0.1:9/tiny_core-1.0-py3-none-any.whl?token=tok-zz&sig=sig-zz"
+    rc = main(["run", "--scenario", str(tiny), "--configs", "naive", "--target", str(tmp_path),
+               "--results", str(tmp_path / "r"), "--quiet", "--package", package,
+               "--label", "secrets"])
+    assert rc == 1  # the install fails (nothing listens on port 9), and that is recorded
+    files = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
+    assert any(p.parent.name == "logs" for p in files), files  # the failed install's log is kept
+    assert any(p.name == "meta.json" for p in files), files
+    for path in files:
+        text = path.read_bytes().decode(errors="replace")
+        leaked = [s for s in ("p@ss-zz", "ss-zz", "tok-zz", "sig-zz", "dbpass-zz", "ghpat-zz", "jwt-zz",
+                              "acctkey-zz", "pipw-zz", "piptok-zz") if s in text]
+        assert not leaked, (path, leaked)
