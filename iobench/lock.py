@@ -41,6 +41,8 @@ from iobench import procfs
 from iobench.errors import IOBenchError, LockHeldError, LockLostError
 
 LOCK_NAME = "lock.json"
+TAKEOVER_NAME = LOCK_NAME + ".takeover"  # the guard while a stale lock is taken over
+TMP_PREFIX = ".lock-"  # private files a lock is written through
 _GRACE_S = 10.0  # an unreadable lock (or a takeover guard) older than this is abandoned
 _MAX_TTL_S = 7 * 86400.0
 _YEAR_9999 = 253402300799.0
@@ -205,7 +207,7 @@ class TargetLock:
         )
 
     def _write_private(self, info: LockInfo, suffix: str) -> Path:
-        tmp = self.root / f".lock-{self.token}.{suffix}"
+        tmp = self.root / f"{TMP_PREFIX}{self.token}.{suffix}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, info.to_json())
@@ -262,7 +264,7 @@ class TargetLock:
 
     def _take_over(self, raw: bytes, st: os.stat_result, why: str) -> bool:
         """Remove a stale lock, unless it changed since we judged it (under a guard file)."""
-        guard = self.root / (LOCK_NAME + ".takeover")
+        guard = self.root / TAKEOVER_NAME
         try:
             fd = os.open(guard, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from iobench import procfs
 from iobench.errors import SafetyError, UsageError
-from iobench.lock import LOCK_NAME
+from iobench.lock import LOCK_NAME, TAKEOVER_NAME, TMP_PREFIX
 
 SCRATCH_NAME = ".iobench-scratch"
 SENTINEL = ".iobench-sentinel"
@@ -150,7 +150,7 @@ class Scratch:
         return sorted(
             p
             for p in self.root.iterdir()
-            if p.name not in (SENTINEL, LOCK_NAME, LOCK_NAME + ".takeover") and not p.name.startswith(".lock-")
+            if p.name not in (SENTINEL, LOCK_NAME, TAKEOVER_NAME) and not p.name.startswith(TMP_PREFIX)
         )
 
 
