@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -150,7 +149,7 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
 
     rows = run_dir.trials()
     latest = run_dir.trials(latest_only=True)
-    for line in console_summary(rows):
+    for line in console_summary(rows, run_dir.meta().roles):
         print(line)
     failed = [r.trial_id for r in latest if r.status != "ok"]
     if not args.no_report and any(r.status == "ok" for r in latest):
@@ -178,36 +177,8 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
     return code
 
 
-def console_summary(rows: list[dict]) -> list[str]:
-    """The short table printed at the end of a run: median time-to-ready per config."""
-    by: dict[str, list[float]] = {}
-    failed: dict[str, int] = {}
-    rerun = {r["trial_id"] for r in rows if r["status"] != "interrupted"}
-    # a trial interrupted and run again by --resume counts once, by its later row
-    rows = [r for r in rows if not (r["status"] == "interrupted" and r["trial_id"] in rerun)]
-    for r in rows:
-        by.setdefault(r["config"], [])
-        if r["status"] == "ok" and r.get("time_to_ready_s"):
-            by[r["config"]].append(float(r["time_to_ready_s"]))
-        else:
-            failed[r["config"]] = failed.get(r["config"], 0) + 1
-    contended = [r for r in rows if r.get("contended")]
-    medians = {c: statistics.median(v) for c, v in by.items() if v}
-    best = min(medians.values()) if medians else 1.0
-    lines = [f"{'config':<26} {'n':>3} {'median s':>9} {'min-max s':>15} {'vs fastest':>10}  failed"]
-    for c, v in by.items():
-        if v:
-            med = medians[c]
-            lines.append(
-                f"{c:<26} {len(v):>3} {med:>9.2f} {min(v):>7.2f}-{max(v):<7.2f} "
-                f"{med / best:>9.2f}x  {failed.get(c, 0) or ''}"
-            )
-        else:
-            lines.append(f"{c:<26} {0:>3} {'-':>9} {'-':>15} {'-':>10}  {failed.get(c, 0)}")
-    if contended:
-        names = sorted({part.split(":")[0] for r in contended for part in r["contended"].split(";") if part})
-        lines.append(
-            f"warning: {len(contended)} trial(s) ran while other processes did disk I/O "
-            f"({', '.join(names[:5])}); see the contended column"
-        )
-    return lines
+def console_summary(rows: list, roles: dict | None = None) -> list[str]:
+    """The short table printed at the end of a run: the report's verdict rule (report/verdict.py)."""
+    from iobench.report.verdict import console_lines
+
+    return console_lines(rows, roles)

@@ -46,7 +46,9 @@ class ReportResult:
     @property
     def console_lines(self) -> list[str]:
         """Short lines for the end of ``iobench run`` (which prints its own table first)."""
-        lines = formats.answer_lines(self.summary, self.recommendation)
+        lines = formats.answer_lines(
+            self.summary, self.recommendation, same_storage=False, verdict=False
+        )
         lines += [f"warning: {w}" for w in self.warnings[:3]]
         lines.append(f"Report: {self.paths.get('html')}")
         return lines

@@ -236,11 +236,16 @@ def _known(value: Any) -> bool | None:
 
 
 def answer_lines(
-    summary: Summary, rec: Recommendation | None, same_storage: bool = True
+    summary: Summary, rec: Recommendation | None, same_storage: bool = True, verdict: bool = True
 ) -> list[str]:
-    """Same-storage warnings, the verdict, then (if earned) the saving and the start script."""
+    """Same-storage warnings, the verdict, then (if earned) the saving and the start script.
+
+    ``iobench run`` prints its own table with the same-storage lines and the verdict first
+    (report/verdict.console_lines), so it asks for neither here.
+    """
     lines: list[str] = list(summary.same_storage) if same_storage else []
-    lines.append(summary.verdict.headline)
+    if verdict:
+        lines.append(summary.verdict.headline)
     if rec is not None:
         label = summary.price.label if summary.price else None
         lines.append(rec.saving_line(label, summary.options.starts_per_month))

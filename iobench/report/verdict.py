@@ -18,6 +18,7 @@ is one of:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,16 +69,25 @@ class ConfigTimes:
         return median(self.times)
 
 
-def _latest(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def plain(obj: object) -> Mapping[str, Any]:
+    """A row or a role as a mapping: dicts as they are, typed records by their fields."""
+    if isinstance(obj, Mapping):
+        return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return {}
+
+
+def _latest(rows: Iterable[object]) -> list[Mapping[str, Any]]:
     """The rows that count (results.latest_rows: a resumed trial counts once, by its later row)."""
-    rows = list(rows)
+    rows = [plain(r) for r in rows]
     kept, _ = latest_rows(
         [str(r.get("trial_id")) for r in rows], [str(r.get("status")) for r in rows]
     )
     return [rows[i] for i in kept]
 
 
-def configs_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[ConfigTimes]:
+def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
     """Per config (first-seen order): ok times, facts (most common value) and failures."""
     times: dict[str, list[float]] = {}
     facts: dict[str, dict[str, list[str]]] = {}
@@ -321,11 +331,16 @@ def noise_word(known: bool | None) -> str:
 
 
 def console_lines(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[object],
     roles: Mapping[str, Any] | None = None,
     baseline: str = "naive",
 ) -> list[str]:
-    """The end-of-run table (median, spread, speed vs the baseline, noise) and the verdict."""
+    """The end-of-run table (median, spread, speed vs the baseline, noise) and the verdict.
+
+    ``rows`` are trials.csv rows (dicts or typed records), ``roles`` meta.json's roles.
+    """
+    rows = _latest(rows)
+    roles = {name: plain(r) for name, r in (roles or {}).items()}
     configs = configs_from_rows(rows)
     names = [c.name for c in configs if c.n]
     base = baseline if baseline in names else (names[0] if names else None)
@@ -348,6 +363,12 @@ def console_lines(
     if any(c.n for c in configs):
         name = spread(next(c for c in configs if c.n).times)[2]
         lines.append(f"spread: {name} of the successful trials")
-    lines[:0] = shared_storage_lines(roles or {})
+    contended = sum(1 for r in rows if str(r.get("contended") or "").strip())
+    if contended:
+        lines.append(
+            f"warning: {contended} trial(s) ran while other processes did disk I/O; see the "
+            "contended column of trials.csv"
+        )
+    lines[:0] = shared_storage_lines(roles)
     lines.append(decide(configs, base, roles).headline)
     return lines
