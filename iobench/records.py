@@ -74,7 +74,7 @@ class TrialRow:
     """One trial (one config x one repeat): a line of trials.csv."""
 
     run_id: str = required("the run this trial belongs to", name=True)
-    trial_id: str = required("`<config>-r<repeat>`; names samples/<trial_id>.csv and logs/<trial_id>.*", name=True)
+    trial_id: str = required("`<config>-r<repeat>`; names `samples/<trial_id>.csv` and `logs/<trial_id>.*`", name=True)
     config: str = required("the scenario's config this trial ran", name=True)
     repeat: int = required("the round this trial ran in (1 = first); round r runs repeat r of every config", "count")
     position: int | None = column(

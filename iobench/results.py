@@ -322,10 +322,10 @@ class RunDir:
 def readme_tables() -> str:
     """The generated part of results/README.md: every column and meta.json key, documented."""
     return "\n".join([
-        "### trials.csv", "", markdown_table(TrialRow), "",
-        "### samples/<trial_id>.csv", "", markdown_table(Sample), "",
-        "### stalls.csv", "", markdown_table(Stall), "",
-        f"### meta.json (schema_version {SCHEMA_VERSION})", "",
+        "### `trials.csv`", "", markdown_table(TrialRow), "",
+        "### `samples/<trial_id>.csv`", "", markdown_table(Sample), "",
+        "### `stalls.csv`", "", markdown_table(Stall), "",
+        f"### `meta.json` (schema_version {SCHEMA_VERSION})", "",
         "| key | meaning |", "|---|---|", *markdown_keys(), "",
     ])  # fmt: skip
 

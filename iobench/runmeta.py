@@ -41,10 +41,11 @@ MAX_META_BYTES = 32 * 1024 * 1024
 
 
 def key(doc: str, default: Any = None, *, check: str = "", lo: float | None = None,
-        hi: float | None = None) -> Any:
+        hi: float | None = None, choices: tuple[str, ...] = ()) -> Any:
     """A meta.json key with its one-line doc; ``check``: ``name`` (a path component) or
-    ``path`` (absolute, no ``..``); ``lo``/``hi``: the range a number must lie in."""
-    meta = {"doc": doc, "check": check, "lo": lo, "hi": hi}
+    ``path`` (absolute, no ``..``); ``lo``/``hi``: the range a number must lie in;
+    ``choices``: the values a string may take."""
+    meta = {"doc": doc, "check": check, "lo": lo, "hi": hi, "choices": choices}
     if isinstance(default, (dict, list)):
         factory = dict if isinstance(default, dict) else list
         return field(default_factory=factory, metadata=meta)
@@ -87,7 +88,7 @@ class RoleInfo:
 class IndexInfo:
     """Where trials installed from."""
 
-    kind: str = key("`local` (iobench's loopback index) or `remote`", "")
+    kind: str = key("`local` (iobench's loopback index) or `remote`", "local", choices=("local", "remote"))
     url: str = key("the index URL, credentials redacted", "")
     source: str = key("what the local index served: a wheelhouse folder or a synthetic profile", "")
     mbps: float | None = key("the local index's cap, megabits/s (null: none)", lo=0, hi=1e9)
@@ -98,7 +99,7 @@ class IndexInfo:
 class RunMeta:
     """meta.json: one run's identity, conditions and status."""
 
-    schema_version: int = key("the run directory's format version (this module's docstring)", SCHEMA_VERSION)
+    schema_version: int = key("the run directory's format version (history: iobench/runmeta.py)", SCHEMA_VERSION)
     iobench_version: str = key("the iobench that ran it", "")
     run_id: str = key("`YYYYmmdd-HHMMSS-<host>-<scenario>-<pid>`; the folder's name", "", check="name")
     command: list[str] = key("the command line (credentials redacted)", [])
@@ -106,7 +107,8 @@ class RunMeta:
     started_at: str = key("ISO 8601 UTC", "")
     ended_at: str | None = key("ISO 8601 UTC; null while running")
     resumed_at: str | None = key("when `--resume` last continued it (ISO 8601 UTC)")
-    status: str = key(f"{', '.join(RUN_STATUSES)}", "running")
+    status: str = key("`running`, `complete`, `interrupted`, or `lock-lost` (another run took the target's lock)",
+                      "running", choices=RUN_STATUSES)
     scenario: dict[str, Any] = key(
         "the resolved scenario: name, source, kind, packages (credentials redacted), wheels, "
         "ready, repeats, configs ({name, venv, tmpdir, cache, cache_state, installer, compile, "
@@ -134,7 +136,7 @@ class RunMeta:
     same_storage: list[list[str]] = key("groups of roles that share one filesystem", [])
     role_notes: list[str] = key("defaults chosen for the roles and facts said at the start", [])
     venv_python: str | None = key("the interpreter the venvs were made with", check="path")
-    env: dict[str, str] = key("the environment, secrets redacted", {})
+    env: dict[str, str] = key("environment variables the run saw, credentials redacted (iobench/metadata.py)", {})
     extra: dict[str, Any] = _extra()
 
     # -------------------------------------------------------------- typed accessors
@@ -261,6 +263,9 @@ def _is_strings(value: object, hint: Any) -> bool:
 def _text(value: object, f: dataclasses.Field, where: str) -> str:
     if not isinstance(value, str) or "\0" in value:
         raise RunDirError(f"{where}: expected a string")
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        raise RunDirError(f"{where}: {value[:40]!r} is not one of {', '.join(choices)}")
     check = f.metadata.get("check")
     if check == "name":
         _check_name(value, where)
@@ -316,7 +321,7 @@ def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:
         raise RunDirError(f"{where}: no schema_version; not written by iobench run")
     if version in _REFUSED:
         raise RunDirError(f"{where}: schema_version {version!r} can no longer be read: {_REFUSED[version]}")
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
+    if isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
         why = "written by a newer iobench; upgrade iobench" if newer else "unknown version"
         supported = ", ".join(map(str, SUPPORTED_SCHEMA_VERSIONS))
