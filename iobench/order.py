@@ -35,7 +35,7 @@ def round_order(configs: Sequence[Config], round_no: int, seed: int) -> list[Con
 def plan_trials(configs: Sequence[Config], repeats: int, seed: int, done: set[str] = frozenset()) -> list[TrialSpec]:
     """Every trial of the run in order, minus those already done (for --resume)."""
     plans = [
-        TrialSpec(cfg, repeat=r, round=r, position=i + 1)
+        TrialSpec(cfg, repeat=r, round=r, position=i)
         for r in range(1, repeats + 1)
         for i, cfg in enumerate(round_order(configs, r, seed))
     ]

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from iobench import installers, metadata, procfs, redact
-from iobench.errors import IOBenchError, RunDirError, UsageError
-from iobench.results import RunDir, utcnow
-from iobench.scenario import Scenario, load_scenario, scenario_from_meta
+from iobench.errors import IOBenchError, UsageError
+from iobench.results import ResumeState, RunDir, utcnow
+from iobench.runmeta import RunMeta
+from iobench.scenario import Scenario, load_scenario
 from iobench.scratch import SCRATCH_NAME, check_role_dir, check_scratch
 
 #: the trial time limit's default: this much, plus TRIAL_S_PER_MB per MB the scenario installs
@@ -57,7 +58,7 @@ class RunPlan:
     index_mbps: float | None = None
     python: str | None = None  # interpreter for the venvs (None: the one running iobench)
     resume: Path | None = None
-    resume_meta: dict | None = None
+    resume_meta: RunMeta | None = None
     lock_wait: float = 0.0
     order_seed: int = 0
     same_storage: list[list[str]] = field(default_factory=list)
@@ -74,9 +75,10 @@ class RunPlan:
 def check(args: argparse.Namespace) -> RunPlan:
     """Validate `iobench run`'s arguments and the machine; raise one IOBenchError line."""
     _check_options(args)
-    meta = RunDir.open(args.resume).load_meta() if args.resume is not None else None
-    scenario, repeats = _scenario(args, meta)
-    roles, notes = _roles(args, meta, scenario)
+    state = RunDir.open(args.resume).resume_state() if args.resume is not None else None
+    meta = state.meta if state is not None else None
+    scenario, repeats = _scenario(args, state)
+    roles, notes = _roles(args, state, scenario)
     plan = RunPlan(
         scenario=scenario,
         roles=roles,
@@ -143,14 +145,11 @@ def _cost(args: argparse.Namespace) -> Any:
     return cost_options_from_args(args)
 
 
-def _scenario(args: argparse.Namespace, meta: dict | None) -> tuple[Scenario, int]:
+def _scenario(args: argparse.Namespace, state: ResumeState | None) -> tuple[Scenario, int]:
     """The scenario (a resumed run's own, or --scenario) with --package and --configs applied."""
-    if meta is not None:
-        try:
-            scenario = scenario_from_meta(meta["scenario"])
-        except (KeyError, TypeError) as exc:
-            raise RunDirError(f"{args.resume}/meta.json lacks what --resume needs ({exc})") from None
-        repeats = args.repeats or meta.get("repeats") or scenario.repeats
+    if state is not None:
+        scenario = state.scenario
+        repeats = args.repeats or state.repeats
     else:
         scenario = load_scenario(args.scenario or "smoke")
         repeats = args.repeats or scenario.repeats
@@ -167,26 +166,21 @@ def _scenario(args: argparse.Namespace, meta: dict | None) -> tuple[Scenario, in
     return scenario, repeats
 
 
-def _order_seed(meta: dict | None) -> int:
-    """The seed of the trial order: a resumed run keeps its own, so its plan is the same."""
-    if meta is not None:
-        seed = meta.get("order_seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-            raise RunDirError(f"meta.json: order_seed: expected a whole number >= 0, got {seed!r}")
-        return seed
+def _order_seed(meta: RunMeta | None) -> int:
+    """The seed of the trial order: a resumed run keeps its own, so its plan is the same
+    (a run from before the order was shuffled gets a new one)."""
+    if meta is not None and meta.order_seed is not None:
+        return meta.order_seed
     return secrets.randbits(32)
 
 
 # ---------------------------------------------------------------- roles
-def _roles(args: argparse.Namespace, meta: dict | None, scenario: Scenario) -> tuple[dict[str, Path], list[str]]:
+def _roles(args: argparse.Namespace, state: ResumeState | None, scenario: Scenario) -> tuple[dict[str, Path], list[str]]:
     """The roles' folders (given, a resumed run's, or the defaults) and why defaults were chosen."""
     notes: list[str] = []
     given: dict[str, Path] = {}
-    if meta is not None:
-        try:
-            given = {str(k): Path(v["path"]) for k, v in meta["roles"].items()}
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise RunDirError(f"{args.resume}/meta.json lacks what --resume needs ({exc})") from None
+    if state is not None:
+        given = dict(state.roles)
     if args.target is not None:
         given["target"] = args.target
     if args.tmp is not None:
@@ -392,34 +386,32 @@ def check_reachable(url: str) -> None:
 
 
 # ---------------------------------------------------------------- resume
-def check_resume(meta: dict, plan: RunPlan) -> None:
+def check_resume(meta: RunMeta, plan: RunPlan) -> None:
     """Refuse to resume when the scenario, roles or installer inputs changed since the run started."""
-    run = meta.get("run_id")
-    old = meta.get("scenario") or {}
-    old_configs = [c.get("name") for c in old.get("configs", []) if isinstance(c, dict)]
-    if old.get("name") != plan.scenario.name or old_configs != [c.name for c in plan.scenario.configs]:
-        raise UsageError(f"cannot resume {run}: scenario/configs changed (was {old.get('name')} {old_configs})")
-    old_roles = {k: v.get("path") for k, v in (meta.get("roles") or {}).items() if isinstance(v, dict)}
+    run = meta.run_id
+    configs = [c.name for c in plan.scenario.configs]
+    if meta.scenario_name != plan.scenario.name or meta.config_names != configs:
+        raise UsageError(f"cannot resume {run}: scenario/configs changed (was {meta.scenario_name} {meta.config_names})")
+    old_roles = {k: str(v) for k, v in meta.role_paths.items()}
     new_roles = {k: str(Path(v).resolve()) for k, v in plan.roles.items()}
     if old_roles != new_roles:
         raise UsageError(f"cannot resume {run}: roles changed (was {old_roles}, now {new_roles})")
-    if meta.get("repeats") not in (None, plan.repeats):
-        raise UsageError(f"cannot resume {run}: repeats changed (was {meta.get('repeats')})")
+    if meta.repeats not in (None, plan.repeats):
+        raise UsageError(f"cannot resume {run}: repeats changed (was {meta.repeats})")
     packages = [redact.redact(p) for p in plan.scenario.packages]
-    if list(old.get("packages", [])) != packages:
-        raise UsageError(f"cannot resume {run}: packages changed (was {old.get('packages')})")
-    if meta.get("venv_python") not in (None, plan.python or sys.executable):
-        raise UsageError(f"cannot resume {run}: --python changed (was {meta.get('venv_python')})")
+    if list(meta.scenario.get("packages", [])) != packages:
+        raise UsageError(f"cannot resume {run}: packages changed (was {meta.scenario.get('packages')})")
+    if meta.venv_python not in (None, plan.python or sys.executable):
+        raise UsageError(f"cannot resume {run}: --python changed (was {meta.venv_python})")
     kind = "local" if plan.local_index else "remote"
-    old_kind = (meta.get("index") or {}).get("kind")
-    if old_kind not in (None, kind):
-        raise UsageError(f"cannot resume {run}: the package index changed (was {old_kind})")
+    if meta.index_kind not in (None, kind):
+        raise UsageError(f"cannot resume {run}: the package index changed (was {meta.index_kind})")
 
 
 # ---------------------------------------------------------------- what meta.json says of the plan
-def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> dict:
-    """meta.json of a new run: what ran, where, on what, with which decisions."""
-    return {
+def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
+    """meta.json of a new run: what ran, where, on what, with which decisions (checked)."""
+    return RunMeta.from_json({
         "iobench_version": metadata.__version__,
         "run_id": run_id,
         "command": redact.redact_argv(p.command),
@@ -444,7 +436,7 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> dict:
         "trial_timeout_s": p.trial_timeout_s,
         "venv_python": p.python or sys.executable,
         "env": metadata.redact_env(dict(os.environ)),
-    }
+    }, "meta.json")
 
 
 __all__ = ["RunPlan", "check", "run_meta", "default_target", "default_tmp", "default_trial_timeout", "same_storage"]

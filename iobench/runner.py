@@ -105,9 +105,9 @@ class Runner:
         p = self.plan
         if p.resume is not None:
             rd = RunDir.open(p.resume)
-            run_id = self.run_id = str((p.resume_meta or rd.load_meta())["run_id"])
+            run_id = self.run_id = (p.resume_meta or rd.meta()).run_id
             self._lock_target(run_id)
-            rd.update_meta(status="running", resumed_at=utcnow())
+            rd.update_meta(status="running", resumed_at=utcnow(), order_seed=p.order_seed)
         else:
             run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
             self._lock_target(run_id)
@@ -149,8 +149,7 @@ class Runner:
         finally:
             self._remove(d, self.scratch["tmp"].root)
         if found:
-            meta = rd.load_meta()
-            rd.update_meta(versions={**meta.get("versions", {}), "venv": found})
+            rd.update_meta(versions={**rd.meta().versions, "venv": found})
 
     # ------------------------------------------------------------------ trials
     def _one_trial(self, rd: RunDir, ctx: TrialContext, spec: TrialSpec, k: int, total: int) -> None:
@@ -170,7 +169,7 @@ class Runner:
             raise VolumeHungError(
                 f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
                 f"{spec.trial_id} (rows kept); left behind: {', '.join(map(str, self.remover.left))}")
-        if result.row["status"] == "interrupted":
+        if result.row.status == "interrupted":
             raise KeyboardInterrupt
         if self.lock is not None and self.lock.lost:
             raise LockLostError(f"{self.lock.lost}; the run stopped after trial {spec.trial_id} (rows kept)")
@@ -179,11 +178,11 @@ class Runner:
         """Samples and stalls; a full results disk costs them, never the trial's row."""
         if result.series is None:
             return
-        tid = result.row["trial_id"]
+        tid = result.row.trial_id
         try:
             if result.series.rows:
                 rd.write_samples(tid, result.series.rows, SAMPLE_COLUMNS)
-            rd.append_stalls(result.row["run_id"], tid, stall_dicts(result.series.stalls))
+            rd.append_stalls(result.row.run_id, tid, stall_dicts(result.series.stalls))
         except OSError as exc:
             self.progress.message(f"warning: samples of {tid} not saved: {exc.strerror or exc}")
 

@@ -24,7 +24,8 @@ from iobench.index import IndexCounters, LocalIndex
 from iobench.installers import IndexSpec
 from iobench.process import Limits, PhaseResult, run_phase
 from iobench.progress import Progress
-from iobench.results import PHASES, utcnow
+from iobench.records import PHASES, TrialRow
+from iobench.results import utcnow
 from iobench.sampler import Sampler, SamplerResult
 from iobench.scenario import Config
 from iobench.scratch import Scratch, remove
@@ -40,7 +41,7 @@ class TrialSpec:
     config: Config
     repeat: int
     round: int = 1
-    position: int = 1  # 1-based place of this config within its round
+    position: int = 0  # place of this config within its round (0: first)
 
     @property
     def trial_id(self) -> str:
@@ -87,7 +88,7 @@ class Stop:
 class TrialResult:
     """A trial's row and the series to save after it."""
 
-    row: dict
+    row: TrialRow
     series: SamplerResult | None = None
 
 
@@ -267,26 +268,21 @@ class Trial:
         assert self.s.sampler is not None
         result = self.s.sampler.stop()
         label_download(result, self.s.download_end)
-        self.row.update(
-            status="ok",
-            time_to_ready_s=self.s.t_ready - self.s.t0,
-            files_installed=installers.record_file_count(self.s.site, self.s.seeded),
-            **{f"{p}_s": v for p, v in self.s.phases.items()},
-            **tree_fields(self.s.sampler, result),
-        )
-        self.row.update(derived_fields(self.row, result))
-        self.row.update(self.space_fields(result))
+        fill(self.row, status="ok", time_to_ready_s=self.s.t_ready - self.s.t0,
+             files_installed=installers.record_file_count(self.s.site, self.s.seeded),
+             **{f"{p}_s": v for p, v in self.s.phases.items()}, **tree_fields(self.s.sampler, result))
+        fill(self.row, **derived_fields(self.row, result), **self.space_fields(result))
         return TrialResult(self.row, result)
 
     def stopped(self, stop: Stop) -> TrialResult:
         error = stop.error
         if "No space left" in error and "ENOSPC" not in error:
             error = "ENOSPC: " + error
-        self.row.update(status=stop.status, error=error)
+        fill(self.row, status=stop.status, error=error)
         if self.s.sampler is None:
             return TrialResult(self.row)
         result = self.s.sampler.stop()
-        self.row.update(tree_fields(self.s.sampler, result))
+        fill(self.row, **tree_fields(self.s.sampler, result))
         return TrialResult(self.row, result)
 
     def space_fields(self, result: SamplerResult) -> dict:
@@ -306,31 +302,40 @@ class Trial:
         if self.s.watch is None:
             return
         found = self.s.watch.stop()
-        self.row["contended"] = format_contended(found)
+        self.row.contended = format_contended(found)
         if found:
-            self.ctx.progress.message(f"  {self.tid}: other processes did disk I/O meanwhile (MB): {self.row['contended']}")
+            self.ctx.progress.message(f"  {self.tid}: other processes did disk I/O meanwhile (MB): {self.row.contended}")
 
 
-def identity_row(ctx: TrialContext, spec: TrialSpec) -> dict:
-    """The columns that say which trial this is and where its things lived."""
+def identity_row(ctx: TrialContext, spec: TrialSpec) -> TrialRow:
+    """A row holding the columns that say which trial this is and where its things lived."""
     cfg = spec.config
-    return {
-        "run_id": ctx.run_id,
-        "trial_id": spec.trial_id,
-        "config": cfg.name,
-        "repeat": spec.repeat,
-        "position": spec.position,
-        "venv_role": cfg.venv,
-        "tmpdir_role": cfg.tmpdir,
-        "cache_role": cfg.cache,
-        "venv_fstype": metadata.fstype_of(ctx.roles[cfg.venv]),
-        "tmpdir_fstype": metadata.fstype_of(ctx.roles[cfg.tmpdir]),
-        "cache_fstype": metadata.fstype_of(ctx.roles[cfg.cache]) if cfg.cache != "off" else "",
-        "cache_state": cfg.cache_state,
-        "installer": cfg.installer,
-        "compile": cfg.compile,
-        "started_at": utcnow(),
-    }
+    return TrialRow(
+        run_id=ctx.run_id,
+        trial_id=spec.trial_id,
+        config=cfg.name,
+        repeat=spec.repeat,
+        position=spec.position,
+        status="running",
+        venv_role=cfg.venv,
+        tmpdir_role=cfg.tmpdir,
+        cache_role=cfg.cache,
+        venv_fstype=metadata.fstype_of(ctx.roles[cfg.venv]),
+        tmpdir_fstype=metadata.fstype_of(ctx.roles[cfg.tmpdir]),
+        cache_fstype=metadata.fstype_of(ctx.roles[cfg.cache]) if cfg.cache != "off" else "",
+        cache_state=cfg.cache_state,
+        installer=cfg.installer,
+        compile=cfg.compile,
+        started_at=utcnow(),
+    )
+
+
+def fill(row: TrialRow, **columns: object) -> None:
+    """Set columns of ``row`` (names checked: a misspelt column is an error, not a new key)."""
+    for name, value in columns.items():
+        if not hasattr(row, name):
+            raise AttributeError(f"TrialRow has no column {name!r}")
+        setattr(row, name, value)
 
 
 def check(r: PhaseResult, what: str) -> Stop | None:
@@ -368,13 +373,13 @@ def tree_fields(sampler: Sampler, result: SamplerResult) -> dict:
     }
 
 
-def derived_fields(row: dict, result: SamplerResult) -> dict:
+def derived_fields(row: TrialRow, result: SamplerResult) -> dict:
     """Figures derived from the samples of an ok trial: off-CPU share, iowait, D state, RSS."""
     rows = result.rows
-    ttr = row["time_to_ready_s"]
+    ttr = row.time_to_ready_s or 0.0
     iow = [s["iowait_pct"] for s in rows]
     return {
-        "offcpu_frac": min(1.0, max(0.0, 1.0 - row["cpu_s"] / ttr)) if ttr > 0 else None,
+        "offcpu_frac": min(1.0, max(0.0, 1.0 - (row.cpu_s or 0.0) / ttr)) if ttr > 0 else None,
         "iowait_mean_pct": sum(iow) / len(iow) if iow else None,
         "iowait_p95_pct": percentile(iow, 95) if iow else None,
         "blocked_max": max((s["procs_blocked"] for s in rows), default=None),

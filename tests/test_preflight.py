@@ -11,6 +11,7 @@ import pytest
 from iobench import installers, preflight
 from iobench.cli import build_parser
 from iobench.errors import UsageError
+from iobench.runmeta import RunMeta
 from iobench.scenario import load_scenario
 
 DATA = Path(__file__).parent / "data"
@@ -132,9 +133,9 @@ def test_resume_refuses_a_changed_package_list(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
     plan = preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
                                  "--results", str(results)))
-    meta = {"run_id": "r1", "repeats": plan.repeats, "scenario": {**plan.scenario.to_dict(), "packages": ["other"]},
+    data = {"run_id": "r1", "repeats": plan.repeats, "scenario": {**plan.scenario.to_dict(), "packages": ["other"]},
             "roles": {k: {"path": str(v)} for k, v in plan.roles.items()}}
     with pytest.raises(UsageError, match="cannot resume r1: packages changed"):
-        preflight.check_resume(meta, plan)
-    meta["scenario"]["packages"] = list(plan.scenario.packages)
-    preflight.check_resume(meta, plan)  # unchanged: accepted
+        preflight.check_resume(RunMeta.from_json(data), plan)
+    data["scenario"]["packages"] = list(plan.scenario.packages)
+    preflight.check_resume(RunMeta.from_json(data), plan)  # unchanged: accepted

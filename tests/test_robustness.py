@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err and "--resume" in err
     assert "\x1b[" not in out  # not a terminal: plain lines, nothing animated
-    assert "[1/4] naive-r1" in out
+    assert re.search(r"^\[1/4\] \S+-r1 ", out, re.M), out
     rows = read_csv(trials)
     assert [r["status"] for r in rows] == ["ok", "interrupted"]
     run = trials.parent
@@ -95,7 +96,7 @@ def test_resume_refuses_changed_roles(tmp_path: Path, capsys) -> None:
     other.mkdir()
     assert main(["run", "--resume", str(run), "--target", str(other)]) == 2
     assert "roles changed" in capsys.readouterr().err
-    assert main(["run", "--resume", str(tmp_path)]) == 2
+    assert main(["run", "--resume", str(tmp_path)]) == 1  # not a run directory: a runtime error
     assert "not an iobench run directory" in capsys.readouterr().err
 
 
@@ -134,7 +135,7 @@ def test_real_stall_is_detected_then_killed(tmp_path: Path) -> None:
     assert int(a["stalls"]) == 1 and float(a["stall_longest_s"]) >= 5.5
     assert b["status"] == "ok", b["error"]
     assert int(b["stalls"]) == 1 and 2.0 <= float(b["stall_longest_s"]) <= 6
-    assert rc == 0
+    assert rc == 1  # a trial did not succeed
     assert not subprocess.run(["pgrep", "-f", str(fifo)], capture_output=True).stdout
     stalls = read_csv(only_run_dir(tmp_path / "r") / "stalls.csv")
     assert [(s["trial_id"], s["phase"]) for s in stalls] == [("a-r1", "import"), ("b-r1", "import")]
@@ -152,7 +153,7 @@ def test_disk_full_mid_trial_is_recorded_and_run_goes_on(tmpfs, tmp_path: Path) 
     assert rows["full"]["status"] == "failed"
     assert "ENOSPC" in rows["full"]["error"] and "No space left" in rows["full"]["error"]
     assert rows["fine"]["status"] == "ok"
-    assert rc == 0
+    assert rc == 1  # a trial did not succeed
     assert {p.name for p in (small / ".iobench-scratch").iterdir()} <= {".iobench-sentinel", "lock.json"}
     st = os.statvfs(small)
     assert (st.f_blocks - st.f_bfree) * st.f_frsize < 512 * 1024  # the venv was removed
@@ -174,7 +175,7 @@ def test_unreachable_index_fails_early(tmp_path: Path, capsys) -> None:
     rc = main(["run", "--scenario", "torch", "--index-url", "http://127.0.0.1:9/simple/",
                "--target", str(tmp_path), "--results", str(tmp_path / "r")])
     err = capsys.readouterr().err
-    assert rc == 2 and "cannot be reached" in err and len(err.strip().splitlines()) == 1
+    assert rc == 1 and "cannot be reached" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
 
 
@@ -186,7 +187,7 @@ def test_second_run_on_same_target_is_refused_with_holder(tmp_path: Path, capsys
     with TargetLock(scratch.root, "other-run", heartbeat=False):
         rc = main(["run", "--scenario", str(TINY), "--target", str(tmp_path), "--results", str(tmp_path / "r")])
         err = capsys.readouterr().err
-        assert rc == 2 and "in use by another iobench run" in err and "other-run" in err
+        assert rc == 1 and "in use by another iobench run" in err and "other-run" in err
         assert not (tmp_path / "r").exists()
         assert main(["clean", str(tmp_path)]) == 2  # a live run's scratch is not cleaned
         assert "in use" in capsys.readouterr().err

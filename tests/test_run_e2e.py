@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from conftest import TINY, only_run_dir, read_csv
 
 from iobench.__main__ import main
 from iobench.metadata import fstype_of
-from iobench.results import SAMPLE_COLUMNS, TRIAL_COLUMNS
+from iobench.results import SAMPLE_COLUMNS, SCHEMA_VERSION, TRIAL_COLUMNS
 from iobench.stats import percentile
 from iobench.wheels import cached_wheels, load_profile
 
@@ -40,20 +41,26 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
         pytest.skip("the test's temp folder is itself a tmpfs; need a disk filesystem")
     disk_fs = fstype_of(disk_dir)
     results = tmp_path / "results"
+    cwd_folders = set(Path(tempfile.gettempdir()).glob("iobench-cwd-*"))
     rc = _run(["--target", str(target), "--tmp", str(disk_dir), "--results", str(results), "--sample-hz", "20"])
     assert rc == 0
+    # phases ran in an empty folder inside the tmp role's scratch, not a /tmp/iobench-cwd-* left behind
+    assert set(Path(tempfile.gettempdir()).glob("iobench-cwd-*")) <= cwd_folders
     run = only_run_dir(results)
     rows = read_csv(run / "trials.csv")
     assert list(rows[0].keys()) == list(TRIAL_COLUMNS)
-    assert [r["trial_id"] for r in rows] == ["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"]
+    assert sorted(r["trial_id"] for r in rows) == sorted(["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"])
+    assert [int(r["position"]) for r in rows] == [0, 1, 2, 3]  # one round, in its shuffled order
     whl_bytes, whl_files = _wheel_bytes()
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["schema_version"] == 1 and meta["status"] == "complete"
+    assert meta["schema_version"] == SCHEMA_VERSION and meta["status"] == "complete"
     assert meta["roles"]["target"]["fstype"] == "tmpfs"
     assert meta["roles"]["tmp"]["fstype"] == disk_fs
     assert meta["roles"]["target"]["free_bytes"] > 0 and meta["roles"]["target"]["mount_options"]
     assert meta["pip_config"]["isolated"] is True
     assert meta["index"]["kind"] == "local"
+    assert isinstance(meta["order_seed"], int) and meta["same_storage"] == []  # tmpfs vs disk: not one filesystem
+    assert meta["trial_timeout_s"] == 600 + 2 * 10  # the default: 10 minutes + 2 s per MB (size_mb 10)
     for r in rows:
         tid = r["trial_id"]
         assert r["status"] == "ok", r["error"]

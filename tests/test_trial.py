@@ -10,11 +10,21 @@ import pytest
 from iobench import installers
 from iobench.installers import IndexSpec, Pip, Uv
 from iobench.process import PhaseResult
+from iobench.records import TrialRow
 from iobench.progress import PlainProgress
 from iobench.sampler import SamplerResult
 from iobench.scenario import Config
 from iobench.scratch import Scratch
-from iobench.trial import Stop, Trial, TrialContext, TrialSpec, check, derived_fields, label_download, run_trial
+from iobench.trial import (
+    Stop,
+    Trial,
+    TrialContext,
+    TrialSpec,
+    check,
+    derived_fields,
+    label_download,
+    run_trial,
+)
 
 
 def _ctx(tmp_path: Path, python: str | None = None) -> TrialContext:
@@ -36,10 +46,10 @@ def test_a_failing_venv_creator_gives_a_failed_row(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path, python=str(tmp_path / "no-such-python"))
     result = run_trial(ctx, TrialSpec(CFG, repeat=2, round=2, position=1))
     row = result.row
-    assert row["status"] == "failed" and row["error"].startswith("venv creation failed (exit ")
-    assert row["trial_id"] == "naive-r2" and row["repeat"] == 2 and row["position"] == 1
-    assert "time_to_ready_s" not in row  # unknown, never zero
-    assert result.series is not None and row["cpu_s"] > 0  # the failed phase's tree still counts
+    assert row.status == "failed" and row.error.startswith("venv creation failed (exit ")
+    assert row.trial_id == "naive-r2" and row.repeat == 2 and row.position == 1
+    assert row.time_to_ready_s is None and row.venv_s is None  # unknown, never zero
+    assert result.series is not None and row.cpu_s > 0  # the failed phase's tree still counts
     assert (tmp_path / "logs" / "naive-r2.venv.out").is_file()  # a failed phase keeps its output
 
 
@@ -49,7 +59,7 @@ def test_ctrl_c_in_a_step_is_an_interrupted_row(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.setattr(Trial, "create_venv", interrupted)
     row = run_trial(_ctx(tmp_path), TrialSpec(CFG, repeat=1)).row
-    assert row["status"] == "interrupted" and "interrupted by the user" in row["error"]
+    assert row.status == "interrupted" and "interrupted by the user" in row.error
 
 
 def test_a_full_disk_while_making_folders_is_a_failed_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +68,7 @@ def test_a_full_disk_while_making_folders_is_a_failed_row(tmp_path: Path, monkey
 
     monkeypatch.setattr(Scratch, "trial_dir", full)
     result = run_trial(_ctx(tmp_path), TrialSpec(CFG, repeat=1))
-    assert result.row["status"] == "failed" and result.row["error"].startswith("ENOSPC: No space left")
+    assert result.row.status == "failed" and result.row.error.startswith("ENOSPC: No space left")
     assert result.series is None  # nothing was measured
 
 
@@ -97,7 +107,8 @@ def test_derived_fields_from_literal_samples() -> None:
          "tree_rss_bytes": 300},
     ]
     result = SamplerResult(rows=rows, stalls=[], self_cpu_s=0.01234, ticks=2, fs_peak={})
-    out = derived_fields({"time_to_ready_s": 4.0, "cpu_s": 1.0}, result)
+    row = TrialRow(run_id="r", trial_id="a-r1", config="a", repeat=1, status="ok", time_to_ready_s=4.0, cpu_s=1.0)
+    out = derived_fields(row, result)
     assert out == {"offcpu_frac": 0.75, "iowait_mean_pct": 20.0, "iowait_p95_pct": pytest.approx(29.0),
                    "blocked_max": 3, "dstate_max": 2, "fswait_frac": 0.5, "rss_max_bytes": 300,
                    "sampler_cpu_s": 0.0123}
