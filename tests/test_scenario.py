@@ -212,3 +212,100 @@ def test_scenario_from_meta_malformed(mutate, key: str) -> None:
         scenario_from_meta(mutate(_meta()))
     msg = str(exc.value)
     assert msg.startswith("meta.json: ") and key in msg and "\n" not in msg
+
+
+# --- scenario files speak only the schema ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (f"[config.x]\n{CFG}", "unknown table(s) config (known: configs, defaults, matrix, scenario)"),
+        (f"[configs.a]\n{CFG}[defaults]\nvnev='t'\n", "defaults: unknown key(s) vnev"),
+        (f"[configs.a]\n{CFG}", None),
+        ("[matrix]\nvenv=['t']\ntmpdir=['t']\ncache=['t']\nexclude=[{vnev='t'}]\n", "matrix.exclude[0]: unknown axis(s) vnev"),
+        (f"[configs.a]\n{CFG}description=3\n", "configs.a.description: expected a string"),
+        ("[configs.a]\nvenv='a/b'\ntmpdir='t'\ncache='t'\n", "configs.a.venv: role 'a/b' must be"),
+    ],
+)
+def test_unknown_tables_and_keys_are_errors(tmp_path: Path, body: str, message: str | None) -> None:
+    p = _write(tmp_path, BASE + body)
+    if message is None:
+        assert [c.name for c in load_scenario(str(p)).configs] == ["a"]
+        return
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(str(p))
+    assert str(exc.value).startswith(f"{p}: ") and message in str(exc.value), exc.value
+
+
+def test_unknown_scenario_keys_are_errors(tmp_path: Path) -> None:
+    p = _write(tmp_path, BASE + "repeat = 3\n" + f"[configs.a]\n{CFG}")
+    with pytest.raises(ScenarioError, match=r"s\.toml: scenario: unknown key\(s\) repeat \(known: description, kind"):
+        load_scenario(str(p))
+
+
+@pytest.mark.parametrize(
+    "req, ok",
+    [
+        ("torch==2.9.1", True),
+        ("numpy>=1.24; python_version >= '3.10'", True),
+        ("pkg[extra]", True),
+        ("pkg @ https://example.invalid/pkg-1.0-py3-none-any.whl", True),
+        ("./wheels/pkg-1.0-py3-none-any.whl", True),
+        ("/abs/pkg-1.0.tar.gz", True),
+        ("git+https://example.invalid/x/y", True),
+        ("-r requirements.txt", False),
+        ("--index-url=https://evil.invalid/simple", False),
+        ("-e .", False),
+        ("torch --pre", False),
+        ("", False),
+        ("not a requirement!", False),
+    ],
+)
+def test_requirements_are_requirements_never_pip_options(tmp_path: Path, req: str, ok: bool) -> None:
+    p = _write(tmp_path, BASE.replace('packages = ["a"]', f"packages = [{json.dumps(req)}]") + f"[configs.a]\n{CFG}")
+    if ok:
+        assert load_scenario(str(p)).packages == (req,)
+        assert load_scenario("smoke").with_packages([req]).packages == (req,)
+        return
+    with pytest.raises(ScenarioError, match=r"s\.toml: scenario\.packages(\[0\])?: ") as exc:
+        load_scenario(str(p))
+    assert "\n" not in str(exc.value)
+    with pytest.raises(ScenarioError, match=r"^--package "):
+        load_scenario("smoke").with_packages([req])
+
+
+@pytest.mark.parametrize(
+    "line, key",
+    [
+        ("repeats = 1001", "scenario.repeats: expected an integer from 1 to 1000"),
+        ("repeats = 100000000", "scenario.repeats"),
+        ("repeats = 2.0", "scenario.repeats"),
+        ("repeats = true", "scenario.repeats"),
+        ("size_mb = nan", "scenario.size_mb: expected a number from 0 to"),
+        ("size_mb = inf", "scenario.size_mb"),
+        ("size_mb = -1", "scenario.size_mb"),
+        ("size_mb = 1e30", "scenario.size_mb"),
+        ("description = 5", "scenario.description: expected a string"),
+    ],
+)
+def test_numbers_are_finite_and_sane(tmp_path: Path, line: str, key: str) -> None:
+    p = _write(tmp_path, BASE + line + "\n" + f"[configs.a]\n{CFG}")
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(str(p))
+    assert str(exc.value).startswith(f"{p}: ") and key in str(exc.value), exc.value
+
+
+def test_meta_and_files_share_one_validator() -> None:
+    # a scenario in meta.json fails exactly as its TOML would, with the meta's name for the file
+    meta = _meta()
+    meta["packages"] = ["--index-url=https://evil.invalid"]
+    with pytest.raises(RunDirError, match=r"^meta\.json: scenario\.packages\[0\]: .*a pip option"):
+        scenario_from_meta(meta)
+    meta = _meta()
+    meta["repeats"] = 10**6
+    with pytest.raises(RunDirError, match=r"^meta\.json: scenario\.repeats: expected an integer from 1 to 1000"):
+        scenario_from_meta(meta)
+    meta = _meta()
+    meta["wheels"] = "/stored/profile.toml"  # resolved when the run started: kept as is
+    assert scenario_from_meta(meta).wheels == "/stored/profile.toml"
