@@ -1,7 +1,7 @@
 """The report's speed and memory on a big run: 2,000 trials and ~2 million sample rows.
 
 Run with `nox -s bench` (or `pytest tests/benchmarks --benchmark-only -p no:cacheprovider
--o addopts=""`). The run directory is synthetic (tests/report_fixtures.py: 8 configs x 250
+-o addopts=""`). The run directory is synthetic (tests/helpers/runs.py: 8 configs x 250
 repeats, ~1,000 samples each at 10 Hz, ~200 MB of CSV) and made once, untimed. Each round
 rebuilds everything: every trial's samples are read (one file at a time) for the
 diagnosis, then summary.csv/json, 10 PNGs and report.html are written. Target: under 10 s.
@@ -20,7 +20,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-import report_fixtures as rf
+from helpers import runs as rf
 
 from iobench.cost import CostOptions
 from iobench.report import build_report
