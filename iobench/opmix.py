@@ -27,7 +27,10 @@ OPS = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", 
 ROLES = ("venv", "tmpdir", "cache")
 _ROLE_DIRS = {"venv": "venv", "tmp": "tmpdir", "cache": "cache"}
 
-_LINE = re.compile(r"^(\d+) (\w+)\((.*)\)\s+= (-?\d+|\?)(.*)$")
+_HEAD = re.compile(r"^(\d+)\s+(?:(\d\d):(\d\d):(\d\d(?:\.\d+)?)\s+)?(.*)$")
+_CALL = re.compile(r"^(\w+)\((.*)\)\s+= (-?\d+|\?)(.*)$")
+#: phase length over attribute-cache time at which the stat curve is sampled
+CURVE_POINTS = (0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 _SCRATCH = re.compile(r"/\.iobench-scratch/[^/]+/([^/]+)/(venv|tmp|cache|prime-venv)(?:/|$)")
 _FD_PATH = re.compile(r"^(-?\d+|AT_FDCWD)<([^>]*)>")
 _STR = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -76,22 +79,28 @@ class Counts:
     ops: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
     bytes_written: int = 0
     bytes_read: int = 0
+    #: (phase length / attribute-cache time, stats that reach the server): see stat_curve()
+    stat_curve: list[tuple[float, int]] = field(default_factory=list)
 
 
-def merged_lines(lines: Iterable[str]) -> Iterator[str]:
-    """Join strace's ``<unfinished ...>`` / ``<... resumed>`` halves into whole calls."""
-    pending: dict[str, str] = {}
+def merged_lines(lines: Iterable[str]) -> Iterator[tuple[str, float, str]]:
+    """``(pid, seconds of day, call)`` per whole call: strace's ``<unfinished ...>`` and
+    ``<... resumed>`` halves joined (at the start time); ``-tt`` stamps optional (0.0)."""
+    pending: dict[str, tuple[float, str]] = {}
     for raw in lines:
-        line = raw.rstrip("\n")
-        pid, _, rest = line.partition(" ")
+        m = _HEAD.match(raw.rstrip("\n"))
+        if not m:
+            continue
+        pid, rest = m.group(1), m.group(5)
+        t = int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4)) if m.group(2) else 0.0
         if rest.endswith("<unfinished ...>"):
-            pending[pid] = rest[: -len("<unfinished ...>")].rstrip()
+            pending[pid] = (t, rest[: -len("<unfinished ...>")].rstrip())
         elif rest.startswith("<... "):
             head = pending.pop(pid, None)
             if head is not None:
-                yield f"{pid} {head}{rest.split('resumed>', 1)[1]}"
+                yield pid, head[0], head[1] + rest.split("resumed>", 1)[1]
         else:
-            yield line
+            yield pid, t, rest
 
 
 def phase_of_exec(argv: str) -> str | None:
@@ -162,12 +171,14 @@ class _Tracer:
         self.pip_stage: dict[str, str] = {}
         self.counts: dict[tuple[str, str, str], Counts] = defaultdict(Counts)
         self.seen: set[tuple[str, str, str, str]] = set()
+        self.stats: dict[tuple[str, str, str], list[tuple[float, str]]] = defaultdict(list)
+        self.span: dict[tuple[str, str], tuple[float, float]] = {}
 
-    def feed(self, line: str) -> None:
-        m = _LINE.match(line)
+    def feed(self, pid: str, t: float, call: str) -> None:
+        m = _CALL.match(call)
         if not m:
             return
-        pid, name, args, ret_text = m.group(1), m.group(2), m.group(3), m.group(4)
+        name, args, ret_text = m.group(1), m.group(2), m.group(3)
         ret = int(ret_text) if ret_text != "?" else -1
         if name in ("clone", "clone3", "fork", "vfork"):
             if ret > 0:
@@ -181,9 +192,9 @@ class _Tracer:
                 if started == "download" and where:
                     self.pip_stage[where.group(1)] = "download"
             return
-        self._count(pid, name, args, ret)
+        self._count(pid, t, name, args, ret)
 
-    def _count(self, pid: str, name: str, args: str, ret: int) -> None:
+    def _count(self, pid: str, t: float, name: str, args: str, ret: int) -> None:
         phase = self.phase.get(pid)
         if phase in (None, "ignore"):
             return
@@ -196,6 +207,8 @@ class _Tracer:
             if role == "venv" and "O_CREAT" in args and _INSTALLED.search(path or ""):
                 self.pip_stage[tid] = "install"
             phase = self.pip_stage.get(tid, "download")
+        first, last = self.span.get((tid, phase), (t, t))
+        self.span[(tid, phase)] = (min(first, t), max(last, t))
         c = self.counts[(tid, phase, role)]
         if name in ("write", "pwrite64"):
             c.bytes_written += max(ret, 0)
@@ -207,6 +220,7 @@ class _Tracer:
         if op is None:
             return
         if op == "stat":
+            self.stats[(tid, phase, role)].append((t, path or ""))
             key = (tid, phase, role, path or "")
             if key in self.seen:
                 return
@@ -217,14 +231,40 @@ class _Tracer:
 def count_trace(lines: Iterable[str]) -> dict[tuple[str, str, str], Counts]:
     """``{(trial_id, phase, role): Counts}`` of an ``strace -f -y`` log of an iobench run."""
     tracer = _Tracer()
-    for line in merged_lines(lines):
-        tracer.feed(line)
+    for pid, t, call in merged_lines(lines):
+        tracer.feed(pid, t, call)
+    for key, events in tracer.stats.items():
+        first, last = tracer.span[key[:2]]
+        tracer.counts[key].stat_curve = stat_curve(events, first, last)
     return dict(tracer.counts)
+
+
+def stat_curve(
+    events: list[tuple[float, str]], first: float, last: float
+) -> list[tuple[float, int]]:
+    """How many of a phase's stats reach the server, by phase length over the client's
+    attribute-cache time: a path's stat is answered from the cache until that time has
+    passed since the last one that went out. The traced phase is assumed to stretch
+    uniformly (times taken relative to it), so 0 gives one per path, a long phase every one."""
+    span = max(last - first, 1e-9)
+    out = []
+    for ratio in CURVE_POINTS:
+        window = 1.0 / ratio  # the cache time as a fraction of the phase
+        sent: dict[str, float] = {}
+        n = 0
+        for t, path in events:
+            rel = (t - first) / span
+            if path not in sent or rel - sent[path] >= window:
+                sent[path] = rel
+                n += 1
+        out.append((float(ratio), n))
+    return out
 
 
 #: what ``strace`` must record for :func:`count_trace`
 STRACE_ARGS = (
     "-f",
+    "-tt",
     "-y",
     "-qq",
     "-s",
@@ -285,7 +325,15 @@ def opmix_toml(
             if t == tid:
                 values = {op: n for op, n in c.ops.items() if n}
                 values |= {"bytes_written": c.bytes_written, "bytes_read": c.bytes_read}
-                lines += _table(f"{installer}.ops.{state}.{phase}.{role}", values)
+                table = _table(f"{installer}.ops.{state}.{phase}.{role}", values)
+                if c.stat_curve:
+                    table.insert(
+                        -1,
+                        "stat_curve = ["
+                        + ", ".join(f"[{r:g}, {n}]" for r, n in c.stat_curve)
+                        + "]",
+                    )
+                lines += table
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ The formula (docs/prediction.md has the why, the inputs and the measured error):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ except ModuleNotFoundError:  # Python 3.10
 
 OPMIX_FILE = Path(__file__).parent / "data" / "opmix.toml"
 PHASES = ("venv", "download", "install", "compile", "import")
+#: how long a client trusts cached attributes: libfuse's and the lab's default (NFS: acregmin 3 s)
+ATTR_CACHE_S = 1.0
+_ITERATIONS = 6
 
 
 @dataclass(frozen=True)
@@ -109,15 +113,43 @@ def _excess_s_per_mb(where: float | None, fast: float | None) -> float:
     return max(0.0, 1.0 / where - (1.0 / fast if fast else 0.0))
 
 
-def storage_seconds(mix: dict[str, Any], where: Costs, fast: Costs, k: float, k_b: float) -> float:
-    """Extra seconds one role's operations and bytes cost in ``where`` over the fast folder."""
-    ops = sum(float(mix.get(op, 0)) * _excess_ms(op, where, fast) for op in OPS) / 1000.0
+def stats_sent(mix: dict[str, Any], phase_s: float | None, k: float, attr_cache_s: float) -> float:
+    """Stats of one role that reach the server in a phase lasting ``phase_s``: read off the
+    traced stat curve at (phase length per traced install) / attribute-cache time,
+    log-linearly between its points; once per path and phase when there is no curve."""
+    curve = mix.get("stat_curve")
+    if not curve or phase_s is None or attr_cache_s <= 0:
+        return float(mix.get("stat", 0)) * k
+    x = max(phase_s / k / attr_cache_s, 1e-9)
+    pts = [(float(r), float(n)) for r, n in curve]
+    if x <= pts[0][0]:
+        return pts[0][1] * k
+    for (x0, n0), (x1, n1) in zip(pts, pts[1:], strict=False):
+        if x <= x1:
+            f = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return (n0 + f * (n1 - n0)) * k
+    return pts[-1][1] * k
+
+
+def storage_seconds(
+    mix: dict[str, Any],
+    where: Costs,
+    fast: Costs,
+    k: float,
+    k_b: float,
+    phase_s: float | None = None,
+    attr_cache_s: float = 1.0,
+) -> float:
+    """Extra seconds one role's operations and bytes cost in ``where`` over the fast folder,
+    in a phase lasting ``phase_s`` (which decides how many stats the client cache answers)."""
+    ops = sum(float(mix.get(op, 0)) * _excess_ms(op, where, fast) for op in OPS if op != "stat") * k
+    ops += stats_sent(mix, phase_s, k, attr_cache_s) * _excess_ms("stat", where, fast)
     mb_w = float(mix.get("bytes_written", 0)) / 1e6
     mb_r = float(mix.get("bytes_read", 0)) / 1e6
     data = mb_w * _excess_s_per_mb(where.write_mbps, fast.write_mbps) + mb_r * _excess_s_per_mb(
         where.read_mbps, fast.read_mbps
     )
-    return ops * k + data * k_b
+    return ops / 1000.0 + data * k_b
 
 
 @dataclass(frozen=True)
@@ -162,6 +194,7 @@ def predict_config(
     opmix: dict[str, Any],
     size: Size | None = None,
     fast_s: dict[str, float] | None = None,
+    attr_cache_s: float = ATTR_CACHE_S,
 ) -> Prediction:
     """Predict one config: ``roles`` maps venv/tmpdir/cache to the costs of its folder
     (None for a cache that is off); ``size``: the profile to install (default: the traced
@@ -179,13 +212,21 @@ def predict_config(
     phases: dict[str, float] = {}
     storage: dict[str, float] = {}
     for phase in PHASES:
-        extra = 0.0
-        for role, where in roles.items():
-            mix = opmix["ops"][state].get(phase, {}).get(role)
-            if mix and where is not None:
-                extra += storage_seconds(mix, where, fast, *_scales(phase, size, traced))
+        mixes = [
+            (m, w)
+            for r, w in roles.items()
+            if w is not None and (m := opmix["ops"][state].get(phase, {}).get(r))
+        ]
+        fast_s_phase = float(base.get(phase, 0.0))
+        length: float | None = None
+        for _ in range(_ITERATIONS):  # the phase's length decides how many stats are cached
+            extra = sum(
+                storage_seconds(m, w, fast, *_scales(phase, size, traced), length, attr_cache_s)
+                for m, w in mixes
+            )
+            length = fast_s_phase + extra
         storage[phase] = extra
-        phases[phase] = float(base.get(phase, 0.0)) + extra
+        phases[phase] = fast_s_phase + extra
     return Prediction(name, phases, storage)
 
 
