@@ -161,7 +161,7 @@ class LocalIndex:
         """The index URL to give pip (``--index-url``) or uv (``--index-url``)."""
         assert self._server is not None, "index not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/simple/"
+        return f"http://{host!s}:{port}/simple/"
 
     def start(self) -> LocalIndex:
         index = self

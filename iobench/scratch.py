@@ -17,6 +17,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from iobench import procfs
@@ -276,7 +277,7 @@ def remove(path: Path) -> None:
 
     failures: list[str] = []
 
-    def retry(func, p, _exc):  # noqa: ANN001 - shutil's callback signature
+    def retry(func: Callable[[str], object], p: str, _exc: object) -> None:  # shutil's callback
         try:  # a read-only folder inside (chmod by the installer): make it writable, retry
             os.chmod(os.path.dirname(p), 0o700)
             func(p)

@@ -50,9 +50,9 @@ class VolumeOptions:
                 raise UsageError(f"{flag} must be a number from 0 to {_MAX_LATENCY_MS:g}, not {value}")
         if not _finite(self.cache_s) or not 0 <= self.cache_s <= 3600:
             raise UsageError(f"--cache-s must be a number from 0 to 3600, not {self.cache_s}")
-        for flag, value in self._rates():
-            if value is not None and (not _finite(value) or not 0 < value <= _MAX[flag]):
-                raise UsageError(f"{flag} must be a positive number up to {_MAX[flag]:g}, not {value}")
+        for flag, rate in self._rates():
+            if rate is not None and (not _finite(rate) or not 0 < rate <= _MAX[flag]):
+                raise UsageError(f"{flag} must be a positive number up to {_MAX[flag]:g}, not {rate}")
         if (self.burst_mb_per_s is None) != (self.burst_credits_mb is None):
             raise UsageError("--burst-mb-per-s and --burst-credits-mb go together; give both or neither")
         if self.burst_mb_per_s is not None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from iobench.lab.manage import LabMount
 
 FSTYPE = "fuse.sshfs"
-_NET = ipaddress.ip_network("10.203.0.0/16")
+_NET = ipaddress.IPv4Network("10.203.0.0/16")
 
 
 def tools() -> dict[str, str | None]:
@@ -49,9 +49,9 @@ def _used_subnets() -> set[ipaddress.IPv4Network]:
     for line in proc.stdout.splitlines():
         parts = line.split()
         if "inet" in parts:
-            iface = ipaddress.ip_interface(parts[parts.index("inet") + 1])
+            iface = ipaddress.IPv4Interface(parts[parts.index("inet") + 1])
             if iface.ip in _NET:
-                used.add(ipaddress.ip_network(f"{iface.ip}/30", strict=False))
+                used.add(ipaddress.IPv4Network(f"{iface.ip}/30", strict=False))
     return used
 
 
@@ -66,22 +66,40 @@ def _pick_subnet() -> ipaddress.IPv4Network:
 def start(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
     """Create namespace, veth, sshd and the sshfs mount for ``lab`` (recording each in it)."""
     paths = tools()
+    net = _network(lab, options)
     state = Path(lab.state_dir)
+    config = _keys_and_config(state, net["host_ip"], net["ns_ip"], paths["ssh-keygen"] or "ssh-keygen")
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation folder
+    sshd = paths["sshd"] or "/usr/sbin/sshd"
+    sshd_log = state / "sshd.log"
+    sshd_pid = system.spawn(["ip", "netns", "exec", net["netns"], sshd, "-D", "-e", "-f", str(config)], sshd_log)
+    lab.net = {**net, "sshd_pid": sshd_pid}
+    lab.save()
+    _wait_listening(net["ns_ip"], sshd_pid, sshd_log, timeout_s)
+    ssh_opts = [
+        f"IdentityFile={state / 'client_key'}", "IdentitiesOnly=yes", f"UserKnownHostsFile={state / 'known_hosts'}",
+        "StrictHostKeyChecking=yes", "BatchMode=yes", "ConnectTimeout=10",
+    ]
+    cmd = [  # as root: lab_unavailable_reason() insists on it
+        paths["sshfs"] or "sshfs", f"root@{net['ns_ip']}:{lab.backing}", lab.mountpoint, "-f",
+        "-F", "/dev/null",
+        "-o", ",".join(["no_contain_symlinks", "allow_other", "default_permissions", *ssh_opts]),
+    ]
+    lab.pid = system.spawn(cmd, lab.log_path)
+    lab.save()
+    system.wait_mounted(lab.mountpoint, FSTYPE, lab.pid, lab.log_path, timeout_s, "sshfs")
+
+
+def _network(lab: LabMount, options: VolumeOptions) -> dict[str, str]:
+    """The namespace and its veth pair on a free /30, shaped by ``tc tbf`` when capped;
+    recorded in ``lab`` before each is made, so ``stop`` can undo a half-made one."""
     short = lab.id[-8:]  # the hash part: interface names may hold 15 characters
-    subnet = _pick_subnet()
-    host_ip, ns_ip = (str(a) for a in list(subnet.hosts())[:2])
-    net = {
-        "netns": f"iobench-{short}",
-        "veth_host": f"ibl{short}h",
-        "veth_ns": f"ibl{short}n",
-        "host_ip": host_ip,
-        "ns_ip": ns_ip,
-        "sshd_pid": None,
-    }
-    lab.net = net
+    host_ip, ns_ip = (str(a) for a in list(_pick_subnet().hosts())[:2])
+    net = {"netns": f"iobench-{short}", "veth_host": f"ibl{short}h", "veth_ns": f"ibl{short}n",
+           "host_ip": host_ip, "ns_ip": ns_ip}
+    lab.net = {**net, "sshd_pid": None}
     lab.save()
     ns, vh, vn = net["netns"], net["veth_host"], net["veth_ns"]
-
     system.run(["ip", "netns", "add", ns])
     system.run(["ip", "link", "add", vh, "type", "veth", "peer", "name", vn])
     system.run(["ip", "link", "set", vn, "netns", ns])
@@ -96,57 +114,31 @@ def start(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
         tbf = ["root", "tbf", "rate", f"{rate_bit}bit", "burst", str(burst), "latency", "50ms"]
         system.run(["tc", "qdisc", "add", "dev", vh, *tbf])
         system.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", vn, *tbf])
+    return net
 
+
+_SSHD_CONFIG = (
+    "PidFile none", "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
+    "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+    "UseDNS no", "AllowTcpForwarding no", "X11Forwarding no", "PrintMotd no", "LogLevel ERROR",
+    "Subsystem sftp internal-sftp",
+)
+
+
+def _keys_and_config(state: Path, host_ip: str, ns_ip: str, keygen: str) -> Path:
+    """Throwaway host and client keys, the files that pin them, and sshd's config."""
     host_key, client_key = state / "host_key", state / "client_key"
     for key in (host_key, client_key):
-        system.run([paths["ssh-keygen"] or "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "iobench-lab", "-f", str(key)])
+        system.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "iobench-lab", "-f", str(key)])
     pub = client_key.with_suffix(".pub").read_text().strip()
     (state / "authorized_keys").write_text(f'restrict,from="{host_ip}" {pub}\n')
     host_pub = " ".join(host_key.with_suffix(".pub").read_text().split()[:2])
     (state / "known_hosts").write_text(f"{ns_ip} {host_pub}\n")
     config = state / "sshd_config"
-    config.write_text(
-        "\n".join(
-            [
-                f"ListenAddress {ns_ip}:22",
-                f"HostKey {host_key}",
-                f"AuthorizedKeysFile {state / 'authorized_keys'}",
-                "PidFile none",
-                "PermitRootLogin prohibit-password",
-                "PubkeyAuthentication yes",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "UsePAM no",
-                "StrictModes no",
-                "UseDNS no",
-                "AllowTcpForwarding no",
-                "X11Forwarding no",
-                "PrintMotd no",
-                "LogLevel ERROR",
-                "Subsystem sftp internal-sftp",
-                "",
-            ]
-        )
-    )
-    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation folder
-    sshd = paths["sshd"] or "/usr/sbin/sshd"
-    sshd_log = state / "sshd.log"
-    net["sshd_pid"] = system.spawn(["ip", "netns", "exec", ns, sshd, "-D", "-e", "-f", str(config)], sshd_log)
-    lab.save()
-    _wait_listening(ns_ip, net["sshd_pid"], sshd_log, timeout_s)
-
-    ssh_opts = [
-        f"IdentityFile={client_key}", "IdentitiesOnly=yes", f"UserKnownHostsFile={state / 'known_hosts'}",
-        "StrictHostKeyChecking=yes", "BatchMode=yes", "ConnectTimeout=10",
-    ]
-    cmd = [  # as root: lab_unavailable_reason() insists on it
-        paths["sshfs"] or "sshfs", f"root@{ns_ip}:{lab.backing}", lab.mountpoint, "-f",
-        "-F", "/dev/null",
-        "-o", ",".join(["no_contain_symlinks", "allow_other", "default_permissions", *ssh_opts]),
-    ]
-    lab.pid = system.spawn(cmd, lab.log_path)
-    lab.save()
-    system.wait_mounted(lab.mountpoint, FSTYPE, lab.pid, lab.log_path, timeout_s, "sshfs")
+    lines = [f"ListenAddress {ns_ip}:22", f"HostKey {host_key}",
+             f"AuthorizedKeysFile {state / 'authorized_keys'}", *_SSHD_CONFIG, ""]
+    config.write_text("\n".join(lines))
+    return config
 
 
 def _wait_listening(ip: str, pid: int, log: Path, timeout_s: float) -> None:
