@@ -121,7 +121,9 @@ def package(session: nox.Session) -> None:
             tar.extractall(work / "sdist", filter="data")
         else:  # Python before 3.10.12 / 3.11.4
             tar.extractall(work / "sdist")
-    lacking = [f for f in SDIST_MUST_HAVE if f not in names]
+    lacking = [
+        f for f in SDIST_MUST_HAVE if not any(n == f or n.startswith(f + "/") for n in names)
+    ]
     if lacking:
         session.error(f"the sdist lacks {', '.join(lacking)}")
     venv = work / "venv"

@@ -197,6 +197,9 @@ def test_version_and_module_entry() -> None:
     assert out.returncode == 0 and out.stdout.strip() == f"iobench {__version__}"
     out = subprocess.run([IOBENCH, "--version"], capture_output=True, text=True)
     assert out.stdout.strip() == f"iobench {__version__}"
+    # python -m iobench.report is the same command line, with the same one-line errors
+    out = subprocess.run([sys.executable, "-m", "iobench.report", "report"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.startswith("iobench: error: the following arguments are required")
 
 
 @pytest.mark.parametrize(
