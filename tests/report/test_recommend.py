@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from iobench.report.recommend import env_for
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import runs as rf
+
+from iobench.installers import uv_binary
+from iobench.report import build_report
+from iobench.report.recommend import Recommendation, env_for, recommend
+from iobench.wheels import load_profile, synthesize
 
 
 def test_env_for_each_installer_and_placement() -> None:
@@ -25,3 +35,131 @@ def test_env_for_each_installer_and_placement() -> None:
         "PIP_CACHE_DIR",
         "/tmp/pip-cache",
     ) in pairs
+
+
+# --- the printed start scripts, pasted into a clean shell -----------------------------------------
+
+TINY_PROFILE = Path(__file__).parents[1] / "data" / "tiny-profile.toml"
+FAST = {"venv": 1.2, "download": 9.0, "install": 38.0, "compile": 12.0, "import": 4.0}
+KINDS = {
+    # a pip venv on a tmpfs tmp role, a warm pip cache on the volume
+    "pip-venv-on-tmpfs": rf.ConfigSpec("venv-on-shm", venv="tmp", tmpdir="tmp", cache="local",
+                                       cache_state="warm", profile="cpu", phases=FAST),
+    # a pip venv on the volume, no cache, no bytecode
+    "pip-venv-on-volume": rf.ConfigSpec("venv-local", venv="local", tmpdir="local", cache="off",
+                                        compile="off", profile="cpu", phases=FAST),
+    # uv with its cache on another filesystem than the venv
+    "uv": rf.ConfigSpec("uv-local", venv="local", tmpdir="local", cache="tmp", installer="uv",
+                        profile="bandwidth", compile="off", phases=FAST),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheels")
+    synthesize(load_profile(str(TINY_PROFILE)), out)
+    return out
+
+
+def advice_for(tmp_path: Path, spec: rf.ConfigSpec, own: Path | None = None) -> Recommendation:
+    """The recommendation of a run whose winner is ``spec``, its roles in folders of tmp_path."""
+    run = rf.make_run_dir(tmp_path / "results", configs=(rf.DEFAULT_CONFIGS[0], spec))
+    meta = json.loads((run / "meta.json").read_text())
+    for name, role in meta["roles"].items():
+        role["path"] = str(tmp_path / "roles" / name)
+        role["device"] = f"dev-{name}"
+        role["mountpoint"] = role["path"]
+    meta["roles"]["tmp"]["fstype"] = "tmpfs"
+    meta["versions"]["venv"] = {"python": "3.11.7", "virtualenv": "21.15.11", "pip": "26.3"}
+    (run / "meta.json").write_text(json.dumps(meta))
+    summary = build_report(run).summary
+    assert summary.verdict.kind == "advice" and summary.winner == spec.name
+    rec = recommend(summary, meta, own=own)
+    assert rec is not None
+    return rec
+
+
+def paste(lines: list[str], tmp_path: Path, install: str) -> subprocess.CompletedProcess[str]:
+    """Run the script with ``env -i PATH=/usr/bin:/bin bash -e``, as printed, except that its
+    pip line (which needs a package index) becomes ``pip --version``; then install the tiny
+    wheels from a folder and run the ready check in the venv the script made."""
+    body = [
+        "python3 -m pip --version" if "pip install" in line and not line.startswith("#") else line
+        for line in lines
+    ]
+    checks = [
+        install,
+        'python3 -c "import tiny_core; tiny_core.check()"',
+        'test "$(python3 -c "import sys; print(sys.prefix)")" = "$VIRTUAL_ENV"',
+        'test -d "$TMPDIR"',
+        "echo READY",
+    ]
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join(body + checks) + "\n")
+    env = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={tmp_path}", "PIP_CONFIG_FILE=/dev/null",
+           "UV_NO_CONFIG=1", "bash", "-e", str(script)]  # fmt: skip
+    return subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_each_kind_of_printed_script_builds_a_working_venv_in_a_clean_shell(
+    kind: str, tmp_path: Path, tiny_wheels: Path
+) -> None:
+    if not Path("/usr/bin/python3").is_file():
+        pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
+    rec = advice_for(tmp_path, KINDS[kind])
+    text = "\n".join(rec.shell)
+    assert "python " not in text and "python -m" not in text  # python3 only
+    assert ".iobench-scratch" not in text and "export VIRTUAL_ENV=" in text
+    assert "'pip==26.3'" in text and "virtualenv 21.15.11" in text
+    if kind == "uv":
+        uv = uv_binary()
+        if uv is None:
+            pytest.skip("uv is not installed")
+        install = f"{uv} pip install --no-index --find-links {tiny_wheels} tiny-core"
+        assert "export UV_LINK_MODE=copy" in text
+    else:
+        install = f"python3 -m pip install --no-index --find-links {tiny_wheels} tiny-core"
+    done = paste(rec.shell, tmp_path, install)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("READY"), done.stderr[-2000:]
+    venv = Path(next(v for n, v in _exports(rec.shell) if n == "VIRTUAL_ENV"))
+    assert (venv / "bin" / "python3").exists() and venv.is_relative_to(tmp_path / "roles")
+    said = " ".join(line.lstrip("# ") for line in rec.shell if line.startswith("#"))
+    if kind == "pip-venv-on-tmpfs":
+        assert "is tmpfs: it is RAM" in said and "64 MB" in said and "--shm-size" in said
+        assert "rebuild it (and reinstall every package) at every start" in said
+        assert "warm cache on 'local'" in said
+        assert (tmp_path / "roles" / "local" / "pip-cache").is_dir()
+    if kind == "pip-venv-on-volume":
+        assert "export PIP_NO_CACHE_DIR=1" in text and "export PIP_NO_COMPILE=1" in text
+        assert "tmpfs" not in text
+
+
+def _exports(lines: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for line in lines:
+        if line.startswith("export ") and not line.startswith("export PATH="):
+            name, _, value = line[len("export ") :].partition("=")
+            out.append((name, value.strip("'")))
+    return out
+
+
+def test_a_role_inside_iobench_s_clone_is_moved_to_its_parent(
+    tmp_path: Path, tiny_wheels: Path
+) -> None:
+    clone = tmp_path / "roles"  # every role lives inside "iobench's clone"
+    rec = advice_for(tmp_path, KINDS["pip-venv-on-volume"], own=clone)
+    assert f"export VIRTUAL_ENV={tmp_path}/venv" in rec.shell
+    assert any("was iobench's own folder" in n for n in rec.notes)
+    assert not any(str(clone) in line for line in rec.shell if not line.startswith("#"))
+
+
+def test_no_script_without_advice(run_dir: Path) -> None:
+    trials = (run_dir / "trials.csv").read_text().splitlines()
+    keep = [trials[0], *[t for t in trials[1:] if ",naive-r1," in t or ",uv-local-r1," in t]]
+    (run_dir / "trials.csv").write_text("\n".join(keep) + "\n")
+    result = build_report(run_dir)
+    assert result.summary.verdict.kind == "too-few" and result.recommendation is None
+    assert "Set (start script" not in "\n".join(result.lines)
+    assert "<h2>What to set</h2>" not in (run_dir / "report.html").read_text()
+    assert json.loads((run_dir / "summary.json").read_text())["recommendation"] is None
