@@ -159,6 +159,9 @@ class RunDir:
             raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
         rd = cls(path)
         rd.write_meta(info)
+        # the header now: its block then has room for the first rows even if the disk fills mid-trial
+        with open(rd.trials_csv, "w", newline="") as fh:
+            csv.writer(fh).writerow(TRIAL_COLUMNS)
         return rd
 
     @classmethod
@@ -186,10 +189,6 @@ class RunDir:
         meta = RunMeta.from_json(data, str(self.meta_json))
         self.write_meta(meta)
         return meta
-
-    def load_meta(self) -> dict:
-        """meta.json as a plain dict (transition: callers move to ``meta()``)."""
-        return self.meta().to_json()
 
     # -------------------------------------------------------------- trials.csv
     def append_trial(self, row: TrialRow | dict) -> None:

@@ -35,7 +35,7 @@ from iobench.records import safe_name_problem
 
 SCHEMA_VERSION = 2
 #: run statuses meta.json may hold
-RUN_STATUSES = ("running", "complete", "interrupted", "lock-lost")
+RUN_STATUSES = ("running", "complete", "interrupted", "lock-lost", "volume-hung")
 #: a meta.json larger than this is not one iobench wrote
 MAX_META_BYTES = 32 * 1024 * 1024
 
@@ -107,8 +107,9 @@ class RunMeta:
     started_at: str = key("ISO 8601 UTC", "")
     ended_at: str | None = key("ISO 8601 UTC; null while running")
     resumed_at: str | None = key("when `--resume` last continued it (ISO 8601 UTC)")
-    status: str = key("`running`, `complete`, `interrupted`, or `lock-lost` (another run took the target's lock)",
-                      "running", choices=RUN_STATUSES)
+    status: str = key("`running`, `complete`, `interrupted`, `lock-lost` (another run took the target's "
+                      "lock) or `volume-hung` (a role's volume stopped answering)", "running", choices=RUN_STATUSES)
+    status_reason: str = key("why the run ended as it did, when it did not complete", "")
     scenario: dict[str, Any] = key(
         "the resolved scenario: name, source, kind, packages (credentials redacted), wheels, "
         "ready, repeats, configs ({name, venv, tmpdir, cache, cache_state, installer, compile, "
