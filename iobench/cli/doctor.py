@@ -8,9 +8,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iobench.cli.common import positive_float
 from iobench.errors import UsageError
+
+if TYPE_CHECKING:  # the parser is built without importing measuring code
+    from iobench.doctor import DoctorReport
 
 _MARK = {"ok": "ok  ", "info": "info", "warn": "WARN", "bad": "BAD "}
 
@@ -71,7 +75,7 @@ def _default_tmp() -> Path:
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
 
 
-def doctor_lines(report) -> list[str]:  # noqa: ANN001 - iobench.doctor.DoctorReport
+def doctor_lines(report: DoctorReport) -> list[str]:
     """The text report (returned, not printed)."""
     lines = [
         f"iobench doctor: {report.verdict.upper()} (exit {report.exit_status}) in {report.elapsed_s:.1f} s",
