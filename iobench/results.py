@@ -171,6 +171,15 @@ class RunDir:
         rd.meta()
         return rd
 
+    def ensure_folders(self) -> None:
+        """samples/ and logs/ of a run being continued: a run folder copied by a tool that
+        drops empty folders (git, some sync tools) lacks them."""
+        for folder in (self.samples_dir, self.logs_dir):
+            try:
+                folder.mkdir(exist_ok=True)
+            except OSError as exc:
+                raise RunDirError(f"cannot create {folder}: {exc.strerror or exc}") from None
+
     def meta(self) -> RunMeta:
         """meta.json, upgraded to this version and checked (``iobench.runmeta.load_meta``)."""
         if not self.path.exists():

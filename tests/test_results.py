@@ -177,11 +177,13 @@ HOSTILE_META = [
 
 
 @pytest.mark.parametrize(("damage", "match"), HOSTILE_META)
-def test_hostile_meta_is_one_line_everywhere(run: Path, damage: Callable[[dict], None], match: str) -> None:
+def test_hostile_meta_is_one_line_everywhere(
+    run: Path, damage: Callable[[dict], None], match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = json.loads((run / "meta.json").read_text())
     damage(data)
     (run / "meta.json").write_text(json.dumps(data))
-    _refused_everywhere(run, match)
+    _refused_everywhere(run, match, capsys)
 
 
 @pytest.mark.parametrize(
@@ -192,23 +194,28 @@ def test_hostile_meta_is_one_line_everywhere(run: Path, damage: Callable[[dict],
         ("1e999", r"meta.json: sample_hz: inf is not a finite number in \[0.001, 1000\]"),
     ],
 )
-def test_non_finite_numbers_in_meta_are_refused(run: Path, literal: str, match: str) -> None:
+def test_non_finite_numbers_in_meta_are_refused(
+    run: Path, literal: str, match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = (run / "meta.json").read_text()
     assert '"sample_hz": 10.0' in text
     (run / "meta.json").write_text(text.replace('"sample_hz": 10.0', f'"sample_hz": {literal}'))
-    _refused_everywhere(run, match)
+    _refused_everywhere(run, match, capsys)
 
 
-def _refused_everywhere(run: Path, match: str, trials: bool = False) -> None:
-    """The same one line from the readers, the resume state, `report` and `compare`."""
+def _refused_everywhere(run: Path, match: str, capsys: pytest.CaptureFixture[str], trials: bool = False) -> None:
+    """The same one line from the readers, the resume state, `report`, `compare` and `run --resume`."""
     readers = (lambda: RunDir(run).meta(), lambda: RunDir(run).read_trials(),
                lambda: RunDir(run).resume_state(), lambda: load_run(run))  # fmt: skip
     for read in readers[1:] if trials else readers[:1] + readers[2:]:
         with pytest.raises(RunDirError, match=match) as err:
             read()
         assert "\n" not in str(err.value) and str(run) in str(err.value)
-    for argv in (["report", str(run)], ["compare", str(run), str(run)]):
-        assert main(argv) == RunDirError.exit_code
+    for argv in (["report", str(run)], ["compare", str(run), str(run)], ["run", "--resume", str(run), "--no-report"]):
+        capsys.readouterr()
+        assert main(argv) == RunDirError.exit_code, argv
+        err = capsys.readouterr().err.strip()
+        assert re.search(match, err) and "\n" not in err, (argv, err)
 
 
 # --- trials.csv read back: untrusted --------------------------------------------------------------
@@ -246,11 +253,13 @@ HOSTILE_TRIALS = [
 
 
 @pytest.mark.parametrize(("damage", "match"), HOSTILE_TRIALS)
-def test_hostile_trials_csv_is_one_line_everywhere(run: Path, damage: Callable[[str], str], match: str) -> None:
+def test_hostile_trials_csv_is_one_line_everywhere(
+    run: Path, damage: Callable[[str], str], match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = run / "trials.csv"
     text = damage(path.read_text())
     path.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
-    _refused_everywhere(run, match, trials=True)
+    _refused_everywhere(run, match, capsys, trials=True)
 
 
 def test_a_row_cut_after_its_status_is_not_trusted(run: Path) -> None:
@@ -355,3 +364,30 @@ def test_roles_are_records() -> None:
     meta = load_meta(OLD)
     assert isinstance(meta.roles["target"], RoleInfo) and meta.roles["target"].path.startswith("/")
     assert meta.index is not None and meta.index.source.startswith("synthetic profile tiny")
+
+
+@pytest.mark.e2e
+def test_run_resume_continues_a_d8a1c15_run(tmp_path: Path) -> None:
+    """`iobench run --resume` of the interrupted d8a1c15 run, with this code. Only what is
+    machine-specific in its meta.json is pointed at this test's folders: the roles, the
+    synthetic wheel profile and the interpreter."""
+    import sys
+
+    old = tmp_path / "results" / OLD_INTERRUPTED.name
+    shutil.copytree(OLD_INTERRUPTED, old)
+    data = json.loads((old / "meta.json").read_text())
+    for role in ("target", "tmp"):
+        (tmp_path / role).mkdir()
+        data["roles"][role]["path"] = str(tmp_path / role)
+    data["scenario"]["wheels"] = str(DATA / "tiny-profile.toml")
+    data["venv_python"] = sys.executable
+    (old / "meta.json").write_text(json.dumps(data, indent=2))
+    assert main(["run", "--resume", str(old), "--no-report", "--quiet"]) == 0
+    rd = RunDir(old)
+    assert (old / "trials.csv").read_text().splitlines()[0].split(",") == OLD_HEADER
+    assert [(r.trial_id, r.status) for r in rd.trials()] == [
+        ("naive-r1", "ok"), ("nocache-r1", "interrupted"), ("nocache-r1", "ok"),
+    ]  # fmt: skip
+    meta = rd.meta()
+    assert (meta.status, meta.schema_version) == ("complete", SCHEMA_VERSION) and meta.resumed_at
+    assert load_run(old).notes[0].startswith("1 trial(s) interrupted and run again by --resume (nocache-r1)")
