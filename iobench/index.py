@@ -68,7 +68,14 @@ def _sha256(path: Path) -> str:
 def _wheel_metadata(path: Path) -> bytes | None:
     try:
         with zipfile.ZipFile(path) as zf:
-            name = next((n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            name = next(
+                (
+                    n
+                    for n in zf.namelist()
+                    if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+                ),
+                None,
+            )
             return zf.read(name) if name else None
     except (OSError, zipfile.BadZipFile):
         return None
@@ -110,8 +117,14 @@ def check_mbit(mbit_per_s: float | None) -> float | None:
     """A rate cap in megabits/s: None, or finite and in (0, 1e6]; else one UsageError line."""
     if mbit_per_s is None:
         return None
-    if not (isinstance(mbit_per_s, int | float) and math.isfinite(mbit_per_s) and 0 < mbit_per_s <= _MAX_MBIT):
-        raise UsageError(f"--index-mbit must be a number of megabits/s in (0, {_MAX_MBIT:g}] (got {mbit_per_s})")
+    if not (
+        isinstance(mbit_per_s, int | float)
+        and math.isfinite(mbit_per_s)
+        and 0 < mbit_per_s <= _MAX_MBIT
+    ):
+        raise UsageError(
+            f"--index-mbit must be a number of megabits/s in (0, {_MAX_MBIT:g}] (got {mbit_per_s})"
+        )
     return float(mbit_per_s)
 
 
@@ -145,7 +158,9 @@ class LocalIndex:
         # resolve without fetching whole wheels (uv would otherwise download each one twice)
         self.metadata: dict[str, bytes] = {}
         for path in _regular_wheels(wheelhouse):
-            self.projects.setdefault(str(_project_of(path.name)), []).append((path.name, _sha256(path)))
+            self.projects.setdefault(str(_project_of(path.name)), []).append(
+                (path.name, _sha256(path))
+            )
             self.files.add(path.name)
             meta = _wheel_metadata(path)
             if meta is not None:
@@ -180,7 +195,9 @@ class LocalIndex:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="iobench-index", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="iobench-index", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -205,7 +222,12 @@ class LocalIndex:
         """The response to a page or metadata request; None when ``path`` asks for a wheel."""
         if path in ("/simple", "/simple/"):
             links = "".join(f'<a href="/simple/{p}/">{p}</a><br>\n' for p in sorted(self.projects))
-            return 200, f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode(), "text/html", "max-age=600"
+            return (
+                200,
+                f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode(),
+                "text/html",
+                "max-age=600",
+            )
         m = re.fullmatch(r"/simple/([^/]+)/?", path)
         if m:
             files = self.projects.get(normalize(m.group(1)))
@@ -257,7 +279,14 @@ class LocalIndex:
             return
         fd, st = opened  # type: ignore[misc]
         with open(fd, "rb") as fh:
-            _headers(h, 200, "application/octet-stream", st.st_size, _IMMUTABLE, f'"{st.st_size}-{int(st.st_mtime)}"')
+            _headers(
+                h,
+                200,
+                "application/octet-stream",
+                st.st_size,
+                _IMMUTABLE,
+                f'"{st.st_size}-{int(st.st_mtime)}"',
+            )
             if head:
                 return
             with self._lock:
@@ -272,7 +301,9 @@ class LocalIndex:
                     return
 
 
-def _headers(h: BaseHTTPRequestHandler, code: int, ctype: str, length: int, cache: str, etag: str = "") -> None:
+def _headers(
+    h: BaseHTTPRequestHandler, code: int, ctype: str, length: int, cache: str, etag: str = ""
+) -> None:
     h.send_response(code)
     h.send_header("Content-Type", ctype)
     h.send_header("Content-Length", str(length))

@@ -105,26 +105,41 @@ class LockInfo:
             return f"not JSON ({exc})"
         if not isinstance(d, dict):
             return "not a JSON object"
-        missing = [k for k in ("owner", "pid", "host", "run_id", "created", "expires", "ttl_s", "token") if k not in d]
+        missing = [
+            k
+            for k in ("owner", "pid", "host", "run_id", "created", "expires", "ttl_s", "token")
+            if k not in d
+        ]
         if missing:
             return f"missing {', '.join(missing)}"
         pid = procfs.valid_pid(d["pid"])
         if pid is None:
             return f"pid {str(d['pid'])[:40]} is not a process id (1..{procfs.PID_MAX})"
-        times = {k: _number(d.get(k), 0.0, _YEAR_9999) for k in ("created", "expires", "pid_started")}
+        created = _number(d["created"], 0.0, _YEAR_9999)
+        expires = _number(d["expires"], 0.0, _YEAR_9999)
+        started = _number(d.get("pid_started"), 0.0, _YEAR_9999)
         ttl = _number(d["ttl_s"], 1e-3, _MAX_TTL_S)
-        for key in ("created", "expires"):
-            if times[key] is None:
+        for key, value in (("created", created), ("expires", expires)):
+            if value is None:
                 return f"{key} {str(d[key])[:40]} is not a time"
-        if d.get("pid_started") is not None and times["pid_started"] is None:
+        if d.get("pid_started") is not None and started is None:
             return f"pid_started {str(d['pid_started'])[:40]} is not a time"
         if ttl is None:
-            return f"ttl_s {str(d['ttl_s'])[:40]} is not a number of seconds in 0.001..{_MAX_TTL_S:g}"
+            return (
+                f"ttl_s {str(d['ttl_s'])[:40]} is not a number of seconds in 0.001..{_MAX_TTL_S:g}"
+            )
         ns = d.get("pid_ns")
         return cls(
-            owner=str(d["owner"]), pid=pid, host=str(d["host"]), run_id=str(d["run_id"]),
-            created=times["created"], expires=times["expires"], ttl_s=ttl,  # type: ignore[arg-type]
-            token=str(d["token"]), pid_started=times["pid_started"], pid_ns=ns if isinstance(ns, str) else None,
+            owner=str(d["owner"]),
+            pid=pid,
+            host=str(d["host"]),
+            run_id=str(d["run_id"]),
+            created=created or 0.0,
+            expires=expires or 0.0,
+            ttl_s=ttl,
+            token=str(d["token"]),
+            pid_started=started,
+            pid_ns=ns if isinstance(ns, str) else None,
         )
 
     def to_json(self) -> bytes:
@@ -202,8 +217,16 @@ class TargetLock:
         pid = os.getpid()
         created = self.info.created if self.info is not None else now
         return LockInfo(
-            owner=_user(), pid=pid, host=socket.gethostname(), run_id=self.run_id, created=created,
-            expires=now + self.ttl_s, ttl_s=self.ttl_s, token=self.token, pid_started=procfs.start_time(pid), pid_ns=procfs.pid_namespace(),
+            owner=_user(),
+            pid=pid,
+            host=socket.gethostname(),
+            run_id=self.run_id,
+            created=created,
+            expires=now + self.ttl_s,
+            ttl_s=self.ttl_s,
+            token=self.token,
+            pid_started=procfs.start_time(pid),
+            pid_ns=procfs.pid_namespace(),
         )
 
     def _write_private(self, info: LockInfo, suffix: str) -> Path:
@@ -290,7 +313,9 @@ class TargetLock:
         try:
             self._acquire()
         except OSError as exc:
-            raise IOBenchError(f"cannot create the lock file {self.path}: {exc.strerror or exc}") from None
+            raise IOBenchError(
+                f"cannot create the lock file {self.path}: {exc.strerror or exc}"
+            ) from None
         if self.heartbeat:
             self._start_heartbeat()
         return self
@@ -310,7 +335,9 @@ class TargetLock:
                 if why:
                     why = f"lock of run {info.run_id} (pid {info.pid} on {info.host}): {why}"
             elif time.time() - st.st_mtime > _GRACE_S:
-                why = f"corrupt lock file: {LockInfo.parse(raw)} (last written {_when(st.st_mtime)})"
+                why = (
+                    f"corrupt lock file: {LockInfo.parse(raw)} (last written {_when(st.st_mtime)})"
+                )
             else:
                 why = None  # being written right now (O_EXCL fallback), or foreign: wait
             if why and self._take_over(raw, st, why):
@@ -323,7 +350,11 @@ class TargetLock:
     def _held_message(self, info: LockInfo | None, raw: bytes = b"") -> str:
         target = self.root.parent
         waited = f" (waited {self.wait_s:g} s)" if self.wait_s else ""
-        who = info.describe() if info is not None else f"a corrupt lock file {self.path} ({LockInfo.parse(raw)})"
+        who = (
+            info.describe()
+            if info is not None
+            else f"a corrupt lock file {self.path} ({LockInfo.parse(raw)})"
+        )
         return (
             f"target {target} is in use by another iobench run{waited}: {who}; "
             f"wait for it to finish, or remove {self.path} if you are sure it is not running"
@@ -343,7 +374,9 @@ class TargetLock:
             seen = self._inspect()
             if seen is None or seen[0] is None or seen[0].token != self.token:
                 self.held = False
-                holder = seen[0].describe() if seen is not None and seen[0] is not None else "nobody"
+                holder = (
+                    seen[0].describe() if seen is not None and seen[0] is not None else "nobody"
+                )
                 self.lost = f"the lock on {self.root.parent} was taken over; now held by {holder}"
                 raise LockLostError(self.lost)
             info = self._content()

@@ -32,7 +32,12 @@ def mount_of(path: Path) -> dict:
     best: dict = {}
     m = procfs.mount_of(real)
     if m is not None:
-        best = {"mountpoint": m.mountpoint, "fstype": m.fstype, "device": m.source, "mount_options": m.options}
+        best = {
+            "mountpoint": m.mountpoint,
+            "fstype": m.fstype,
+            "device": m.source,
+            "mount_options": m.options,
+        }
     try:
         st = os.statvfs(real)
         best["total_bytes"] = st.f_blocks * st.f_frsize
@@ -73,7 +78,11 @@ def _version_of(cmd: list[str]) -> str | None:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 and (out.stdout or out.stderr) else None
+    return (
+        (out.stdout or out.stderr).strip().splitlines()[0]
+        if out.returncode == 0 and (out.stdout or out.stderr)
+        else None
+    )
 
 
 def versions() -> dict:
@@ -97,7 +106,10 @@ def pip_config(isolated: bool) -> dict:
     listed = []
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         listed = [redact.redact_text(line) for line in out.stdout.splitlines() if line.strip()]
     except (OSError, subprocess.SubprocessError):

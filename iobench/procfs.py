@@ -88,7 +88,9 @@ def mount_of(path: Path | str, table: Sequence[Mount] | None = None) -> Mount | 
     real = os.path.realpath(path)
     best: Mount | None = None
     for m in mounts() if table is None else table:
-        if is_within(real, m.mountpoint) and (best is None or len(m.mountpoint) >= len(best.mountpoint)):
+        if is_within(real, m.mountpoint) and (
+            best is None or len(m.mountpoint) >= len(best.mountpoint)
+        ):
             best = m
     return best
 
@@ -219,16 +221,25 @@ class ProcessStamp:
         """Parse a stamp read from disk; None unless every field is present and sane."""
         if not isinstance(d, dict):
             return None
-        pid, started, host, ns = valid_pid(d.get("pid")), d.get("started"), d.get("host"), d.get("pid_ns")
+        pid, started, host, ns = (
+            valid_pid(d.get("pid")),
+            d.get("started"),
+            d.get("host"),
+            d.get("pid_ns"),
+        )
         if pid is None or not isinstance(host, str) or (ns is not None and not isinstance(ns, str)):
             return None
-        if started is not None and not (isinstance(started, int | float) and math.isfinite(started) and started >= 0):
+        if started is not None and not (
+            isinstance(started, int | float) and math.isfinite(started) and started >= 0
+        ):
             return None
         return cls(pid, None if started is None else float(started), host, ns)
 
     def checkable(self) -> bool:
         """Whether this machine can tell if the process lives (same host and pid namespace)."""
-        return self.host == socket.gethostname() and (self.pid_ns is None or self.pid_ns == pid_namespace())
+        return self.host == socket.gethostname() and (
+            self.pid_ns is None or self.pid_ns == pid_namespace()
+        )
 
     def gone_reason(self) -> str | None:
         """Why the process is gone, or None while it lives (or cannot be checked from here)."""
@@ -267,7 +278,9 @@ def _wait_ended(pid: int, others: list[psutil.Process], timeout: float) -> list[
     return left
 
 
-def end_tree(pid: int, *, group: bool = True, grace_s: float = 0.0, wait_s: float = 2.0) -> list[int]:
+def end_tree(
+    pid: int, *, group: bool = True, grace_s: float = 0.0, wait_s: float = 2.0
+) -> list[int]:
     """End process ``pid`` and every descendant; returns the pids still alive afterwards.
 
     ``group``: ``pid`` leads its own process group (started with ``start_new_session``);

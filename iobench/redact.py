@@ -33,13 +33,51 @@ PRIVATE_DIR_MODE = 0o700
 # Variables recorded in meta.json: what changes an installer's, an interpreter's or a
 # framework's behaviour (and so the time to ready). Anything else is left out.
 ENV_ALLOW = (
-    "PIP_*", "UV_*", "PYTHON*", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
-    "PATH", "HOME", "TMPDIR", "TMP", "TEMP", "XDG_*", "LANG", "LANGUAGE", "LC_*", "TZ",
-    "HF_*", "HUGGINGFACE_*", "TRANSFORMERS_*", "TORCH_*", "TORCHINDUCTOR_*", "TRITON_*",
-    "CUDA_*", "CUDNN_*", "NCCL_*", "NVIDIA_*", "OMP_*", "MKL_*", "OPENBLAS_*",
-    "LD_LIBRARY_PATH", "LD_PRELOAD", "MALLOC_*", "SSL_CERT_FILE", "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-    "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY", "all_proxy", "IOBENCH_*",
+    "PIP_*",
+    "UV_*",
+    "PYTHON*",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "XDG_*",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "HF_*",
+    "HUGGINGFACE_*",
+    "TRANSFORMERS_*",
+    "TORCH_*",
+    "TORCHINDUCTOR_*",
+    "TRITON_*",
+    "CUDA_*",
+    "CUDNN_*",
+    "NCCL_*",
+    "NVIDIA_*",
+    "OMP_*",
+    "MKL_*",
+    "OPENBLAS_*",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "MALLOC_*",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "IOBENCH_*",
 )
 _SECRET_WORDS = r"TOKEN|KEY|SECRET|PASS|PWD|CRED|AUTH|JWT|SIG|COOKIE|SESSION|PRIVATE|CERT_PASSWORD"
 _SECRET_NAME = re.compile(rf"(?:{_SECRET_WORDS})", re.I)
@@ -48,7 +86,9 @@ _SECRET_NAME = re.compile(rf"(?:{_SECRET_WORDS})", re.I)
 # last @ (greedy), so '@' inside a password cannot cut it short
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/?#\s]*)@")
 # a URL's query: ?a=1&b=2 up to a blank, quote or fragment
-_URL_QUERY = re.compile(r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
+_URL_QUERY = re.compile(
+    r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)"
+)
 _QUERY_PAIR = re.compile(r"(?P<name>[^&=;]+)=(?P<value>[^&;]*)")
 # name=value in connection strings and command lines, where the name sounds like a secret
 _SECRET_PAIR = re.compile(
@@ -59,7 +99,9 @@ _AUTH_HEADER = re.compile(r"(?P<name>\b(?:Proxy-)?Authorization:\s*)(?P<value>[^
 
 
 def _mask_query(m: re.Match[str]) -> str:
-    query = _QUERY_PAIR.sub(lambda p: f"{p.group('name')}={MASK}" if p.group("value") else p.group(0), m.group("query"))
+    query = _QUERY_PAIR.sub(
+        lambda p: f"{p.group('name')}={MASK}" if p.group("value") else p.group(0), m.group("query")
+    )
     return f"{m.group('url')}?{query}"
 
 
@@ -98,7 +140,11 @@ def allowed(name: str) -> bool:
 
 def environment(env: Mapping[str, str]) -> dict[str, str]:
     """The allow-listed variables of ``env``, sorted, values redacted (whole for secret names)."""
-    return {k: (MASK if secret_name(k) else redact_text(v)) for k, v in sorted(env.items()) if allowed(k)}
+    return {
+        k: (MASK if secret_name(k) else redact_text(v))
+        for k, v in sorted(env.items())
+        if allowed(k)
+    }
 
 
 def write_private(path: Path, text: str) -> None:

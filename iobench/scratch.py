@@ -26,12 +26,39 @@ from iobench.lock import LOCK_NAME, TAKEOVER_NAME, TMP_PREFIX
 
 SCRATCH_NAME = ".iobench-scratch"
 SENTINEL = ".iobench-sentinel"
-_SENTINEL_MAGIC = "iobench scratch folder: everything in here was made by iobench and may be deleted by it"
-_SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
-           "/run", "/sbin", "/sys", "/usr", "/var")
+_SENTINEL_MAGIC = (
+    "iobench scratch folder: everything in here was made by iobench and may be deleted by it"
+)
+_SYSTEM = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var",
+)
 # system trees that are refused whole; others (/dev/shm, /var/tmp, /run/user/...) are fine
-_SYSTEM_TREES = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
-                 "/sbin", "/sys", "/usr")
+_SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
 
 
 def check_role_dir(name: str, path: Path) -> Path:
@@ -47,7 +74,9 @@ def check_role_dir(name: str, path: Path) -> Path:
     except OSError:
         pass
     if str(real) == "/":
-        raise SafetyError(f"--{name}: refusing the root folder / (give a folder on the volume, e.g. /workspace)")
+        raise SafetyError(
+            f"--{name}: refusing the root folder / (give a folder on the volume, e.g. /workspace)"
+        )
     if real in homes:
         raise SafetyError(f"--{name}: refusing the home folder {real} itself (give a sub-folder)")
     if str(real) in _SYSTEM or any(str(real).startswith(t + "/") for t in _SYSTEM_TREES):
@@ -61,7 +90,9 @@ def check_scratch(name: str, role_dir: Path) -> None:
     """Refuse a role now (before anything is created) if its scratch folder could not be
     used: one that exists but is not ours and private, or a role folder others could swap it in."""
     root = role_dir / SCRATCH_NAME
-    problem = _parent_problem(role_dir) or (scratch_problem(root) if os.path.lexists(root) else None)
+    problem = _parent_problem(role_dir) or (
+        scratch_problem(root) if os.path.lexists(root) else None
+    )
     if problem:
         raise SafetyError(f"--{name}: {problem}")
 
@@ -95,7 +126,9 @@ class Scratch:
             except FileExistsError:
                 pass  # another of our runs made it just now: judged below like any other
             except OSError as exc:
-                raise UsageError(f"cannot create scratch folder in {self.root.parent}: {exc.strerror}") from None
+                raise UsageError(
+                    f"cannot create scratch folder in {self.root.parent}: {exc.strerror}"
+                ) from None
             else:
                 self._write_sentinel()
         return self.check()
@@ -104,14 +137,22 @@ class Scratch:
         problem = _dir_problem(self.root)  # the folder we just made must show as ours
         if problem:
             raise SafetyError(problem)
-        record = {"magic": _SENTINEL_MAGIC, "created_at": time.time(), "run_id": self.run_id,
-                  **procfs.ProcessStamp.current().to_dict()}
+        record = {
+            "magic": _SENTINEL_MAGIC,
+            "created_at": time.time(),
+            "run_id": self.run_id,
+            **procfs.ProcessStamp.current().to_dict(),
+        }
         try:
-            fd = os.open(self.root / SENTINEL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            fd = os.open(
+                self.root / SENTINEL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
+            )
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps(record) + "\n")
         except OSError as exc:
-            raise UsageError(f"cannot create scratch folder in {self.root.parent}: {exc.strerror}") from None
+            raise UsageError(
+                f"cannot create scratch folder in {self.root.parent}: {exc.strerror}"
+            ) from None
 
     @property
     def run_root(self) -> Path:
@@ -125,7 +166,9 @@ class Scratch:
         try:
             os.makedirs(self.run_root, 0o700, exist_ok=True)
             _refuse_link(self.run_root)
-            (self.run_root / OWNER).write_text(json.dumps(procfs.ProcessStamp.current().to_dict()) + "\n")
+            (self.run_root / OWNER).write_text(
+                json.dumps(procfs.ProcessStamp.current().to_dict()) + "\n"
+            )
         except OSError as exc:
             raise UsageError(f"cannot create {self.run_root}: {exc.strerror}") from None
         return self
@@ -151,7 +194,8 @@ class Scratch:
         return sorted(
             p
             for p in self.root.iterdir()
-            if p.name not in (SENTINEL, LOCK_NAME, TAKEOVER_NAME) and not p.name.startswith(TMP_PREFIX)
+            if p.name not in (SENTINEL, LOCK_NAME, TAKEOVER_NAME)
+            and not p.name.startswith(TMP_PREFIX)
         )
 
 
@@ -160,7 +204,9 @@ OWNER = ".iobench-owner"
 
 def _refuse_link(path: Path) -> None:
     if path.is_symlink():
-        raise SafetyError(f"{path} is a symlink inside iobench's scratch; iobench will not follow it")
+        raise SafetyError(
+            f"{path} is a symlink inside iobench's scratch; iobench will not follow it"
+        )
 
 
 def _dir_problem(path: Path) -> str | None:
@@ -240,7 +286,9 @@ def scratch_problem(path: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         magic = None
     if magic != _SENTINEL_MAGIC:
-        return f"{path} exists but has no iobench sentinel; move it away (iobench will not touch it)"
+        return (
+            f"{path} exists but has no iobench sentinel; move it away (iobench will not touch it)"
+        )
     return None
 
 
@@ -267,7 +315,9 @@ def remove(path: Path) -> None:
     if not os.path.lexists(path):
         return
     if owning_scratch(path) is None:
-        raise SafetyError(f"refusing to delete {path}: it is not inside an iobench scratch folder of yours")
+        raise SafetyError(
+            f"refusing to delete {path}: it is not inside an iobench scratch folder of yours"
+        )
     mount = _mount_inside(path)
     if mount:
         raise SafetyError(f"refusing to delete {path}: {mount} is mounted there (unmount it first)")

@@ -74,7 +74,9 @@ def test_serves_wheels_and_their_metadata_only(tmp_path: Path) -> None:
     house = tmp_path / "house"
     house.mkdir()
     with zipfile.ZipFile(house / "demo-1.0-py3-none-any.whl", "w") as zf:
-        zf.writestr("demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n")
+        zf.writestr(
+            "demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
+        )
     (house / ".netrc").write_text("machine x login u password secret")
     (house / "notes.txt").write_text("private")
     (house / "demo-0.9.tar.gz").write_bytes(b"sdist")
@@ -85,8 +87,15 @@ def test_serves_wheels_and_their_metadata_only(tmp_path: Path) -> None:
         base = ix.url.replace("/simple/", "")
         assert _get(base + "/files/demo-1.0-py3-none-any.whl") == 200
         assert _get(base + "/files/demo-1.0-py3-none-any.whl.metadata") == 200
-        for name in (".netrc", "notes.txt", "demo-0.9.tar.gz", "secret-1.0-py3-none-any.whl",
-                     "..%2F..%2Fetc%2Fpasswd", "%2Enetrc", "notes.txt.metadata"):
+        for name in (
+            ".netrc",
+            "notes.txt",
+            "demo-0.9.tar.gz",
+            "secret-1.0-py3-none-any.whl",
+            "..%2F..%2Fetc%2Fpasswd",
+            "%2Enetrc",
+            "notes.txt.metadata",
+        ):
             assert _get(f"{base}/files/{name}") == 404, name
         assert "secret" not in urllib.request.urlopen(ix.url).read().decode()
         # a wheel swapped for a link after start is refused too
@@ -110,5 +119,7 @@ def test_index_flag_names_its_unit() -> None:
     parser = build_parser()
     ns = parser.parse_args(["run", "--index-mbit", "40"])
     assert ns.index_mbps == 40
-    assert parser.parse_args(["run", "--index-mbps", "40"]).index_mbps == 40  # old spelling still works
+    assert (
+        parser.parse_args(["run", "--index-mbps", "40"]).index_mbps == 40
+    )  # old spelling still works
     assert "--index-mbps" not in parser._subparsers._group_actions[0].choices["run"].format_help()

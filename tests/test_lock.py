@@ -37,8 +37,12 @@ HOLDER = textwrap.dedent(
 
 
 def _holder(root: Path, run_id: str, ttl: float = 120.0, mode: str = "hold") -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(root), run_id, str(ttl), mode],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root), run_id, str(ttl), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -64,8 +68,14 @@ def test_second_acquirer_fails_naming_the_holder_then_gets_it_after_release(root
         assert time.monotonic() - t0 < 1.0  # wait_s=0: no waiting
         msg = str(err.value)
         assert isinstance(err.value, IOBenchError)
-        for part in (f"pid {holder.pid}", f"host {socket.gethostname()}", "run run-A", "user ", "since ",
-                     str(root.parent)):
+        for part in (
+            f"pid {holder.pid}",
+            f"host {socket.gethostname()}",
+            "run run-A",
+            "user ",
+            "since ",
+            str(root.parent),
+        ):
             assert part in msg, msg
         assert err.value.holder is not None and err.value.holder.pid == holder.pid
     finally:
@@ -125,8 +135,16 @@ def test_expiry_frozen_holder_is_taken_over_and_learns_it(root: Path) -> None:
 
 def test_foreign_host_lock_expires(root: Path) -> None:
     now = time.time()
-    content = {"owner": "bob", "pid": 1, "host": "other-pod", "run_id": "run-X", "created": now - 500,
-               "ttl_s": 120, "token": "abc", "expires": now + 60}
+    content = {
+        "owner": "bob",
+        "pid": 1,
+        "host": "other-pod",
+        "run_id": "run-X",
+        "created": now - 500,
+        "ttl_s": 120,
+        "token": "abc",
+        "expires": now + 60,
+    }
     (root / LOCK_NAME).write_text(json.dumps(content))
     with pytest.raises(LockHeldError, match="user bob, pid 1 on host other-pod, run run-X"):
         TargetLock(root, "run-B").acquire()
@@ -148,8 +166,16 @@ def test_unreadable_lock_waits_while_fresh_and_is_taken_over_when_old(root: Path
 
 def _valid_lock() -> dict:
     now = time.time()
-    return {"owner": "bob", "pid": os.getpid(), "host": socket.gethostname(), "run_id": "run-X",
-            "created": now, "expires": now + 100, "ttl_s": 100, "token": "t"}
+    return {
+        "owner": "bob",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "run_id": "run-X",
+        "created": now,
+        "expires": now + 100,
+        "ttl_s": 100,
+        "token": "t",
+    }
 
 
 @pytest.mark.parametrize(
@@ -169,11 +195,17 @@ def _valid_lock() -> dict:
         ("expires", "soon", "expires .* is not a time"),
     ],
 )
-def test_every_number_in_a_lock_file_is_checked(root: Path, field: str, value: object, why: str) -> None:
+def test_every_number_in_a_lock_file_is_checked(
+    root: Path, field: str, value: object, why: str
+) -> None:
     """Before: a huge pid raised OverflowError from psutil and an Infinity expiry never went stale."""
     content = _valid_lock()
     raw = json.dumps(content | {field: value})  # NaN/Infinity as JSON literals, not strings:
-    raw = raw.replace('"Infinity"', "Infinity").replace('"-Infinity"', "-Infinity").replace('"NaN"', "NaN")
+    raw = (
+        raw.replace('"Infinity"', "Infinity")
+        .replace('"-Infinity"', "-Infinity")
+        .replace('"NaN"', "NaN")
+    )
     (root / LOCK_NAME).write_text(raw)
     with pytest.raises(LockHeldError, match=f"corrupt lock file .*{why}") as err:
         TargetLock(root, "run-B").acquire()

@@ -20,24 +20,40 @@ SECRET = "s3cr@t-tok"
 def test_mount_of_describes_the_filesystem_of_a_path(tmp_path: Path) -> None:
     info = metadata.mount_of(tmp_path)
     assert info["path"] == str(tmp_path.resolve())
-    assert info["fstype"] and info["mountpoint"] and str(tmp_path.resolve()).startswith(info["mountpoint"])
+    assert (
+        info["fstype"]
+        and info["mountpoint"]
+        and str(tmp_path.resolve()).startswith(info["mountpoint"])
+    )
     assert info["total_bytes"] >= info["free_bytes"] >= 0
     assert metadata.fstype_of(tmp_path) == info["fstype"]
 
 
 def test_recorded_environment_is_allow_listed_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {"DB_PASS": SECRET, "GH_PAT": SECRET, "CI_JOB_JWT": SECRET, "NPM_AUTH": SECRET,
-           "AZURE_CONN": f"AccountName=a;AccountKey={SECRET}", "PIP_INDEX_URL": f"https://u:{SECRET}@h/simple",
-           "PIP_EXTRA_INDEX_URL": f"https://h/simple?token={SECRET}", "TMPDIR": "/fast"}
+    env = {
+        "DB_PASS": SECRET,
+        "GH_PAT": SECRET,
+        "CI_JOB_JWT": SECRET,
+        "NPM_AUTH": SECRET,
+        "AZURE_CONN": f"AccountName=a;AccountKey={SECRET}",
+        "PIP_INDEX_URL": f"https://u:{SECRET}@h/simple",
+        "PIP_EXTRA_INDEX_URL": f"https://h/simple?token={SECRET}",
+        "TMPDIR": "/fast",
+    }
     out = metadata.redact_env(env)
     assert SECRET not in json.dumps(out)
-    assert out == {"PIP_EXTRA_INDEX_URL": "https://h/simple?token=***", "PIP_INDEX_URL": "https://***@h/simple",
-                   "TMPDIR": "/fast"}
+    assert out == {
+        "PIP_EXTRA_INDEX_URL": "https://h/simple?token=***",
+        "PIP_INDEX_URL": "https://***@h/simple",
+        "TMPDIR": "/fast",
+    }
 
 
 def test_pip_config_hides_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     conf = tmp_path / "pip.conf"
-    conf.write_text(f"[global]\nindex-url = https://user:{SECRET}@idx.example/simple?token={SECRET}\n")
+    conf.write_text(
+        f"[global]\nindex-url = https://user:{SECRET}@idx.example/simple?token={SECRET}\n"
+    )
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"https://x:{SECRET}@other/simple")
     found = metadata.pip_config(isolated=False)
@@ -50,7 +66,9 @@ def test_meta_json_and_logs_are_private_whatever_the_umask(tmp_path: Path) -> No
     """Before: meta.json was written 0644 (world-readable) with the user's umask."""
     old = os.umask(0o022)
     try:
-        rd = RunDir.create(tmp_path, "run-1", RunMeta(env={"PIP_INDEX_URL": "https://***@h/simple"}))
+        rd = RunDir.create(
+            tmp_path, "run-1", RunMeta(env={"PIP_INDEX_URL": "https://***@h/simple"})
+        )
     finally:
         os.umask(old)
     assert stat.S_IMODE(rd.meta_json.stat().st_mode) == 0o600

@@ -15,7 +15,8 @@ from iobench import procfs
 
 MOUNTINFO = (
     "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro\n"
-    r"40 22 0:35 / /mnt/with\040space\011tab rw - tmpfs my\134dev rw,size=10k" "\n"
+    r"40 22 0:35 / /mnt/with\040space\011tab rw - tmpfs my\134dev rw,size=10k"
+    "\n"
     "41 40 0:36 / /mnt/with\\040space\\011tab/inner ro - fuse.iobench-lab lab rw\n"
     "garbage line without separator\n"
 )
@@ -23,7 +24,11 @@ MOUNTINFO = (
 
 def test_mountinfo_is_unescaped_once() -> None:
     table = procfs.parse_mountinfo(MOUNTINFO)
-    assert [m.mountpoint for m in table] == ["/", "/mnt/with space\ttab", "/mnt/with space\ttab/inner"]
+    assert [m.mountpoint for m in table] == [
+        "/",
+        "/mnt/with space\ttab",
+        "/mnt/with space\ttab/inner",
+    ]
     assert table[1].source == "my\\dev" and table[1].options == "rw,rw,size=10k"
     assert table[2].fstype == "fuse.iobench-lab"
     assert procfs.unescape(r"a\134b\040c") == "a\\b c"
@@ -33,13 +38,17 @@ def test_mount_of_takes_the_longest_mount_point() -> None:
     table = procfs.parse_mountinfo(MOUNTINFO)
     m = procfs.mount_of("/mnt/with space\ttab/inner/x", table)
     assert m is not None and m.mountpoint.endswith("/inner")
-    assert procfs.mount_of("/mnt/with space\ttabular", table).mountpoint == "/"  # not a prefix match
+    assert (
+        procfs.mount_of("/mnt/with space\ttabular", table).mountpoint == "/"
+    )  # not a prefix match
     here = procfs.mount_of(Path.cwd())
     assert here is not None and procfs.is_within(os.path.realpath(Path.cwd()), here.mountpoint)
     assert any(m.mountpoint == "/" for m in procfs.mounts())
 
 
-@pytest.mark.parametrize("bad", [0, -1, 2**22 + 1, 2**70, 1.5, float("inf"), float("nan"), "x", True, None, "1e3"])
+@pytest.mark.parametrize(
+    "bad", [0, -1, 2**22 + 1, 2**70, 1.5, float("inf"), float("nan"), "x", True, None, "1e3"]
+)
 def test_valid_pid_refuses_what_is_not_a_pid(bad: object) -> None:
     assert procfs.valid_pid(bad) is None
 
@@ -54,7 +63,10 @@ def test_is_ours_follows_a_real_process_through_exit() -> None:
         started = procfs.start_time(proc.pid)
         assert started is not None
         assert procfs.is_ours(proc.pid, ["needle-xyz"], started)
-        assert procfs.why_not_ours(proc.pid, started - 5) == "is gone (the pid now belongs to another process)"
+        assert (
+            procfs.why_not_ours(proc.pid, started - 5)
+            == "is gone (the pid now belongs to another process)"
+        )
         assert "another command" in procfs.why_not_ours(proc.pid, needles=["not-there"])
         stamp = procfs.ProcessStamp(proc.pid, started, os.uname().nodename, procfs.pid_namespace())
         assert stamp.gone_reason() is None
@@ -75,8 +87,14 @@ def test_is_ours_follows_a_real_process_through_exit() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [None, [], {"pid": 2**40, "host": "h"}, {"pid": 5, "host": 3}, {"pid": 5, "host": "h", "started": float("inf")},
-     {"pid": 5, "host": "h", "started": -1}],
+    [
+        None,
+        [],
+        {"pid": 2**40, "host": "h"},
+        {"pid": 5, "host": 3},
+        {"pid": 5, "host": "h", "started": float("inf")},
+        {"pid": 5, "host": "h", "started": -1},
+    ],
 )
 def test_stamps_read_from_disk_are_checked(raw: object) -> None:
     assert procfs.ProcessStamp.from_dict(raw) is None
@@ -94,7 +112,9 @@ time.sleep(60)
 
 
 def test_end_tree_ends_stubborn_stopped_and_escaped_members() -> None:
-    root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    root = subprocess.Popen(
+        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     kid, escaped = (int(x) for x in root.stdout.readline().split())
     t0 = time.monotonic()
     left = procfs.end_tree(root.pid, wait_s=1.0)
@@ -129,7 +149,10 @@ def test_paths_in_use_sees_a_process_working_in_a_folder(tmp_path: Path) -> None
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], cwd=work)
     try:
         deadline = time.monotonic() + 5
-        while os.path.realpath(f"/proc/{proc.pid}/cwd") != str(work.resolve()) and time.monotonic() < deadline:
+        while (
+            os.path.realpath(f"/proc/{proc.pid}/cwd") != str(work.resolve())
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.01)
         assert procfs.paths_in_use().get(str(work.resolve())) == proc.pid
     finally:

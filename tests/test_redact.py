@@ -19,15 +19,26 @@ SECRETS = ["s3cr@t", "tok123", "AbCdKey==", "sigval", "hunter2", "jwt.payload.si
         ("https://user:s3cr@t@host.example/simple", "https://***@host.example/simple"),
         ("https://tok123@host/simple/", "https://***@host/simple/"),
         ("https://host/simple/?token=tok123", "https://host/simple/?token=***"),
-        ("https://acct.blob.core.windows.net/c/x.whl?sv=2022&sig=sigval&se=2030", "https://acct.blob.core.windows.net/c/x.whl?sv=***&sig=***&se=***"),
-        ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=AbCdKey==;EndpointSuffix=core",
-         "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;EndpointSuffix=core"),
-        ("torch @ https://u:hunter2@files.example/torch.whl", "torch @ https://***@files.example/torch.whl"),
+        (
+            "https://acct.blob.core.windows.net/c/x.whl?sv=2022&sig=sigval&se=2030",
+            "https://acct.blob.core.windows.net/c/x.whl?sv=***&sig=***&se=***",
+        ),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=AbCdKey==;EndpointSuffix=core",
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;EndpointSuffix=core",
+        ),
+        (
+            "torch @ https://u:hunter2@files.example/torch.whl",
+            "torch @ https://***@files.example/torch.whl",
+        ),
         ("password=hunter2", "password=***"),
         ("Authorization: Bearer jwt.payload.sig", "Authorization: ***"),
         ("https://pypi.org/simple/", "https://pypi.org/simple/"),  # nothing to hide: unchanged
         ("numpy==2.0", "numpy==2.0"),
-        ("pkg @ git+https://host/repo@v1.0", "pkg @ git+https://host/repo@v1.0"),  # '@' in a path is not userinfo
+        (
+            "pkg @ git+https://host/repo@v1.0",
+            "pkg @ git+https://host/repo@v1.0",
+        ),  # '@' in a path is not userinfo
     ],
 )
 def test_redact(raw: str, shown: str) -> None:
@@ -47,26 +58,65 @@ def test_redact_text_hides_every_secret_of_a_log() -> None:
 
 
 def test_redact_argv_hides_the_value_after_a_secret_option() -> None:
-    argv = ["iobench", "run", "--index-url", "https://u:hunter2@h/simple", "--token", "tok123", "--repeats", "3"]
-    assert redact_argv(argv) == ["iobench", "run", "--index-url", "https://***@h/simple", "--token", "***", "--repeats", "3"]
+    argv = [
+        "iobench",
+        "run",
+        "--index-url",
+        "https://u:hunter2@h/simple",
+        "--token",
+        "tok123",
+        "--repeats",
+        "3",
+    ]
+    assert redact_argv(argv) == [
+        "iobench",
+        "run",
+        "--index-url",
+        "https://***@h/simple",
+        "--token",
+        "***",
+        "--repeats",
+        "3",
+    ]
 
 
 def test_environment_is_an_allow_list_with_values_redacted() -> None:
     env = {
         # secrets under names a deny-list missed (before: stored in clear)
-        "DB_PASS": "hunter2", "GH_PAT": "tok123", "NPM_AUTH": "x", "CI_JOB_JWT": "jwt.payload.sig",
+        "DB_PASS": "hunter2",
+        "GH_PAT": "tok123",
+        "NPM_AUTH": "x",
+        "CI_JOB_JWT": "jwt.payload.sig",
         "AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;AccountKey=AbCdKey==",
         "RANDOM_THING": "whatever",
         # what matters to a measurement, recorded
         "PIP_INDEX_URL": "https://user:s3cr@t@idx.example/simple?token=tok123",
-        "PIP_NO_CACHE_DIR": "1", "UV_LINK_MODE": "copy", "TMPDIR": "/fast/tmp", "PATH": "/usr/bin:/bin",
-        "HF_TOKEN": "tok123", "HF_HOME": "/cache/hf", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-        "CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "4", "HTTPS_PROXY": "http://u:hunter2@proxy:3128",
+        "PIP_NO_CACHE_DIR": "1",
+        "UV_LINK_MODE": "copy",
+        "TMPDIR": "/fast/tmp",
+        "PATH": "/usr/bin:/bin",
+        "HF_TOKEN": "tok123",
+        "HF_HOME": "/cache/hf",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "OMP_NUM_THREADS": "4",
+        "HTTPS_PROXY": "http://u:hunter2@proxy:3128",
     }
     out = environment(env)
     assert set(out) == {
-        "PIP_INDEX_URL", "PIP_NO_CACHE_DIR", "UV_LINK_MODE", "TMPDIR", "PATH", "HF_TOKEN", "HF_HOME",
-        "LC_ALL", "PYTHONDONTWRITEBYTECODE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "HTTPS_PROXY",
+        "PIP_INDEX_URL",
+        "PIP_NO_CACHE_DIR",
+        "UV_LINK_MODE",
+        "TMPDIR",
+        "PATH",
+        "HF_TOKEN",
+        "HF_HOME",
+        "LC_ALL",
+        "PYTHONDONTWRITEBYTECODE",
+        "CUDA_VISIBLE_DEVICES",
+        "OMP_NUM_THREADS",
+        "HTTPS_PROXY",
     }
     assert out["PIP_INDEX_URL"] == "https://***@idx.example/simple?token=***"
     assert out["HF_TOKEN"] == "***" and out["HF_HOME"] == "/cache/hf"
@@ -87,7 +137,15 @@ def test_a_failed_phase_keeps_its_output_redacted(tmp_path: Path) -> None:
     out = tmp_path / "t1.install.out"
     sampler = Sampler(20.0, stall_after=30.0).start()
     try:
-        r = run_phase("install", [sys.executable, "-c", script], dict(os.environ), tmp_path, sampler, out, Limits())
+        r = run_phase(
+            "install",
+            [sys.executable, "-c", script],
+            dict(os.environ),
+            tmp_path,
+            sampler,
+            out,
+            Limits(),
+        )
     finally:
         sampler.stop()
     assert r.returncode == 3
@@ -98,26 +156,61 @@ def test_a_failed_phase_keeps_its_output_redacted(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_credentials_are_hidden_in_every_file_of_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_credentials_are_hidden_in_every_file_of_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 9 item 10: a password holding '@', a direct-URL --package with credentials and a
     ?token= are hidden everywhere: meta.json, trials.csv, the kept logs and any report."""
     from iobench.__main__ import main
 
-    for name, value in {"DB_PASS": "dbpass-zz", "GH_PAT": "ghpat-zz", "CI_JOB_JWT": "jwt-zz",
-                        "AZURE_CONN": "AccountName=a;AccountKey=acctkey-zz",
-                        "PIP_EXTRA_INDEX_URL": "http://x:pipw-zz@127.0.0.1:9/simple/?token=piptok-zz"}.items():
+    for name, value in {
+        "DB_PASS": "dbpass-zz",
+        "GH_PAT": "ghpat-zz",
+        "CI_JOB_JWT": "jwt-zz",
+        "AZURE_CONN": "AccountName=a;AccountKey=acctkey-zz",
+        "PIP_EXTRA_INDEX_URL": "http://x:pipw-zz@127.0.0.1:9/simple/?token=piptok-zz",
+    }.items():
         monkeypatch.setenv(name, value)
     tiny = Path(__file__).parent / "data" / "tiny.toml"
     package = "tiny-core @ http://user:p@ss-zz@127.0.0.1:9/tiny_core-1.0-py3-none-any.whl?token=tok-zz&sig=sig-zz"
-    rc = main(["run", "--scenario", str(tiny), "--configs", "naive", "--target", str(tmp_path),
-               "--results", str(tmp_path / "r"), "--quiet", "--package", package,
-               "--label", "secrets"])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(tiny),
+            "--configs",
+            "naive",
+            "--target",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+            "--quiet",
+            "--package",
+            package,
+            "--label",
+            "secrets",
+        ]
+    )
     assert rc == 1  # the install fails (nothing listens on port 9), and that is recorded
     files = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
     assert any(p.parent.name == "logs" for p in files), files  # the failed install's log is kept
     assert any(p.name == "meta.json" for p in files), files
     for path in files:
         text = path.read_bytes().decode(errors="replace")
-        leaked = [s for s in ("p@ss-zz", "ss-zz", "tok-zz", "sig-zz", "dbpass-zz", "ghpat-zz", "jwt-zz",
-                              "acctkey-zz", "pipw-zz", "piptok-zz") if s in text]
+        leaked = [
+            s
+            for s in (
+                "p@ss-zz",
+                "ss-zz",
+                "tok-zz",
+                "sig-zz",
+                "dbpass-zz",
+                "ghpat-zz",
+                "jwt-zz",
+                "acctkey-zz",
+                "pipw-zz",
+                "piptok-zz",
+            )
+            if s in text
+        ]
         assert not leaked, (path, leaked)

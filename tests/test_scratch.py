@@ -133,7 +133,11 @@ print(os.getuid(), flush=True)
 def _runuser_nobody() -> list[str]:
     """The command prefix that runs a system Python as user nobody (the test venv may sit
     under a home folder nobody cannot enter)."""
-    if os.geteuid() != 0 or shutil.which("runuser") is None or not os.access("/usr/bin/python3", os.X_OK):
+    if (
+        os.geteuid() != 0
+        or shutil.which("runuser") is None
+        or not os.access("/usr/bin/python3", os.X_OK)
+    ):
         pytest.skip("needs root, runuser and /usr/bin/python3 to act as a second user")
     return ["runuser", "-u", "nobody", "--", "/usr/bin/python3"]
 
@@ -147,16 +151,28 @@ def shared_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_scratch_planted_by_another_user_is_refused(shared_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_scratch_planted_by_another_user_is_refused(
+    shared_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Before: ensure() adopted nobody's folder because its sentinel was valid (root code execution)."""
     from iobench.scratch import _SENTINEL_MAGIC, SENTINEL
 
-    argv = [*_runuser_nobody(), "-c", NOBODY_PLANTS, str(shared_tmp), SCRATCH_NAME, SENTINEL, _SENTINEL_MAGIC]
+    argv = [
+        *_runuser_nobody(),
+        "-c",
+        NOBODY_PLANTS,
+        str(shared_tmp),
+        SCRATCH_NAME,
+        SENTINEL,
+        _SENTINEL_MAGIC,
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "65534"
     root = shared_tmp / SCRATCH_NAME
     assert root.stat().st_uid == 65534
-    with pytest.raises(SafetyError, match=r"belongs to user nobody \(uid 65534\), not to you") as err:
+    with pytest.raises(
+        SafetyError, match=r"belongs to user nobody \(uid 65534\), not to you"
+    ) as err:
         Scratch(shared_tmp, "run-1").ensure()
     assert "\n" not in str(err.value)
     with pytest.raises(SafetyError):
@@ -222,7 +238,10 @@ def test_clean_spares_folders_a_live_process_works_in(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], cwd=busy)
     try:
         deadline = time.monotonic() + 5
-        while os.path.realpath(f"/proc/{proc.pid}/cwd") != str(busy.resolve()) and time.monotonic() < deadline:
+        while (
+            os.path.realpath(f"/proc/{proc.pid}/cwd") != str(busy.resolve())
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.01)
         n, kept = remove_scratch(crashed.root)
         assert n == 0 and kept and f"live process {proc.pid}" in kept[0]
@@ -243,7 +262,9 @@ def test_removal_never_descends_into_a_mount(tmp_path: Path) -> None:
     trial = scratch.trial_dir("t1")
     mnt = trial / "venv"
     mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "iobench-test", str(mnt)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "iobench-test", str(mnt)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount tmpfs here: {done.stderr.decode().strip()}")
     try:
@@ -267,16 +288,47 @@ def test_iobench_run_refuses_a_tmp_scratch_planted_by_another_user(
     stops in one line before any installer runs in it."""
     from iobench.scratch import _SENTINEL_MAGIC, SENTINEL
 
-    argv = [*_runuser_nobody(), "-c", NOBODY_PLANTS, str(shared_tmp), SCRATCH_NAME, SENTINEL, _SENTINEL_MAGIC]
+    argv = [
+        *_runuser_nobody(),
+        "-c",
+        NOBODY_PLANTS,
+        str(shared_tmp),
+        SCRATCH_NAME,
+        SENTINEL,
+        _SENTINEL_MAGIC,
+    ]
     subprocess.run(argv, capture_output=True, text=True, check=True)
     target = tmp_path / "target"
     target.mkdir()
     tiny = Path(__file__).parent / "data" / "tiny.toml"
-    rc = main(["run", "--scenario", str(tiny), "--configs", "venv-on-tmp", "--target", str(target),
-               "--tmp", str(shared_tmp), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(tiny),
+            "--configs",
+            "venv-on-tmp",
+            "--target",
+            str(target),
+            "--tmp",
+            str(shared_tmp),
+            "--results",
+            str(tmp_path / "results"),
+            "--no-report",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc != 0
-    assert err.count("\n") == 0 and "--tmp: " in err and "belongs to user nobody (uid 65534), not to you" in err, err
+    assert (
+        err.count("\n") == 0
+        and "--tmp: " in err
+        and "belongs to user nobody (uid 65534), not to you" in err
+    ), err
     planted = shared_tmp / SCRATCH_NAME
-    assert sorted(p.name for p in planted.iterdir()) == sorted([SENTINEL, "run-of-root"])  # nothing of ours in it
-    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())  # a refused run leaves nothing
+    assert sorted(p.name for p in planted.iterdir()) == sorted(
+        [SENTINEL, "run-of-root"]
+    )  # nothing of ours in it
+    assert not (tmp_path / "results").exists() or not any(
+        (tmp_path / "results").iterdir()
+    )  # a refused run leaves nothing

@@ -29,29 +29,63 @@ def register(sub: Any) -> None:
 
     p = lab_sub.add_parser("up", help="mount a slow volume and return once it is live")
     p.add_argument("mountpoint", help="empty folder to mount on (created if missing)")
-    p.add_argument("--kind", choices=KINDS, default="fuse",
-                   help="fuse: Python FUSE passthrough with delays (default); "
-                        "sshfs: sshd in a private network namespace")
-    p.add_argument("--backing", metavar="DIR",
-                   help="folder holding the files (default: a tmpfs the lab mounts itself)")
-    p.add_argument("--latency-ms", type=float, default=0.0, metavar="L",
-                   help="added to every metadata operation (lookup, create, open, ...)")
-    p.add_argument("--data-latency-ms", type=float, default=0.0, metavar="L",
-                   help="added to every read and write call")
+    p.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="fuse",
+        help="fuse: Python FUSE passthrough with delays (default); "
+        "sshfs: sshd in a private network namespace",
+    )
+    p.add_argument(
+        "--backing",
+        metavar="DIR",
+        help="folder holding the files (default: a tmpfs the lab mounts itself)",
+    )
+    p.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        metavar="L",
+        help="added to every metadata operation (lookup, create, open, ...)",
+    )
+    p.add_argument(
+        "--data-latency-ms",
+        type=float,
+        default=0.0,
+        metavar="L",
+        help="added to every read and write call",
+    )
     p.add_argument("--iops", type=float, metavar="N", help="token bucket: operations per second")
-    p.add_argument("--mb-per-s", type=float, metavar="M", help="bandwidth cap for reads and writes, MB/s")
-    p.add_argument("--burst-mb-per-s", type=float, metavar="B",
-                   help="EFS-Bursting-like: rate while credits last, MB/s (needs --mb-per-s as the baseline)")
-    p.add_argument("--burst-credits-mb", type=float, metavar="C",
-                   help="credits: MB moved at the burst rate before falling to --mb-per-s")
+    p.add_argument(
+        "--mb-per-s", type=float, metavar="M", help="bandwidth cap for reads and writes, MB/s"
+    )
+    p.add_argument(
+        "--burst-mb-per-s",
+        type=float,
+        metavar="B",
+        help="EFS-Bursting-like: rate while credits last, MB/s (needs --mb-per-s as the baseline)",
+    )
+    p.add_argument(
+        "--burst-credits-mb",
+        type=float,
+        metavar="C",
+        help="credits: MB moved at the burst rate before falling to --mb-per-s",
+    )
     # the spellings before the unit was named (the same MB/s), kept working but not shown
     p.add_argument("--mbps", dest="mb_per_s", type=float, help=argparse.SUPPRESS)
     p.add_argument("--burst-mbps", dest="burst_mb_per_s", type=float, help=argparse.SUPPRESS)
-    p.add_argument("--cache-s", type=float, default=1.0, metavar="S",
-                   help="let the kernel trust looked-up names and attributes for S seconds "
-                        "(default 1, libfuse's own, near an NFS client's attribute cache; "
-                        "0: every path lookup is a round trip, like NFS with noac)")
-    p.add_argument("--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount")
+    p.add_argument(
+        "--cache-s",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="let the kernel trust looked-up names and attributes for S seconds "
+        "(default 1, libfuse's own, near an NFS client's attribute cache; "
+        "0: every path lookup is a round trip, like NFS with noac)",
+    )
+    p.add_argument(
+        "--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount"
+    )
     p.set_defaults(func=handle_up)
 
     p = lab_sub.add_parser("down", help="unmount a slow volume and end its daemon")
@@ -61,7 +95,9 @@ def register(sub: Any) -> None:
     p = lab_sub.add_parser("status", help="list the volumes iobench has mounted")
     p.set_defaults(func=handle_status)
 
-    p = lab_sub.add_parser("flush", help="make a volume cold: the kernel forgets its cached names and attributes")
+    p = lab_sub.add_parser(
+        "flush", help="make a volume cold: the kernel forgets its cached names and attributes"
+    )
     p.add_argument("mountpoint")
     p.set_defaults(func=handle_flush)
 
@@ -85,7 +121,9 @@ def handle_up(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     lab = manage.up(args.mountpoint, args.kind, options, backing=args.backing, stats=args.stats)
     backing = "tmpfs" if lab.backing_tmpfs else lab.backing
-    print(f"mounted {lab.mountpoint} ({lab.kind}, {options.describe()}, backing {backing}, pid {lab.pid})")
+    print(
+        f"mounted {lab.mountpoint} ({lab.kind}, {options.describe()}, backing {backing}, pid {lab.pid})"
+    )
     print(f"unmount with: iobench lab down {lab.mountpoint}")
     return 0
 
@@ -96,7 +134,9 @@ def handle_down(args: argparse.Namespace) -> int:
     stats = manage.down(args.mountpoint)
     line = f"unmounted {manage.mount_path(args.mountpoint)}"
     if stats:
-        line += f" ({stats.get('total_ops', 0)} operations, {stats.get('delayed_s', 0):.1f} s delayed)"
+        line += (
+            f" ({stats.get('total_ops', 0)} operations, {stats.get('delayed_s', 0):.1f} s delayed)"
+        )
     print(line)
     return 0
 
@@ -125,6 +165,8 @@ def status_lines(entries: list[manage.LabStatus]) -> list[str]:
         health = e.problem or "ok"
         line = f"{e.mountpoint}  {e.kind}  {opts}  pid {e.pid or '-'}  {health}"
         if e.stats:
-            line += f"  {e.stats.get('total_ops', 0)} ops, {e.stats.get('delayed_s', 0):.1f} s delayed"
+            line += (
+                f"  {e.stats.get('total_ops', 0)} ops, {e.stats.get('delayed_s', 0):.1f} s delayed"
+            )
         lines.append(line)
     return lines

@@ -137,7 +137,10 @@ def state_root() -> Path:
     """The folder holding one state folder per mounted volume."""
     env = os.environ.get(STATE_ENV)
     candidates = [Path(env)] if env else []
-    candidates += [Path("/run/iobench-lab"), Path(tempfile.gettempdir()) / f"iobench-lab-{os.getuid()}"]
+    candidates += [
+        Path("/run/iobench-lab"),
+        Path(tempfile.gettempdir()) / f"iobench-lab-{os.getuid()}",
+    ]
     for cand in candidates:
         try:
             cand.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -145,7 +148,9 @@ def state_root() -> Path:
             continue
         if os.access(cand, os.W_OK | os.X_OK):
             return cand
-    raise LabError(f"no writable folder for the lab's state (tried {', '.join(map(str, candidates))})")
+    raise LabError(
+        f"no writable folder for the lab's state (tried {', '.join(map(str, candidates))})"
+    )
 
 
 def _mount_id(mountpoint: str) -> str:
@@ -244,14 +249,22 @@ def up(
         existing = _find(mp)
         if existing is not None:
             if _status_of(existing).problem is None:
-                raise LabError(f"{mp} is already an iobench lab volume; run `iobench lab down {mp}` first")
+                raise LabError(
+                    f"{mp} is already an iobench lab volume; run `iobench lab down {mp}` first"
+                )
             teardown(existing)  # a stale record of ours: clean it up and go on
         created = _prepare_mountpoint(mp)
         state_dir = state_root() / _mount_id(mp)
         lab = LabMount(
-            id=state_dir.name, kind=kind, mountpoint=mp, state_dir=str(state_dir),
-            backing=backing_dir or str(state_dir / "backing"), backing_tmpfs=backing_dir is None,
-            created_mountpoint=created, options=options.to_dict(), stats_file=stats_file,
+            id=state_dir.name,
+            kind=kind,
+            mountpoint=mp,
+            state_dir=str(state_dir),
+            backing=backing_dir or str(state_dir / "backing"),
+            backing_tmpfs=backing_dir is None,
+            created_mountpoint=created,
+            options=options.to_dict(),
+            stats_file=stats_file,
         )
         try:
             _mount(lab, options, timeout_s)
@@ -305,7 +318,9 @@ def _prepare_mountpoint(mp: str) -> bool:
         if os.path.islink(mp) or not os.path.isdir(mp):
             raise LabError(f"{mp} is not a folder")
         if os.listdir(mp):
-            raise LabError(f"{mp} is not empty; mounting would hide its files (use an empty folder)")
+            raise LabError(
+                f"{mp} is not empty; mounting would hide its files (use an empty folder)"
+            )
         return False
     parent = os.path.dirname(mp)
     if not os.path.isdir(parent):
@@ -389,7 +404,16 @@ def status() -> list[LabStatus]:
     for m in procfs.mounts():
         if m.fstype == FUSE_TYPE and m.mountpoint not in seen:
             result.append(
-                LabStatus(m.mountpoint, "fuse", None, {}, True, False, "no state recorded (orphan mount)", None)
+                LabStatus(
+                    m.mountpoint,
+                    "fuse",
+                    None,
+                    {},
+                    True,
+                    False,
+                    "no state recorded (orphan mount)",
+                    None,
+                )
             )
     return result
 
@@ -410,6 +434,12 @@ def _status_of(lab: LabMount) -> LabStatus:
     else:
         problem = kinds.get(lab.kind).problem(lab)
     return LabStatus(
-        lab.mountpoint, lab.kind, lab.pid, lab.options, mounted, alive, problem,
+        lab.mountpoint,
+        lab.kind,
+        lab.pid,
+        lab.options,
+        mounted,
+        alive,
+        problem,
         _read_json(lab.live_stats_path),
     )

@@ -45,19 +45,30 @@ class VolumeOptions:
         """Return self, or raise :class:`UsageError` naming the first bad option."""
         if kind not in KINDS:
             raise UsageError(f"--kind must be one of {', '.join(KINDS)}, not {kind!r}")
-        for flag, value in (("--latency-ms", self.latency_ms), ("--data-latency-ms", self.data_latency_ms)):
+        for flag, value in (
+            ("--latency-ms", self.latency_ms),
+            ("--data-latency-ms", self.data_latency_ms),
+        ):
             if not _finite(value) or not 0 <= value <= _MAX_LATENCY_MS:
-                raise UsageError(f"{flag} must be a number from 0 to {_MAX_LATENCY_MS:g}, not {value}")
+                raise UsageError(
+                    f"{flag} must be a number from 0 to {_MAX_LATENCY_MS:g}, not {value}"
+                )
         if not _finite(self.cache_s) or not 0 <= self.cache_s <= 3600:
             raise UsageError(f"--cache-s must be a number from 0 to 3600, not {self.cache_s}")
         for flag, rate in self._rates():
             if rate is not None and (not _finite(rate) or not 0 < rate <= _MAX[flag]):
-                raise UsageError(f"{flag} must be a positive number up to {_MAX[flag]:g}, not {rate}")
+                raise UsageError(
+                    f"{flag} must be a positive number up to {_MAX[flag]:g}, not {rate}"
+                )
         if (self.burst_mb_per_s is None) != (self.burst_credits_mb is None):
-            raise UsageError("--burst-mb-per-s and --burst-credits-mb go together; give both or neither")
+            raise UsageError(
+                "--burst-mb-per-s and --burst-credits-mb go together; give both or neither"
+            )
         if self.burst_mb_per_s is not None:
             if self.mb_per_s is None:
-                raise UsageError("--burst-mb-per-s needs --mb-per-s, the baseline rate once credits run out")
+                raise UsageError(
+                    "--burst-mb-per-s needs --mb-per-s, the baseline rate once credits run out"
+                )
             if self.burst_mb_per_s <= self.mb_per_s:
                 raise UsageError(
                     f"--burst-mb-per-s ({self.burst_mb_per_s:g}) must be above --mb-per-s ({self.mb_per_s:g})"
@@ -103,9 +114,12 @@ class VolumeOptions:
     def daemon_args(self) -> list[str]:
         """Command-line flags for ``python -m iobench.lab.daemon``."""
         args = [
-            "--latency-ms", repr(float(self.latency_ms)),
-            "--data-latency-ms", repr(float(self.data_latency_ms)),
-            "--cache-timeout-s", repr(float(self.cache_s)),
+            "--latency-ms",
+            repr(float(self.latency_ms)),
+            "--data-latency-ms",
+            repr(float(self.data_latency_ms)),
+            "--cache-timeout-s",
+            repr(float(self.cache_s)),
         ]
         for flag, value in (  # the daemon's own flags
             ("--iops", self.iops),

@@ -32,7 +32,9 @@ def capability(bit: int) -> bool:
     return False
 
 
-def run(cmd: Sequence[str], timeout: float = 20.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    cmd: Sequence[str], timeout: float = 20.0, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run a short command; on failure raise LabError with its last line of output."""
     try:
         proc = subprocess.run(
@@ -51,14 +53,22 @@ def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> 
     """Start ``cmd`` detached (own session, output to ``log_path``); return its pid."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True, cwd="/", env=env,
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+            env=env,
         )
     CHILDREN[proc.pid] = proc
     return proc.pid
 
 
-def wait_mounted(mountpoint: str, fstype: str, pid: int | None, log_path: Path, timeout_s: float, what: str) -> None:
+def wait_mounted(
+    mountpoint: str, fstype: str, pid: int | None, log_path: Path, timeout_s: float, what: str
+) -> None:
     """Poll the mount table until ``mountpoint`` carries ``fstype``; fail fast when ``pid`` dies."""
     deadline = time.monotonic() + timeout_s
     while not procfs.mounted_at(mountpoint, fstype):
@@ -93,4 +103,6 @@ def end_process(pid: int | None, needles: Sequence[str], grace_s: float = 3.0) -
     left = procfs.end_tree(pid, group=False, grace_s=grace_s, wait_s=2.5)
     reap()
     if left:
-        raise LabError(f"process {left[0]} ({procfs.cmdline(left[0])[:60]}) did not end after SIGKILL")
+        raise LabError(
+            f"process {left[0]} ({procfs.cmdline(left[0])[:60]}) did not end after SIGKILL"
+        )

@@ -81,7 +81,9 @@ def make_wheel(dest: Path, name: str = "labdemo", modules: int = 20) -> Path:
     files.update({f"{name}/m{i}.py": f"I = {i}\n".encode() for i in range(modules)})
     info = f"{name}-1.0.dist-info"
     files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     record = []
     for path, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -100,10 +102,14 @@ def venv_and_pip(root: Path, wheel: Path) -> None:
     assert os.path.isabs(os.readlink(venv / "bin" / "python"))  # absolute symlink kept
     subprocess.run(
         [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--no-cache-dir", str(wheel)],
-        check=True, timeout=300,
+        check=True,
+        timeout=300,
     )
     out = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import labdemo, labdemo.m3; print(labdemo.VALUE)"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.stdout.strip() == "42"

@@ -50,10 +50,26 @@ def test_cli_rejects_bad_numbers_before_mounting(monkeypatch: pytest.MonkeyPatch
 
 
 def test_status_lines_show_health_and_counters() -> None:
-    ok = manage.LabStatus("/mnt/a", "fuse", 42, {"latency_ms": 1.0}, True, True, None,
-                          {"total_ops": 10, "delayed_s": 0.25})
-    bad = manage.LabStatus("/mnt/b", "sshfs", None, {"mb_per_s": 5.0}, False, False,
-                           "stale: daemon gone, not mounted", None)
+    ok = manage.LabStatus(
+        "/mnt/a",
+        "fuse",
+        42,
+        {"latency_ms": 1.0},
+        True,
+        True,
+        None,
+        {"total_ops": 10, "delayed_s": 0.25},
+    )
+    bad = manage.LabStatus(
+        "/mnt/b",
+        "sshfs",
+        None,
+        {"mb_per_s": 5.0},
+        False,
+        False,
+        "stale: daemon gone, not mounted",
+        None,
+    )
     lines = lab_cli.status_lines([ok, bad])
     assert lines[0] == "/mnt/a  fuse  latency 1 ms  pid 42  ok  10 ops, 0.2 s delayed"
     assert lines[1] == "/mnt/b  sshfs  5 MB/s  pid -  stale: daemon gone, not mounted"
@@ -63,10 +79,20 @@ def test_status_lines_show_health_and_counters() -> None:
 def test_unit_names_and_their_old_spellings() -> None:
     """--mb-per-s names its unit; --mbps (the same MB/s) still parses but is not shown."""
     p = _parser()
-    new = lab_cli.options_from_args(p.parse_args("lab up /m --mb-per-s 20 --burst-mb-per-s 90 --burst-credits-mb 5".split()))
-    old = lab_cli.options_from_args(p.parse_args("lab up /m --mbps 20 --burst-mbps 90 --burst-credits-mb 5".split()))
+    new = lab_cli.options_from_args(
+        p.parse_args("lab up /m --mb-per-s 20 --burst-mb-per-s 90 --burst-credits-mb 5".split())
+    )
+    old = lab_cli.options_from_args(
+        p.parse_args("lab up /m --mbps 20 --burst-mbps 90 --burst-credits-mb 5".split())
+    )
     assert new == old == VolumeOptions(mb_per_s=20, burst_mb_per_s=90, burst_credits_mb=5)
-    up_help = p._subparsers._group_actions[0].choices["lab"]._subparsers._group_actions[0].choices["up"].format_help()
+    up_help = (
+        p._subparsers._group_actions[0]
+        .choices["lab"]
+        ._subparsers._group_actions[0]
+        .choices["up"]
+        .format_help()
+    )
     assert "--mb-per-s" in up_help and "--mbps" not in up_help
 
 

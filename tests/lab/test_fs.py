@@ -26,7 +26,9 @@ from iobench import probe
 NOT_WAITED = {"release", "releasedir", "entry_getattr", "read", "write"}
 
 
-def _round_trips(before: dict[str, int], after: dict[str, int], n: int) -> tuple[float, dict[str, float]]:
+def _round_trips(
+    before: dict[str, int], after: dict[str, int], n: int
+) -> tuple[float, dict[str, float]]:
     """Requests per item that the client waits for, from the daemon's own counters."""
     per = per_item(before, after, n)
     return sum(v for k, v in per.items() if k not in NOT_WAITED), per
@@ -170,7 +172,9 @@ def test_passthrough_semantics(volume: Callable[..., Path]) -> None:
 
 @pytest.mark.lab
 @needs_fuse
-def test_venv_and_pip_install_on_the_fuse_volume(volume: Callable[..., Path], tmp_path: Path) -> None:
+def test_venv_and_pip_install_on_the_fuse_volume(
+    volume: Callable[..., Path], tmp_path: Path
+) -> None:
     wheel = make_wheel(tmp_path)
     venv_and_pip(volume(), wheel)
 

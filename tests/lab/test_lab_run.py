@@ -44,13 +44,29 @@ def slow(tmp_path: Path):
         yield mnt
 
 
+@pytest.mark.timing  # the ratio needs the CPU to itself
 def test_venv_on_slow_volume_loses_and_the_wait_is_visible(slow: Path, tmp_path: Path) -> None:
     scenario = tmp_path / "lab.toml"
     scenario.write_text(SCENARIO)
     fast = tmp_path / "fast"
     fast.mkdir()
-    rc = main(["run", "--scenario", str(scenario), "--target", str(slow), "--tmp", str(fast),
-               "--results", str(tmp_path / "r"), "--no-report", "--quiet", "--sample-hz", "20"])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(scenario),
+            "--target",
+            str(slow),
+            "--tmp",
+            str(fast),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-report",
+            "--quiet",
+            "--sample-hz",
+            "20",
+        ]
+    )
     assert rc == 0
     run = only_run_dir(tmp_path / "r")
     rows = {r["config"]: r for r in read_csv(run / "trials.csv")}
@@ -62,20 +78,32 @@ def test_venv_on_slow_volume_loses_and_the_wait_is_visible(slow: Path, tmp_path:
     # the time went to waiting, not working: off-CPU, and the installer seen in D state
     assert float(naive["offcpu_frac"]) >= 0.6
     assert float(naive["offcpu_frac"]) > float(local["offcpu_frac"]) + 0.2
+
     # per sample: the installer tree's CPU use while it writes the venv, from its cumulative
     # CPU seconds (FUSE waits sleep interruptibly: neither iowait nor reliably D state)
     def busy(trial: str) -> float:
-        samples = [s for s in read_csv(run / "samples" / f"{trial}.csv") if s["phase"] in ("venv", "install")]
+        samples = [
+            s
+            for s in read_csv(run / "samples" / f"{trial}.csv")
+            if s["phase"] in ("venv", "install")
+        ]
         cpu = float(samples[-1]["tree_cpu_s"]) - float(samples[0]["tree_cpu_s"])
         return cpu / (float(samples[-1]["t"]) - float(samples[0]["t"]))
 
-    assert busy("naive-r1") < 0.4 < busy("venv-on-tmp-r1"), (busy("naive-r1"), busy("venv-on-tmp-r1"))
+    assert busy("naive-r1") < 0.4 < busy("venv-on-tmp-r1"), (
+        busy("naive-r1"),
+        busy("venv-on-tmp-r1"),
+    )
     # ... and where it waited: in the FUSE request queue, for most of the trial
-    assert float(naive["fswait_frac"]) >= 0.5 > float(local["fswait_frac"]) + 0.2, (naive["fswait_frac"], local["fswait_frac"])
+    assert float(naive["fswait_frac"]) >= 0.5 > float(local["fswait_frac"]) + 0.2, (
+        naive["fswait_frac"],
+        local["fswait_frac"],
+    )
     # the volume is left clean: only iobench's scratch folder, nothing in it
     assert [p.name for p in slow.iterdir()] == [".iobench-scratch"]
 
 
+@pytest.mark.timing
 def test_probe_agrees_with_configured_latency(tmp_path: Path, capsys) -> None:
     """`iobench probe` on the volume: a create is 3 round trips (lookup of the new name,
     create, flush on close), a stat of a just-made file 1 (its attributes are cached)."""

@@ -70,6 +70,7 @@ def test_daemon_failure_is_one_line_and_leaves_nothing(
 ) -> None:
     monkeypatch.setenv("FUSE_LIBRARY_PATH", str(tmp_path / "no-such-libfuse3.so"))
     mnt = tmp_path / "broken"
+
     def ours() -> set[str]:  # other tests on this machine may mount elsewhere meanwhile
         roots = (str(tmp_path), str(manage.state_root()))
         return {m.mountpoint for m in procfs.mounts() if m.mountpoint.startswith(roots)}
@@ -126,7 +127,9 @@ def test_a_backing_folder_that_is_a_mount_point_can_be_taken_down(tmp_path: Path
 
     backing = tmp_path / "disk"
     backing.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "iobench-test-backing", str(backing)], check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "iobench-test-backing", str(backing)], check=True
+    )
     try:
         mnt = tmp_path / "mnt"
         lab = manage.up(mnt, backing=backing)
@@ -162,13 +165,18 @@ def test_concurrent_ups_on_one_folder_leave_one_volume(tmp_path: Path) -> None:
 
     mnt = tmp_path / "race"
     cmd = [sys.executable, "-m", "iobench", "lab", "up", str(mnt), "--latency-ms", "0.1"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
     results = [(p.wait(timeout=60), p.stderr.read().strip()) for p in procs]
     try:
         assert sorted(rc == 0 for rc, _ in results) == [False, False, True], results
         for rc, err in results:
             if rc:
-                assert err.count("\n") == 0 and ("another `iobench lab`" in err or "already" in err), err
+                assert err.count("\n") == 0 and (
+                    "another `iobench lab`" in err or "already" in err
+                ), err
         mp = manage.mount_path(mnt)
         assert [m.mountpoint for m in procfs.mounts()].count(mp) == 1
     finally:

@@ -19,12 +19,20 @@ from iobench.lab.options import DEFAULT_CACHE_S, VolumeOptions
         ({"mb_per_s": -5.0}, "fuse", "--mb-per-s"),
         ({"mb_per_s": 20.0, "burst_mb_per_s": 200.0}, "fuse", "go together"),
         ({"burst_mb_per_s": 200.0, "burst_credits_mb": 50.0}, "fuse", "needs --mb-per-s"),
-        ({"mb_per_s": 20.0, "burst_mb_per_s": 10.0, "burst_credits_mb": 5.0}, "fuse", "must be above"),
+        (
+            {"mb_per_s": 20.0, "burst_mb_per_s": 10.0, "burst_credits_mb": 5.0},
+            "fuse",
+            "must be above",
+        ),
         ({"cache_s": -1.0}, "fuse", "--cache-s"),
         # every number finite and sane (before: inf rates and 1e300 credits were accepted)
         ({"iops": float("inf")}, "fuse", "--iops"),
         ({"mb_per_s": 1e300}, "fuse", "--mb-per-s must be a positive number up to"),
-        ({"mb_per_s": 10.0, "burst_mb_per_s": 20.0, "burst_credits_mb": float("inf")}, "fuse", "--burst-credits-mb"),
+        (
+            {"mb_per_s": 10.0, "burst_mb_per_s": 20.0, "burst_credits_mb": float("inf")},
+            "fuse",
+            "--burst-credits-mb",
+        ),
         ({"cache_s": float("inf")}, "fuse", "--cache-s"),
         ({"latency_ms": True}, "fuse", "--latency-ms"),
         ({"latency_ms": 1.0}, "sshfs", "needs --kind fuse"),
@@ -37,7 +45,9 @@ def test_bad_options_are_usage_errors(kwargs: dict[str, Any], kind: str, fragmen
 
 
 def test_good_options_validate_and_describe_themselves() -> None:
-    opts = VolumeOptions(latency_ms=1, mb_per_s=20, burst_mb_per_s=200, burst_credits_mb=50).validate()
+    opts = VolumeOptions(
+        latency_ms=1, mb_per_s=20, burst_mb_per_s=200, burst_credits_mb=50
+    ).validate()
     assert opts.describe() == "latency 1 ms, 20 MB/s (burst 200 MB/s for 50 MB)"
     assert "--burst-credits-mb" in opts.daemon_args()
     assert VolumeOptions().describe() == "no added delay"

@@ -50,6 +50,9 @@ def test_sshfs_failure_removes_namespace_and_veth(
     links_before = set(os.listdir("/sys/class/net"))
     with pytest.raises(LabError, match="sshd exited in the lab namespace"):
         manage.up(tmp_path / "ssh", kind="sshfs")
-    assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout == netns_before
+    assert (
+        subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        == netns_before
+    )
     assert set(os.listdir("/sys/class/net")) == links_before
     assert_nothing_left(tmp_path / "ssh")

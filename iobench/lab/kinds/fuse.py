@@ -34,8 +34,14 @@ class FuseKind:
 
     def start(self, lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
         cmd = [
-            sys.executable, "-m", "iobench.lab.daemon", lab.mountpoint,
-            "--backing", lab.backing, "--live-stats", str(lab.live_stats_path),
+            sys.executable,
+            "-m",
+            "iobench.lab.daemon",
+            lab.mountpoint,
+            "--backing",
+            lab.backing,
+            "--live-stats",
+            str(lab.live_stats_path),
             *options.daemon_args(),
         ]
         if lab.stats_file:
@@ -44,7 +50,9 @@ class FuseKind:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         lab.pid = system.spawn(cmd, lab.log_path, env)
         lab.save()
-        system.wait_mounted(lab.mountpoint, self.fstype, lab.pid, lab.log_path, timeout_s, "the lab daemon")
+        system.wait_mounted(
+            lab.mountpoint, self.fstype, lab.pid, lab.log_path, timeout_s, "the lab daemon"
+        )
 
     def needles(self, lab: LabMount) -> list[str]:
         return ["iobench.lab.daemon", lab.mountpoint]

@@ -68,22 +68,35 @@ def start(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
     paths = tools()
     net = _network(lab, options)
     state = Path(lab.state_dir)
-    config = _keys_and_config(state, net["host_ip"], net["ns_ip"], paths["ssh-keygen"] or "ssh-keygen")
+    config = _keys_and_config(
+        state, net["host_ip"], net["ns_ip"], paths["ssh-keygen"] or "ssh-keygen"
+    )
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation folder
     sshd = paths["sshd"] or "/usr/sbin/sshd"
     sshd_log = state / "sshd.log"
-    sshd_pid = system.spawn(["ip", "netns", "exec", net["netns"], sshd, "-D", "-e", "-f", str(config)], sshd_log)
+    sshd_pid = system.spawn(
+        ["ip", "netns", "exec", net["netns"], sshd, "-D", "-e", "-f", str(config)], sshd_log
+    )
     lab.net = {**net, "sshd_pid": sshd_pid}
     lab.save()
     _wait_listening(net["ns_ip"], sshd_pid, sshd_log, timeout_s)
     ssh_opts = [
-        f"IdentityFile={state / 'client_key'}", "IdentitiesOnly=yes", f"UserKnownHostsFile={state / 'known_hosts'}",
-        "StrictHostKeyChecking=yes", "BatchMode=yes", "ConnectTimeout=10",
+        f"IdentityFile={state / 'client_key'}",
+        "IdentitiesOnly=yes",
+        f"UserKnownHostsFile={state / 'known_hosts'}",
+        "StrictHostKeyChecking=yes",
+        "BatchMode=yes",
+        "ConnectTimeout=10",
     ]
     cmd = [  # as root: lab_unavailable_reason() insists on it
-        paths["sshfs"] or "sshfs", f"root@{net['ns_ip']}:{lab.backing}", lab.mountpoint, "-f",
-        "-F", "/dev/null",
-        "-o", ",".join(["no_contain_symlinks", "allow_other", "default_permissions", *ssh_opts]),
+        paths["sshfs"] or "sshfs",
+        f"root@{net['ns_ip']}:{lab.backing}",
+        lab.mountpoint,
+        "-f",
+        "-F",
+        "/dev/null",
+        "-o",
+        ",".join(["no_contain_symlinks", "allow_other", "default_permissions", *ssh_opts]),
     ]
     lab.pid = system.spawn(cmd, lab.log_path)
     lab.save()
@@ -95,8 +108,13 @@ def _network(lab: LabMount, options: VolumeOptions) -> dict[str, str]:
     recorded in ``lab`` before each is made, so ``stop`` can undo a half-made one."""
     short = lab.id[-8:]  # the hash part: interface names may hold 15 characters
     host_ip, ns_ip = (str(a) for a in list(_pick_subnet().hosts())[:2])
-    net = {"netns": f"iobench-{short}", "veth_host": f"ibl{short}h", "veth_ns": f"ibl{short}n",
-           "host_ip": host_ip, "ns_ip": ns_ip}
+    net = {
+        "netns": f"iobench-{short}",
+        "veth_host": f"ibl{short}h",
+        "veth_ns": f"ibl{short}n",
+        "host_ip": host_ip,
+        "ns_ip": ns_ip,
+    }
     lab.net = {**net, "sshd_pid": None}
     lab.save()
     ns, vh, vn = net["netns"], net["veth_host"], net["veth_ns"]
@@ -118,9 +136,18 @@ def _network(lab: LabMount, options: VolumeOptions) -> dict[str, str]:
 
 
 _SSHD_CONFIG = (
-    "PidFile none", "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
-    "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-    "UseDNS no", "AllowTcpForwarding no", "X11Forwarding no", "PrintMotd no", "LogLevel ERROR",
+    "PidFile none",
+    "PermitRootLogin prohibit-password",
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "UsePAM no",
+    "StrictModes no",
+    "UseDNS no",
+    "AllowTcpForwarding no",
+    "X11Forwarding no",
+    "PrintMotd no",
+    "LogLevel ERROR",
     "Subsystem sftp internal-sftp",
 )
 
@@ -135,8 +162,13 @@ def _keys_and_config(state: Path, host_ip: str, ns_ip: str, keygen: str) -> Path
     host_pub = " ".join(host_key.with_suffix(".pub").read_text().split()[:2])
     (state / "known_hosts").write_text(f"{ns_ip} {host_pub}\n")
     config = state / "sshd_config"
-    lines = [f"ListenAddress {ns_ip}:22", f"HostKey {host_key}",
-             f"AuthorizedKeysFile {state / 'authorized_keys'}", *_SSHD_CONFIG, ""]
+    lines = [
+        f"ListenAddress {ns_ip}:22",
+        f"HostKey {host_key}",
+        f"AuthorizedKeysFile {state / 'authorized_keys'}",
+        *_SSHD_CONFIG,
+        "",
+    ]
     config.write_text("\n".join(lines))
     return config
 
@@ -150,9 +182,13 @@ def _wait_listening(ip: str, pid: int, log: Path, timeout_s: float) -> None:
         except OSError:
             pass
         if not procfs.alive(pid):
-            raise LabError(f"sshd exited in the lab namespace: {procfs.tail_file(str(log)) or 'no output'}")
+            raise LabError(
+                f"sshd exited in the lab namespace: {procfs.tail_file(str(log)) or 'no output'}"
+            )
         if time.monotonic() > deadline:
-            raise LabError(f"sshd in the lab namespace did not listen on {ip}:22 within {timeout_s:g} s")
+            raise LabError(
+                f"sshd in the lab namespace did not listen on {ip}:22 within {timeout_s:g} s"
+            )
         time.sleep(0.05)
 
 
