@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iobench import __version__
+from iobench.codegen import module_source
 from iobench.errors import UsageError
 
 try:
@@ -72,6 +73,55 @@ class FileGroup:
         return _KIND_BY_EXT.get(self.ext, "data")
 
 
+# what the ready check opens, by kind (the first import's fan-out)
+IMPORT_KINDS = ("pyc", "py", "so", "data")
+
+
+@dataclass(frozen=True)
+class CompileCost:
+    """What byte-compiling a distribution's ``.py`` files costs (measured from the real wheel).
+
+    ``s_per_mb``: CPU seconds of ``compileall -j1`` per MB of source on the measuring machine
+    (a record, not used to generate); ``code_fraction``: the share of code in generated
+    source that compiles at the same rate as the real source (see iobench.codegen);
+    ``pyc_files``/``pyc_bytes``: what compileall wrote.
+    """
+
+    s_per_mb: float
+    code_fraction: float
+    pyc_files: int = 0
+    pyc_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class ImportFanout:
+    """Files of a distribution the ready check opened or mapped, and their bytes, by kind.
+
+    Bytes of a mapped file (a ``.so``) are the extent the loader mapped, and
+    ``so_resident_bytes`` the part of it resident after the import (what was faulted in;
+    the kernel's fault-around makes it vary between runs); of an opened file, its size
+    (importers and readers read them whole).
+    """
+
+    pyc_files: int = 0
+    pyc_bytes: int = 0
+    py_files: int = 0
+    py_bytes: int = 0
+    so_files: int = 0
+    so_bytes: int = 0
+    data_files: int = 0
+    data_bytes: int = 0
+    so_resident_bytes: int = 0
+
+    @property
+    def files(self) -> int:
+        return self.pyc_files + self.py_files + self.so_files + self.data_files
+
+    @property
+    def bytes(self) -> int:
+        return self.pyc_bytes + self.py_bytes + self.so_bytes + self.data_bytes
+
+
 @dataclass(frozen=True)
 class DistProfile:
     """One distribution (wheel) of a profile."""
@@ -82,6 +132,8 @@ class DistProfile:
     import_modules: int
     files: tuple[FileGroup, ...]
     requires: tuple[str, ...] = ()
+    compile: CompileCost | None = None
+    imports: ImportFanout | None = None
 
     @property
     def file_count(self) -> int:
@@ -120,7 +172,8 @@ class Profile:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-_GENERATOR_VERSION = 1
+# 2: .py members are real code (iobench.codegen), the import follows the profile's fan-out
+_GENERATOR_VERSION = 2
 
 
 # --------------------------------------------------------------------------- loading
@@ -230,6 +283,8 @@ def profile_from_dict(data: dict, where: str) -> Profile:
                 import_modules=import_modules,
                 files=tuple(groups),
                 requires=tuple(requires),
+                compile=_compile_cost(d, w),
+                imports=_fanout(d, w),
             )
         )
     return Profile(
@@ -239,6 +294,41 @@ def profile_from_dict(data: dict, where: str) -> Profile:
         dists=tuple(dists),
         description=str(_get(prof, "description", key, "str", "")),
     )
+
+
+def _compile_cost(d: dict, w: str) -> CompileCost | None:
+    if "compile" not in d:
+        return None
+    t = _table(d["compile"], f"{w}.compile")
+    cw = f"{w}.compile"
+    rate = float(_get(t, "s_per_mb", cw, "number"))
+    frac = float(_get(t, "code_fraction", cw, "number"))
+    if rate < 0:
+        raise _bad(f"{cw}.s_per_mb", "must be >= 0")
+    if not 0.0 <= frac <= 1.0:
+        raise _bad(f"{cw}.code_fraction", f"{frac} is outside 0..1")
+    files = int(_get(t, "pyc_files", cw, "int", 0))
+    size = int(_get(t, "pyc_bytes", cw, "int", 0))
+    if files < 0 or size < 0:
+        raise _bad(cw, "pyc_files and pyc_bytes must be >= 0")
+    return CompileCost(s_per_mb=rate, code_fraction=frac, pyc_files=files, pyc_bytes=size)
+
+
+def _fanout(d: dict, w: str) -> ImportFanout | None:
+    if "imports" not in d:
+        return None
+    iw = f"{w}.imports"
+    t = _table(d["imports"], iw)
+    values = {}
+    for key in [f"{k}_{u}" for k in IMPORT_KINDS for u in ("files", "bytes")] + ["so_resident_bytes"]:
+        v = int(_get(t, key, iw, "int", 0))
+        if v < 0:
+            raise _bad(f"{iw}.{key}", "must be >= 0")
+        values[key] = v
+    unknown = sorted(set(t) - set(values))
+    if unknown:
+        raise _bad(f"{iw}.{unknown[0]}", f"unknown key (known: {', '.join(sorted(values))})")
+    return ImportFanout(**values)
 
 
 def load_profile(name_or_path: str) -> Profile:
@@ -350,6 +440,15 @@ def profile_to_toml(profile: Profile) -> str:
             f"import_modules = {d.import_modules}",
             f"requires = {json.dumps(list(d.requires))}",
         ]
+        if d.compile is not None:
+            c = d.compile
+            out.append(
+                f"compile = {{ s_per_mb = {c.s_per_mb}, code_fraction = {c.code_fraction}, "
+                f"pyc_files = {c.pyc_files}, pyc_bytes = {c.pyc_bytes} }}"
+            )
+        if d.imports is not None:
+            fields = ", ".join(f"{k} = {v}" for k, v in asdict(d.imports).items())
+            out.append(f"imports = {{ {fields} }}")
         out.append("files = [")
         for g in d.files:
             out.append(
@@ -400,66 +499,187 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
-def _build_dist(dist: DistProfile, seed: int, out_dir: Path) -> Path:
-    rng = random.Random(f"{seed}:{dist.name}:{dist.version}")
+_PYC_PER_SOURCE = ((0.02, 0.114), (0.1, 0.393), (0.25, 0.908), (0.5, 1.383), (0.75, 1.56), (1.0, 1.771))
+_PYC_OVERHEAD = 200  # header, code object and the VALUE/f head of every module
+_DEFAULT_CODE_FRACTION = 0.5  # profiles measured before compile costs were
+
+
+def _pyc_estimate(source_bytes: int, code_fraction: float) -> float:
+    """Bytes of the .pyc of a generated module (measured once per fraction, CPython 3.11)."""
+    pts = _PYC_PER_SOURCE
+    f = min(1.0, max(pts[0][0], code_fraction))
+    for (f0, r0), (f1, r1) in zip(pts, pts[1:]):
+        if f0 <= f <= f1:
+            return _PYC_OVERHEAD + source_bytes * (r0 + (r1 - r0) * (f - f0) / (f1 - f0))
+    return _PYC_OVERHEAD + source_bytes * pts[-1][1]
+
+
+@dataclass(frozen=True)
+class _Member:
+    path: str  # inside the wheel
+    size: int
+    group: FileGroup
+
+    @property
+    def module(self) -> str:
+        return self.path[: -len(".py")].replace("/", ".")
+
+
+def _layout(dist: DistProfile, rng: random.Random) -> list[_Member]:
+    """Every file's path and size: a folder tree with branching so depth stays modest."""
     pkg = dist.import_name
-    version = dist.version
-    dist_info = f"{pkg}-{version}.dist-info"
-    # a directory tree: pkg/d000/d001/... with branching so depth stays modest
     dirs = [pkg]
     for i in range(1, dist.dirs):
         parent = dirs[rng.randrange(len(dirs))] if len(dirs) > 1 else pkg
         dirs.append(f"{parent}/d{i:04d}")
-    entries: list[tuple[str, bytes]] = []
-    py_modules: list[str] = []
+    members = []
     counter = 0
     for group in dist.files:
-        python = group.ext == "py"
         for size in _sizes(group, rng):
             counter += 1
             folder = dirs[rng.randrange(len(dirs))]
-            if python:
-                stem = f"m{counter:05d}"
-                head = f"VALUE = {counter}\n\ndef f(x):\n    return x + VALUE\n".encode()
-                data = head + _content(max(0, size - len(head)), group.compress_ratio, rng, True)
-                py_modules.append(f"{folder}/{stem}".replace("/", "."))
-                entries.append((f"{folder}/{stem}.py", data))
-            else:
-                data = _content(size, group.compress_ratio, rng, python=False)
-                entries.append((f"{folder}/f{counter:05d}.{group.ext}", data))
-    chosen = rng.sample(py_modules, min(dist.import_modules, len(py_modules)))
-    init = (
+            name = f"m{counter:05d}.py" if group.ext == "py" else f"f{counter:05d}.{group.ext}"
+            members.append(_Member(f"{folder}/{name}", size, group))
+    return members
+
+
+def _pick(weights: list[float], n: int, target: float) -> list[int]:
+    """Indexes of ``n`` items whose weights sum closest to ``target``.
+
+    A window of ``n`` neighbours in weight order: the window's sum grows with its start,
+    so a binary search finds the closest (deterministic, no search over subsets).
+    """
+    n = min(n, len(weights))
+    if n <= 0:
+        return []
+    order = sorted(range(len(weights)), key=lambda i: (weights[i], i))
+    prefix = [0.0]
+    for i in order:
+        prefix.append(prefix[-1] + weights[i])
+    lo, hi = 0, len(order) - n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if prefix[mid + n] - prefix[mid] < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo > 0 and abs(prefix[lo - 1 + n] - prefix[lo - 1] - target) < abs(prefix[lo + n] - prefix[lo] - target):
+        lo -= 1
+    return sorted(order[lo : lo + n])
+
+
+@dataclass(frozen=True)
+class _ImportPlan:
+    """What the synthetic package's import touches: modules, files read, files mapped."""
+
+    modules: list[str]
+    reads: list[str]  # paths relative to the package folder
+    maps: list[tuple[str, int, int]]  # (relative path, bytes to map, bytes of them to touch)
+
+
+def _import_plan(dist: DistProfile, members: list[_Member], rng: random.Random, fraction: float) -> _ImportPlan:
+    py = [m for m in members if m.group.ext == "py"]
+    fan = dist.imports
+    if fan is None:  # an older profile: only a module count
+        chosen = rng.sample(py, min(dist.import_modules, len(py)))
+        return _ImportPlan([m.module for m in chosen], [], [])
+    pkg = dist.import_name + "/"
+    # the package's own __init__ is one of the .pyc files the import opens
+    mods = _pick([_pyc_estimate(m.size, fraction) for m in py], fan.pyc_files - 1, fan.pyc_bytes - _PYC_OVERHEAD)
+    sources = _pick([m.size for m in py], fan.py_files, fan.py_bytes)
+    binary = [m for m in members if m.group.kind == "binary" and m.size > 0]
+    other = [m for m in members if m.group.kind != "binary" and m.group.ext != "py"]
+    data = _pick([m.size for m in other], fan.data_files, fan.data_bytes)
+    # stand-ins for shared libraries: the largest ones, each mapped and touched in proportion to its size
+    big = sorted(binary, key=lambda m: (-m.size, m.path))[: fan.so_files]
+    total = sum(m.size for m in big)
+    maps = []
+    for m in big:
+        extent = min(m.size, round(fan.so_bytes * m.size / total))
+        maps.append((m.path[len(pkg):], extent, min(extent, round(fan.so_resident_bytes * m.size / total))))
+    return _ImportPlan(
+        [py[i].module for i in mods],
+        [py[i].path[len(pkg):] for i in sources] + [other[i].path[len(pkg):] for i in data],
+        maps,
+    )
+
+
+def _init_source(plan: _ImportPlan, seed: int) -> bytes:
+    """The package's __init__: imports the plan's modules, reads its files, maps its libraries."""
+    return (
         f'"""Synthetic stand-in generated by iobench {__version__} (profile seed {seed})."""\n'
-        "import importlib\n\n"
-        f"MODULES = {chosen!r}\n"
-        "_loaded = [importlib.import_module(m) for m in MODULES]\n\n\n"
+        "import importlib\nimport mmap\nimport os\n\n"
+        "_HERE = os.path.dirname(__file__)\n"
+        f"MODULES = {plan.modules!r}\n"
+        f"READS = {plan.reads!r}\n"
+        f"MAPS = {plan.maps!r}\n\n\n"
+        "def _read(rel):\n"
+        "    with open(os.path.join(_HERE, rel), 'rb') as fh:\n"
+        "        return len(fh.read())\n\n\n"
+        "def _map(rel, extent, touch):\n"
+        '    """Map a shared-library stand-in as a loader would and fault in some of it (never run)."""\n'
+        "    with open(os.path.join(_HERE, rel), 'rb') as fh:\n"
+        "        m = mmap.mmap(fh.fileno(), extent, access=mmap.ACCESS_READ)\n"
+        "    sum(m[i] for i in range(0, touch, mmap.PAGESIZE))\n"
+        "    return m\n\n\n"
+        "_loaded = [importlib.import_module(m) for m in MODULES]\n"
+        "_read_bytes = sum(_read(p) for p in READS)\n"
+        "_mapped = [_map(*args) for args in MAPS if args[1] > 0]\n\n\n"
         "def check():\n"
         '    """The ready check: every module imported and callable."""\n'
         "    assert all(m.f(0) == m.VALUE for m in _loaded)\n"
         "    return len(_loaded)\n"
     ).encode()
-    entries.insert(0, (f"{pkg}/__init__.py", init))
+
+
+def _member_bytes(member: _Member, index: int, fraction: float, rng: random.Random) -> bytes:
+    if member.group.ext == "py":
+        head = f"VALUE = {index}\n\n\ndef f(x):\n    return x + VALUE\n\n\n"
+        return module_source(member.size, fraction, rng, head=head)
+    return _content(member.size, member.group.compress_ratio, rng, python=False)
+
+
+def _build_dist(dist: DistProfile, seed: int, out_dir: Path) -> Path:
+    rng = random.Random(f"{seed}:{dist.name}:{dist.version}")
+    pkg = dist.import_name
+    fraction = dist.compile.code_fraction if dist.compile else _DEFAULT_CODE_FRACTION
+    members = _layout(dist, rng)
+    plan = _import_plan(dist, members, rng, fraction)
+    entries = [(f"{pkg}/__init__.py", _init_source(plan, seed))]
+    entries += [(m.path, _member_bytes(m, i, fraction, rng)) for i, m in enumerate(members, 1)]
+    entries += _dist_info(dist, entries)
+    path = out_dir / f"{pkg}-{dist.version}-py3-none-any.whl"
+    _write_wheel(entries, path, out_dir)
+    return path
+
+
+def _dist_info(dist: DistProfile, entries: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """METADATA, WHEEL, top_level.txt and the RECORD of ``entries`` and of themselves."""
+    pkg = dist.import_name
+    dist_info = f"{pkg}-{dist.version}.dist-info"
     requires = "".join(f"Requires-Dist: {r}\n" for r in dist.requires)
     metadata = (
-        f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {version}\n"
+        f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.version}\n"
         f"Summary: iobench synthetic wheel ({dist.file_count} files)\n{requires}"
     ).encode()
     wheel_meta = b"Wheel-Version: 1.0\nGenerator: iobench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    entries += [
+    meta = [
         (f"{dist_info}/METADATA", metadata),
         (f"{dist_info}/WHEEL", wheel_meta),
         (f"{dist_info}/top_level.txt", f"{pkg}\n".encode()),
     ]
     record = io.StringIO()
     writer = csv.writer(record, lineterminator="\n")
-    for name, data in entries:
+    for name, data in entries + meta:
         writer.writerow([name, _record_hash(data), len(data)])
     writer.writerow([f"{dist_info}/RECORD", "", ""])
-    entries.append((f"{dist_info}/RECORD", record.getvalue().encode()))
-    path = out_dir / f"{pkg}-{version}-py3-none-any.whl"
+    return meta + [(f"{dist_info}/RECORD", record.getvalue().encode())]
+
+
+def _write_wheel(entries: list[tuple[str, bytes]], path: Path, out_dir: Path) -> None:
     # a temp name of this process's own, then an atomic replace: two processes writing the
     # same out_dir each write their own file, and the last replace wins (same bytes anyway)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{pkg}-{version}.", suffix=".tmp", dir=out_dir)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=out_dir)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(
@@ -475,7 +695,6 @@ def _build_dist(dist: DistProfile, seed: int, out_dir: Path) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
 
 
 def synthesize(profile: Profile, out_dir: Path) -> list[Path]:
@@ -572,6 +791,17 @@ def describe(profile: Profile) -> list[str]:
             f"  {d.name} {d.version}: {d.file_count} files in {d.dirs} dirs, "
             f"{d.total_bytes / 1e6:.1f} MB, imports {d.import_modules} modules"
         )
+        if d.compile is not None:
+            c = d.compile
+            wrote = f", wrote {c.pyc_files} .pyc, {c.pyc_bytes / 1e6:.1f} MB" if c.pyc_files else ""
+            lines.append(f"    compile: {c.s_per_mb:.3f} CPU s/MB of source (code share {c.code_fraction:.2f}){wrote}")
+        if d.imports is not None:
+            parts = ", ".join(
+                f"{getattr(d.imports, k + '_files')} .{k} {getattr(d.imports, k + '_bytes') / 1e6:.1f} MB"
+                for k in IMPORT_KINDS
+                if getattr(d.imports, k + "_files")
+            )
+            lines.append(f"    first import: {parts or 'nothing'}")
         for g in sorted(d.files, key=lambda g: -g.count)[:6]:
             lines.append(
                 f"    .{g.ext:<6} {g.count:>6} files  median {g.median_bytes:>9} B  "
@@ -581,7 +811,10 @@ def describe(profile: Profile) -> list[str]:
 
 
 __all__ = [
+    "IMPORT_KINDS",
+    "CompileCost",
     "DistProfile",
+    "ImportFanout",
     "FileGroup",
     "Profile",
     "cached_wheels",
