@@ -74,12 +74,18 @@ class TrialRow:
     """One trial (one config x one repeat): a line of trials.csv."""
 
     run_id: str = required("the run this trial belongs to", name=True)
-    trial_id: str = required("`<config>-r<repeat>`; names `samples/<trial_id>.csv` and `logs/<trial_id>.*`", name=True)
+    trial_id: str = required(
+        "`<config>-r<repeat>`; names `samples/<trial_id>.csv` and `logs/<trial_id>.*`", name=True
+    )
     config: str = required("the scenario's config this trial ran", name=True)
-    repeat: int = required("the round this trial ran in (1 = first); round r runs repeat r of every config", "count")
+    repeat: int = required(
+        "the round this trial ran in (1 = first); round r runs repeat r of every config", "count"
+    )
     position: int | None = column(
         "this trial's place within its round (0 = first); the order is shuffled per round "
-        "(meta.json `order_seed`); empty in runs written before schema 2", "count")
+        "(meta.json `order_seed`); empty in runs written before schema 2",
+        "count",
+    )
     venv_role: str = text("the role (folder) the venv lived in")
     tmpdir_role: str = text("the role TMPDIR pointed into")
     cache_role: str = text("the role of the installer's cache, or `off`")
@@ -97,30 +103,44 @@ class TrialRow:
     compile_s: float | None = column("bytecode compilation", "s")
     import_s: float | None = column("the ready check (first import)", "s")
     time_to_ready_s: float | None = column(
-        "from venv creation start to ready-check success (phases plus gaps); empty unless ok", "s")
-    read_bytes: int | None = column("bytes the installer trees passed to read() (`rchar`, children included)", "bytes")
+        "from venv creation start to ready-check success (phases plus gaps); empty unless ok", "s"
+    )
+    read_bytes: int | None = column(
+        "bytes the installer trees passed to read() (`rchar`, children included)", "bytes"
+    )
     write_bytes: int | None = column("bytes the trees passed to write() (`wchar`)", "bytes")
     read_calls: int | None = column("read()-like calls of the trees (`syscr`)", "count")
     write_calls: int | None = column("write()-like calls of the trees (`syscw`)", "count")
     disk_write_bytes: int | None = column(
-        "block-device bytes the trees caused to be written (`write_bytes`; 0 on tmpfs/FUSE)", "bytes")
+        "block-device bytes the trees caused to be written (`write_bytes`; 0 on tmpfs/FUSE)",
+        "bytes",
+    )
     cpu_s: float | None = column("user+system CPU time of the trees", "s")
     offcpu_frac: float | None = column(
-        "1 - cpu_s / time_to_ready_s, clipped; 0 = at least one core busy throughout", "fraction")
+        "1 - cpu_s / time_to_ready_s, clipped; 0 = at least one core busy throughout", "fraction"
+    )
     iowait_mean_pct: float | None = column("system-wide CPU iowait, mean over the trial", "%")
     iowait_p95_pct: float | None = column("system-wide CPU iowait, 95th percentile", "%")
     blocked_max: int | None = column("max of /proc/stat procs_blocked during the trial", "count")
     dstate_max: int | None = column("max tree threads in uninterruptible sleep (D)", "count")
     fswait_frac: float | None = column(
         "share of samples with a tree thread in a filesystem or block-layer wait (wait channel: "
-        "FUSE, NFS/RPC, page I/O), which neither iowait nor D state shows for FUSE", "fraction")
+        "FUSE, NFS/RPC, page I/O), which neither iowait nor D state shows for FUSE",
+        "fraction",
+    )
     rss_max_bytes: int | None = column("max resident memory of the tree", "bytes")
-    index_bytes: int | None = column("bytes the local index served during the trial (empty for a remote index)", "bytes")
-    tmpdir_peak_bytes: int | None = column("peak growth of TMPDIR's filesystem (statvfs, no walking)", "bytes")
+    index_bytes: int | None = column(
+        "bytes the local index served during the trial (empty for a remote index)", "bytes"
+    )
+    tmpdir_peak_bytes: int | None = column(
+        "peak growth of TMPDIR's filesystem (statvfs, no walking)", "bytes"
+    )
     cache_bytes: int | None = column("growth of the cache's filesystem at the end", "bytes")
     venv_bytes: int | None = column("growth of the venv's filesystem at the end", "bytes")
     files_installed: int | None = column("files in the installed distributions' RECORDs", "count")
-    stalls: int | None = column("stalls the sampler recorded (no read or write progress for `--stall-after` s)", "count")
+    stalls: int | None = column(
+        "stalls the sampler recorded (no read or write progress for `--stall-after` s)", "count"
+    )
     stall_longest_s: float | None = column("the longest of those stalls", "s")
     contended: str = text("other processes doing disk I/O meanwhile (`name:MB;...`)")
     sampler_cpu_s: float | None = column("CPU time of iobench's own sampler during the trial", "s")
@@ -161,7 +181,9 @@ class Sample:
     tree_dstate: int = column("tree threads in uninterruptible sleep (D)", "count", 0)
     tree_fswait: int = column("tree threads in a filesystem wait (see `fswait_frac`)", "count", 0)
     tree_rss_bytes: int = column("resident memory of the tree", "bytes", 0)
-    fs_used_venv: int | None = column("used bytes of the filesystem holding the venv (statvfs)", "bytes")
+    fs_used_venv: int | None = column(
+        "used bytes of the filesystem holding the venv (statvfs)", "bytes"
+    )
     fs_used_tmpdir: int | None = column("used bytes of the filesystem holding TMPDIR", "bytes")
     fs_used_cache: int | None = column("used bytes of the filesystem holding the cache", "bytes")
 
@@ -274,7 +296,9 @@ def _parse(raw: str, kind: type, f: dataclasses.Field, where: str) -> object:
         raise RunDirError(f"{where}: {f.name}: {text[:40]!r} is not a number") from None
     lo, hi = UNIT_RANGES.get(unit, (-_LIMIT, _LIMIT))
     if not math.isfinite(value) or not lo <= value <= hi:
-        raise RunDirError(f"{where}: {f.name}: {text[:40]!r} is not a number in [{lo:g}, {hi:g}] ({unit})")
+        raise RunDirError(
+            f"{where}: {f.name}: {text[:40]!r} is not a number in [{lo:g}, {hi:g}] ({unit})"
+        )
     return value
 
 
@@ -289,7 +313,9 @@ def _int(text: str) -> int:
         return int(value)
 
 
-def check_header(header: Sequence[str], record: type, where: str, needed: Sequence[str] = ()) -> None:
+def check_header(
+    header: Sequence[str], record: type, where: str, needed: Sequence[str] = ()
+) -> None:
     """Refuse a header that is cut, duplicated or holds columns this version does not know."""
     known = set(columns_of(record))
     unknown = [c for c in header if c not in known]

@@ -64,7 +64,9 @@ def utcnow() -> str:
 
 
 def new_run_id(host: str, scenario: str) -> str:
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in host)[:30].strip("-_") or "host"
+    safe = (
+        "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in host)[:30].strip("-_") or "host"
+    )
     # the pid keeps two runs started in the same second apart (they may share a tmp role)
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"
 
@@ -78,7 +80,9 @@ def latest_rows(trial_ids: Sequence[str], statuses: Sequence[str]) -> tuple[list
     kept (in file order) and the ids that were run again.
     """
     finished = {t for t, s in zip(trial_ids, statuses, strict=True) if s != "interrupted"}
-    superseded = [s == "interrupted" and t in finished for t, s in zip(trial_ids, statuses, strict=True)]
+    superseded = [
+        s == "interrupted" and t in finished for t, s in zip(trial_ids, statuses, strict=True)
+    ]
     last = {t: i for i, t in enumerate(trial_ids) if not superseded[i]}
     kept = sorted(last.values())
     resumed = list(dict.fromkeys(t for t, sup in zip(trial_ids, superseded, strict=True) if sup))
@@ -145,14 +149,20 @@ class RunDir:
     @classmethod
     def create(cls, results_root: Path, run_id: str, meta: RunMeta | dict) -> RunDir:
         """Make the run's folder and write its meta.json (``meta.run_id`` is set to ``run_id``)."""
-        info = meta if isinstance(meta, RunMeta) else RunMeta.from_json({**meta, "schema_version": SCHEMA_VERSION})
+        info = (
+            meta
+            if isinstance(meta, RunMeta)
+            else RunMeta.from_json({**meta, "schema_version": SCHEMA_VERSION})
+        )
         info = replace(info, run_id=run_id, schema_version=SCHEMA_VERSION)
         RunMeta.from_json(info.to_json())  # what is written must read back
         path = results_root / run_id
         try:
             path.mkdir(parents=True, exist_ok=False)
             (path / "samples").mkdir()
-            (path / "logs").mkdir(mode=redact.PRIVATE_DIR_MODE)  # installer logs may hold configuration
+            (path / "logs").mkdir(
+                mode=redact.PRIVATE_DIR_MODE
+            )  # installer logs may hold configuration
         except FileExistsError:
             raise RunDirError(f"run directory {path} already exists") from None
         except OSError as exc:
@@ -190,7 +200,9 @@ class RunDir:
 
     def write_meta(self, meta: RunMeta | dict) -> None:
         data = meta.to_json() if isinstance(meta, RunMeta) else meta
-        redact.write_private(self.meta_json, json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
+        redact.write_private(
+            self.meta_json, json.dumps(data, indent=2, allow_nan=False, default=str) + "\n"
+        )
 
     def update_meta(self, **changes: object) -> RunMeta:
         """Change some keys of meta.json (e.g. ``status``, ``ended_at``); checked before writing."""
@@ -206,7 +218,11 @@ class RunDir:
         A file that already has a header keeps it (a run resumed from an older version keeps
         its columns; a column it lacks is not written).
         """
-        cells = to_cells(row) if isinstance(row, TrialRow) else {k: cell(row.get(k)) for k in TRIAL_COLUMNS}
+        cells = (
+            to_cells(row)
+            if isinstance(row, TrialRow)
+            else {k: cell(row.get(k)) for k in TRIAL_COLUMNS}
+        )
         size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
         columns = self._header() if size else TRIAL_COLUMNS
         with open(self.trials_csv, "a+", newline="") as fh:
@@ -238,7 +254,9 @@ class RunDir:
             if not path.exists() or path.stat().st_size == 0:
                 return TrialsFile()
             if path.stat().st_size > MAX_TRIALS_BYTES:
-                raise RunDirError(f"{where}: larger than {MAX_TRIALS_BYTES >> 20} MiB; not an iobench trials.csv")
+                raise RunDirError(
+                    f"{where}: larger than {MAX_TRIALS_BYTES >> 20} MiB; not an iobench trials.csv"
+                )
             text = path.read_text(encoding="utf-8")
             records = list(csv.reader(io.StringIO(text, newline="")))
         except UnicodeDecodeError as exc:
@@ -250,7 +268,9 @@ class RunDir:
         cut_last = not text.endswith("\n")
         header = records[0] if records else []
         if cut_last and len(records) <= 1:
-            raise RunDirError(f"{where}: header is cut short (no row, no end of line); the file is damaged")
+            raise RunDirError(
+                f"{where}: header is cut short (no row, no end of line); the file is damaged"
+            )
         check_header(header, TrialRow, where, REQUIRED_TRIAL_COLUMNS)
         rows: list[TrialRow] = []
         skipped: list[str] = []
@@ -258,9 +278,13 @@ class RunDir:
             if not rec:
                 continue
             if len(rec) != len(header) or (cut_last and n == len(records)):
-                skipped.append(f"{where}: row {n} is cut short ({len(rec)} of {len(header)} cells); not trusted, skipped")
+                skipped.append(
+                    f"{where}: row {n} is cut short ({len(rec)} of {len(header)} cells); not trusted, skipped"
+                )
                 continue
-            rows.append(from_cells(TrialRow, dict(zip(header, rec, strict=True)), f"{where}: row {n}"))
+            rows.append(
+                from_cells(TrialRow, dict(zip(header, rec, strict=True)), f"{where}: row {n}")
+            )
         return TrialsFile(tuple(rows), tuple(header), tuple(skipped))
 
     def trials(self, latest_only: bool = False) -> list[TrialRow]:
@@ -279,12 +303,16 @@ class RunDir:
         scenario = scenario_from_meta(meta.scenario, f"{self.meta_json}: scenario")
         for name in ("target", "tmp"):
             if name not in meta.roles:
-                raise RunDirError(f"{self.meta_json}: roles: no '{name}' role; --resume cannot tell where it ran")
+                raise RunDirError(
+                    f"{self.meta_json}: roles: no '{name}' role; --resume cannot tell where it ran"
+                )
         latest, _ = read.latest()
         names = {c.name for c in scenario.configs}
         strange = sorted({r.config for r in latest} - names)
         if strange:
-            raise RunDirError(f"{self.trials_csv}: config(s) {', '.join(strange[:3])} are not in meta.json's scenario")
+            raise RunDirError(
+                f"{self.trials_csv}: config(s) {', '.join(strange[:3])} are not in meta.json's scenario"
+            )
         return ResumeState(
             meta=meta,
             scenario=scenario,
@@ -312,7 +340,10 @@ class RunDir:
             os.fsync(fh.fileno())
 
     def write_samples(
-        self, trial_id: str, rows: Sequence[Sample | dict], columns: tuple[str, ...] = SAMPLE_COLUMNS
+        self,
+        trial_id: str,
+        rows: Sequence[Sample | dict],
+        columns: tuple[str, ...] = SAMPLE_COLUMNS,
     ) -> Path:
         """A trial's time series, written whole (to a .tmp, then renamed)."""
         path = self.sample_path(trial_id)
@@ -321,7 +352,9 @@ class RunDir:
             writer = csv.writer(fh)
             writer.writerow(columns)
             for r in rows:
-                cells = to_cells(r) if isinstance(r, Sample) else {k: cell(r.get(k)) for k in columns}
+                cells = (
+                    to_cells(r) if isinstance(r, Sample) else {k: cell(r.get(k)) for k in columns}
+                )
                 writer.writerow([cells.get(c, "") for c in columns])
         os.replace(tmp, path)
         return path

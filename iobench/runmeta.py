@@ -40,8 +40,15 @@ RUN_STATUSES = ("running", "complete", "interrupted", "lock-lost", "volume-hung"
 MAX_META_BYTES = 32 * 1024 * 1024
 
 
-def key(doc: str, default: Any = None, *, check: str = "", lo: float | None = None,
-        hi: float | None = None, choices: tuple[str, ...] = ()) -> Any:
+def key(
+    doc: str,
+    default: Any = None,
+    *,
+    check: str = "",
+    lo: float | None = None,
+    hi: float | None = None,
+    choices: tuple[str, ...] = (),
+) -> Any:
     """A meta.json key with its one-line doc; ``check``: ``name`` (a path component) or
     ``path`` (absolute, no ``..``); ``lo``/``hi``: the range a number must lie in;
     ``choices``: the values a string may take."""
@@ -88,7 +95,9 @@ class RoleInfo:
 class IndexInfo:
     """Where trials installed from."""
 
-    kind: str = key("`local` (iobench's loopback index) or `remote`", "local", choices=("local", "remote"))
+    kind: str = key(
+        "`local` (iobench's loopback index) or `remote`", "local", choices=("local", "remote")
+    )
     url: str = key("the index URL, credentials redacted", "")
     source: str = key("what the local index served: a wheelhouse folder or a synthetic profile", "")
     mbps: float | None = key("the local index's cap, megabits/s (null: none)", lo=0, hi=1e9)
@@ -99,45 +108,67 @@ class IndexInfo:
 class RunMeta:
     """meta.json: one run's identity, conditions and status."""
 
-    schema_version: int = key("the run directory's format version (history: iobench/runmeta.py)", SCHEMA_VERSION)
+    schema_version: int = key(
+        "the run directory's format version (history: iobench/runmeta.py)", SCHEMA_VERSION
+    )
     iobench_version: str = key("the iobench that ran it", "")
-    run_id: str = key("`YYYYmmdd-HHMMSS-<host>-<scenario>-<pid>`; the folder's name", "", check="name")
+    run_id: str = key(
+        "`YYYYmmdd-HHMMSS-<host>-<scenario>-<pid>`; the folder's name", "", check="name"
+    )
     command: list[str] = key("the command line (credentials redacted)", [])
     label: str = key("free text from `--label`, e.g. the pod type", "")
     started_at: str = key("ISO 8601 UTC", "")
     ended_at: str | None = key("ISO 8601 UTC; null while running")
     resumed_at: str | None = key("when `--resume` last continued it (ISO 8601 UTC)")
-    status: str = key("`running`, `complete`, `interrupted`, `lock-lost` (another run took the target's "
-                      "lock) or `volume-hung` (a role's volume stopped answering)", "running", choices=RUN_STATUSES)
+    status: str = key(
+        "`running`, `complete`, `interrupted`, `lock-lost` (another run took the target's "
+        "lock) or `volume-hung` (a role's volume stopped answering)",
+        "running",
+        choices=RUN_STATUSES,
+    )
     status_reason: str = key("why the run ended as it did, when it did not complete", "")
     scenario: dict[str, Any] = key(
         "the resolved scenario: name, source, kind, packages (credentials redacted), wheels, "
         "ready, repeats, configs ({name, venv, tmpdir, cache, cache_state, installer, compile, "
-        "description}), description, size_mb, extra", {})
+        "description}), description, size_mb, extra",
+        {},
+    )
     repeats: int | None = key("trials per config", lo=1, hi=1000)
-    order_seed: int | None = key("seed of the per-round trial order (null: written before schema 2)",
-                                 lo=0, hi=2**64 - 1)
+    order_seed: int | None = key(
+        "seed of the per-round trial order (null: written before schema 2)", lo=0, hi=2**64 - 1
+    )
     roles: dict[str, RoleInfo] = key("{role: where it lived}", {})
     host: HostInfo = field(default_factory=HostInfo, metadata={"doc": "the machine"})
     versions: dict[str, Any] = key(
         "python, iobench, virtualenv, pip_host, uv, and `venv`: what the trial venvs were made "
-        "of (their Python and seeded pip)", {})
+        "of (their Python and seeded pip)",
+        {},
+    )
     pip_config: dict[str, Any] = key(
         "pip's configuration files and PIP_* variables the run saw, and whether trials were "
-        "isolated from them", {})
+        "isolated from them",
+        {},
+    )
     index: IndexInfo | None = key("where trials installed from")
     gpu: dict[str, Any] | None = key(
-        "null, or {name, count, driver, source, and optionally memory_mib, instance_type}")
+        "null, or {name, count, driver, source, and optionally memory_mib, instance_type}"
+    )
     sample_hz: float | None = key("the sampler's rate (`--sample-hz`)", lo=0.001, hi=1000)
-    stall_after_s: float | None = key("seconds without progress that open a stall (`--stall-after`)",
-                                      lo=0, hi=1e7)
-    stall_timeout_s: float | None = key("a stall this long ends the trial (`--stall-timeout`; null: off)",
-                                        lo=0, hi=1e7)
-    trial_timeout_s: float | None = key("wall-clock limit of one trial (`--trial-timeout`)", lo=0, hi=1e7)
+    stall_after_s: float | None = key(
+        "seconds without progress that open a stall (`--stall-after`)", lo=0, hi=1e7
+    )
+    stall_timeout_s: float | None = key(
+        "a stall this long ends the trial (`--stall-timeout`; null: off)", lo=0, hi=1e7
+    )
+    trial_timeout_s: float | None = key(
+        "wall-clock limit of one trial (`--trial-timeout`)", lo=0, hi=1e7
+    )
     same_storage: list[list[str]] = key("groups of roles that share one filesystem", [])
     role_notes: list[str] = key("defaults chosen for the roles and facts said at the start", [])
     venv_python: str | None = key("the interpreter the venvs were made with", check="path")
-    env: dict[str, str] = key("environment variables the run saw, credentials redacted (iobench/metadata.py)", {})
+    env: dict[str, str] = key(
+        "environment variables the run saw, credentials redacted (iobench/metadata.py)", {}
+    )
     extra: dict[str, Any] = _extra()
 
     # -------------------------------------------------------------- typed accessors
@@ -154,7 +185,9 @@ class RunMeta:
     @property
     def config_names(self) -> list[str]:
         """The scenario's configs, in its order."""
-        return [str(c.get("name")) for c in self.scenario.get("configs") or [] if isinstance(c, dict)]
+        return [
+            str(c.get("name")) for c in self.scenario.get("configs") or [] if isinstance(c, dict)
+        ]
 
     @property
     def role_paths(self) -> dict[str, Path]:
@@ -192,7 +225,9 @@ def _encode(record: object) -> dict[str, Any]:
         elif dataclasses.is_dataclass(value):
             out[f.name] = _encode(value)
         elif isinstance(value, dict):
-            out[f.name] = {k: _encode(v) if dataclasses.is_dataclass(v) else v for k, v in value.items()}
+            out[f.name] = {
+                k: _encode(v) if dataclasses.is_dataclass(v) else v for k, v in value.items()
+            }
         else:
             out[f.name] = value
     return {**out, **{k: v for k, v in extra.items() if k not in out}}
@@ -241,13 +276,15 @@ def _value(hint: Any, value: object, f: dataclasses.Field, where: str) -> Any:
         if dataclasses.is_dataclass(inner):
             for name in value:
                 _check_name(str(name), f"{where}.{name}")
-            return {str(k): _decode(inner, v, f"{where}.{k}") for k, v in value.items()}  # type: ignore[arg-type]
+            return {str(k): _decode(inner, v, f"{where}.{k}") for k, v in value.items()}
         if inner is str and not all(isinstance(v, str) for v in value.values()):
             raise RunDirError(f"{where}: expected an object of strings")
         return value
     if origin is list:
         if not isinstance(value, list) or not all(_is_strings(v, args[0]) for v in value):
-            raise RunDirError(f"{where}: expected a list of {'lists of ' if args[0] is not str else ''}strings")
+            raise RunDirError(
+                f"{where}: expected a list of {'lists of ' if args[0] is not str else ''}strings"
+            )
         return value
     if origin is str:
         return _text(value, f, where)
@@ -278,14 +315,22 @@ def _text(value: object, f: dataclasses.Field, where: str) -> str:
 def _number(kind: type, value: object, f: dataclasses.Field, where: str) -> float:
     ok = isinstance(value, int) if kind is int else isinstance(value, (int, float))
     if not ok or isinstance(value, bool):
-        raise RunDirError(f"{where}: expected {'an integer' if kind is int else 'a number'}, found {str(value)[:40]!r}")
+        raise RunDirError(
+            f"{where}: expected {'an integer' if kind is int else 'a number'}, found {str(value)[:40]!r}"
+        )
     lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
     try:
         number = float(value)  # type: ignore[arg-type]
     except OverflowError:
         number = math.inf
-    if not math.isfinite(number) or (lo is not None and number < lo) or (hi is not None and number > hi):
-        bounds = f"[{lo if lo is not None else -math.inf:g}, {hi if hi is not None else math.inf:g}]"
+    if (
+        not math.isfinite(number)
+        or (lo is not None and number < lo)
+        or (hi is not None and number > hi)
+    ):
+        bounds = (
+            f"[{lo if lo is not None else -math.inf:g}, {hi if hi is not None else math.inf:g}]"
+        )
         raise RunDirError(f"{where}: {str(value)[:40]} is not a finite number in {bounds}")
     return value  # type: ignore[return-value]
 
@@ -321,9 +366,13 @@ def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:
     if version is None:
         raise RunDirError(f"{where}: no schema_version; not written by iobench run")
     if version in _REFUSED:
-        raise RunDirError(f"{where}: schema_version {version!r} can no longer be read: {_REFUSED[version]}")
+        raise RunDirError(
+            f"{where}: schema_version {version!r} can no longer be read: {_REFUSED[version]}"
+        )
     if isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+        newer = (
+            isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+        )
         why = "written by a newer iobench; upgrade iobench" if newer else "unknown version"
         supported = ", ".join(map(str, SUPPORTED_SCHEMA_VERSIONS))
         raise RunDirError(
@@ -354,12 +403,16 @@ def load_meta(run_dir: Path) -> RunMeta:
         raise RunDirError(f"{run_dir} is not an iobench run directory (no meta.json){hint}")
     try:
         if path.stat().st_size > MAX_META_BYTES:
-            raise RunDirError(f"{path}: larger than {MAX_META_BYTES >> 20} MiB; not an iobench meta.json")
+            raise RunDirError(
+                f"{path}: larger than {MAX_META_BYTES >> 20} MiB; not an iobench meta.json"
+            )
         data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError) as exc:
         raise RunDirError(f"{path}: cannot be read ({_one_line(exc)})") from None
     except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise RunDirError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise RunDirError(f"{path}: not valid JSON ({_one_line(exc)})") from None
     return parse_meta(data, str(path))
@@ -377,11 +430,15 @@ def _one_line(exc: BaseException) -> str:
 def markdown_keys(record: type = RunMeta, prefix: str = "") -> list[str]:
     """README lines for meta.json's keys, nested records' keys as ``host.machine``."""
     lines = []
-    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+    for f in dataclasses.fields(record):
         if f.metadata.get("extra"):
             continue
         hint = _hints(record)[f.name]
-        inner = [a for a in (typing.get_args(hint) or (hint,)) if dataclasses.is_dataclass(a)]
+        inner = [
+            a
+            for a in (typing.get_args(hint) or (hint,))
+            if isinstance(a, type) and dataclasses.is_dataclass(a)
+        ]
         if f.name == "roles":
             inner_lines = markdown_keys(RoleInfo, f"{prefix}roles.<role>.")
             lines.append(f"| `{prefix}{f.name}` | {f.metadata['doc']} |")

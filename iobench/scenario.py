@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,10 +26,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from iobench.errors import RunDirError, ScenarioError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]  # not in every lint venv
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 INSTALLERS = ("pip", "uv")
@@ -38,7 +39,16 @@ KINDS = ("install",)
 _CONFIG_KEYS = {"venv", "tmpdir", "cache", "cache_state", "installer", "compile", "description"}
 # the schema: what each table may hold (anything else is an error naming file and key)
 _TABLES = ("scenario", "defaults", "configs", "matrix")
-_SCENARIO_KEYS = ("name", "kind", "packages", "wheels", "ready", "repeats", "description", "size_mb")
+_SCENARIO_KEYS = (
+    "name",
+    "kind",
+    "packages",
+    "wheels",
+    "ready",
+    "repeats",
+    "description",
+    "size_mb",
+)
 REPEATS_MAX = 1000
 SIZE_MB_MAX = 10_000_000.0  # 10 TB
 # Scenario and config names become path components (venv folders, samples/<trial_id>.csv,
@@ -46,7 +56,9 @@ SIZE_MB_MAX = 10_000_000.0  # 10 TB
 # hidden files, nothing an option parser takes for a flag), and short enough for a path.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 NAME_MAX = 80
-NAME_RULE = f"must be 1-{NAME_MAX} letters, digits, '.', '_' or '-', starting with a letter or digit"
+NAME_RULE = (
+    f"must be 1-{NAME_MAX} letters, digits, '.', '_' or '-', starting with a letter or digit"
+)
 # Runs made before names were checked may hold the old default matrix names, which contain
 # '=' (venv=target-tmpdir=tmp): harmless in a path, so --resume still accepts them.
 _META_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
@@ -106,7 +118,9 @@ class Scenario:
         seen: set[str] = set()
         for n in names:
             if n in seen:
-                raise ScenarioError(f"--configs: config '{n}' given twice (each config runs once per repeat)")
+                raise ScenarioError(
+                    f"--configs: config '{n}' given twice (each config runs once per repeat)"
+                )
             seen.add(n)
         picked = tuple(self.config(n) for n in names)
         return Scenario(**{**self.__dict__, "configs": picked})
@@ -163,12 +177,16 @@ def requirement_problem(req: object) -> str | None:
         return None
     except InvalidRequirement:
         pass
-    if not any(c.isspace() for c in text) and ("/" in text or text.endswith((".whl", ".zip", ".tar.gz"))):
+    if not any(c.isspace() for c in text) and (
+        "/" in text or text.endswith((".whl", ".zip", ".tar.gz"))
+    ):
         return None  # a path or URL (file, https, git+https) that pip accepts
     return "not a requirement (PEP 508, a path or a URL), e.g. torch==2.13.0"
 
 
-def _check_name(name: object, what: str, src: str, key: str, hint: str = "", legacy: bool = False) -> str:
+def _check_name(
+    name: object, what: str, src: str, key: str, hint: str = "", legacy: bool = False
+) -> str:
     problem = name_problem(name, legacy)
     if problem:
         raise ScenarioError(f"{_where(src, key)}: {what} {problem}{hint}")
@@ -238,7 +256,9 @@ def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:
         if k not in _CONFIG_KEYS - {"description"}:
             raise ScenarioError(f"{_where(src, 'matrix.' + k)}: not a config axis")
         if not isinstance(v, list) or not v or len(v) > 100:
-            raise ScenarioError(f"{_where(src, 'matrix.' + k)}: expected a non-empty list (at most 100 values)")
+            raise ScenarioError(
+                f"{_where(src, 'matrix.' + k)}: expected a non-empty list (at most 100 values)"
+            )
     excludes = table.get("exclude", [])
     if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
         raise ScenarioError(f"{_where(src, 'matrix.exclude')}: expected a list of tables")
@@ -246,7 +266,9 @@ def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:
         _unknown(e, axes, src, f"matrix.exclude[{i}]", "axis")
     pattern = table.get("name", "")
     if not isinstance(pattern, str):
-        raise ScenarioError(f"{_where(src, 'matrix.name')}: expected a pattern string such as \"{{venv}}-{{cache}}\"")
+        raise ScenarioError(
+            f'{_where(src, "matrix.name")}: expected a pattern string such as "{{venv}}-{{cache}}"'
+        )
     return axes, excludes, pattern
 
 
@@ -270,8 +292,11 @@ def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
         else:
             name = "_".join(f"{_AXIS_LABEL.get(k, k)}-{values[k]}" for k in keys)
             _check_name(
-                name, "generated config name", src, "matrix",
-                " (set matrix.name to a pattern such as \"{venv}-{cache}\")",
+                name,
+                "generated config name",
+                src,
+                "matrix",
+                ' (set matrix.name to a pattern such as "{venv}-{cache}")',
             )
         out.append(_config(name, values, defaults, src, f"matrix[{name}]"))
     return out
@@ -279,21 +304,29 @@ def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
 
 def _packages(value: object, src: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(p, str) for p in value):
-        raise ScenarioError(f"{_where(src, 'scenario.packages')}: expected a non-empty list of requirement strings")
+        raise ScenarioError(
+            f"{_where(src, 'scenario.packages')}: expected a non-empty list of requirement strings"
+        )
     for i, req in enumerate(value):
         problem = requirement_problem(req)
         if problem:
-            raise ScenarioError(f"{_where(src, f'scenario.packages[{i}]')}: {req[:80]!r}: {problem}")
+            raise ScenarioError(
+                f"{_where(src, f'scenario.packages[{i}]')}: {req[:80]!r}: {problem}"
+            )
     return tuple(value)
 
 
 def _ready(value: object, src: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ScenarioError(f"{_where(src, 'scenario.ready')}: expected Python code to run in the new venv")
+        raise ScenarioError(
+            f"{_where(src, 'scenario.ready')}: expected Python code to run in the new venv"
+        )
     try:
         compile(value, f"{src}:scenario.ready", "exec")
     except (SyntaxError, ValueError) as exc:
-        raise ScenarioError(f"{_where(src, 'scenario.ready')}: not valid Python ({getattr(exc, 'msg', exc)})") from None
+        raise ScenarioError(
+            f"{_where(src, 'scenario.ready')}: not valid Python ({getattr(exc, 'msg', exc)})"
+        ) from None
     return value
 
 
@@ -301,13 +334,19 @@ def _numbers(s: dict, src: str) -> tuple[int, float | None]:
     """repeats and size_mb: finite and in a sane range."""
     repeats = s.get("repeats", 3)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= REPEATS_MAX:
-        raise ScenarioError(f"{_where(src, 'scenario.repeats')}: expected an integer from 1 to {REPEATS_MAX}")
+        raise ScenarioError(
+            f"{_where(src, 'scenario.repeats')}: expected an integer from 1 to {REPEATS_MAX}"
+        )
     size_mb = s.get("size_mb")
     if size_mb is not None and (
-        not isinstance(size_mb, (int, float)) or isinstance(size_mb, bool)
-        or not math.isfinite(size_mb) or not 0 <= size_mb <= SIZE_MB_MAX
+        not isinstance(size_mb, (int, float))
+        or isinstance(size_mb, bool)
+        or not math.isfinite(size_mb)
+        or not 0 <= size_mb <= SIZE_MB_MAX
     ):
-        raise ScenarioError(f"{_where(src, 'scenario.size_mb')}: expected a number from 0 to {SIZE_MB_MAX:.0f}")
+        raise ScenarioError(
+            f"{_where(src, 'scenario.size_mb')}: expected a number from 0 to {SIZE_MB_MAX:.0f}"
+        )
     return repeats, float(size_mb) if size_mb is not None else None
 
 
@@ -437,12 +476,16 @@ def _configs_from_meta(raw: object, where: str) -> dict[str, dict]:
     tables: dict[str, dict] = {}
     for i, c in enumerate(raw):
         if not isinstance(c, dict):
-            raise ScenarioError(f"{where}: scenario.configs[{i}]: expected a table, got {type(c).__name__}")
+            raise ScenarioError(
+                f"{where}: scenario.configs[{i}]: expected a table, got {type(c).__name__}"
+            )
         name = c.get("name")
         problem = name_problem(name, legacy=True)
         if problem:
             raise ScenarioError(f"{where}: scenario.configs[{i}].name: {problem}")
         if name in tables:
-            raise ScenarioError(f"{where}: scenario.configs[{i}].name: config name '{name}' used twice")
+            raise ScenarioError(
+                f"{where}: scenario.configs[{i}].name: config name '{name}' used twice"
+            )
         tables[name] = {k: v for k, v in c.items() if k != "name"}  # type: ignore[index]
     return tables

@@ -43,7 +43,9 @@ README = Path(__file__).parents[1] / "results" / "README.md"
 OLD_HEADER = OLD.joinpath("trials.csv").read_text().splitlines()[0].split(",")
 
 
-def _row(trial_id: str = "naive-r1", status: str = "ok", run_id: str = "run-1", **kw: object) -> TrialRow:
+def _row(
+    trial_id: str = "naive-r1", status: str = "ok", run_id: str = "run-1", **kw: object
+) -> TrialRow:
     config = trial_id.rsplit("-r", 1)[0]
     return TrialRow(run_id=run_id, trial_id=trial_id, config=config, repeat=1, status=status, **kw)
 
@@ -60,7 +62,15 @@ def run(tmp_path: Path) -> Path:
 def test_columns_come_from_the_fields_and_keep_the_old_order() -> None:
     assert TRIAL_COLUMNS == tuple(f.name for f in dataclasses.fields(TrialRow))
     assert SAMPLE_COLUMNS == tuple(f.name for f in dataclasses.fields(Sample))
-    assert STALL_COLUMNS == ("run_id", "trial_id", "phase", "start_s", "length_s", "dstate_max", "iowait_mean_pct")
+    assert STALL_COLUMNS == (
+        "run_id",
+        "trial_id",
+        "phase",
+        "start_s",
+        "length_s",
+        "dstate_max",
+        "iowait_mean_pct",
+    )
     # schema 2 only added `position`: the old columns keep their order
     assert [c for c in TRIAL_COLUMNS if c != "position"] == OLD_HEADER
     for record in (TrialRow, Sample, Stall):
@@ -74,23 +84,35 @@ def test_a_row_reads_back_as_written(tmp_path: Path) -> None:
     row = _row(position=3, time_to_ready_s=12.345678, write_bytes=2**40, offcpu_frac=0.25,
                error="line one\nline two", contended="dpkg:12")  # fmt: skip
     rd.append_trial(row)
-    rd.append_trial({"run_id": "run-1", "trial_id": "b-r1", "config": "b", "repeat": 1, "status": "failed"})
+    rd.append_trial(
+        {"run_id": "run-1", "trial_id": "b-r1", "config": "b", "repeat": 1, "status": "failed"}
+    )
     back = rd.trials()
     assert back[0] == dataclasses.replace(row, time_to_ready_s=12.3457, error="line one | line two")
-    assert back[1].status == "failed" and back[1].time_to_ready_s is None and back[1].position is None
+    assert (
+        back[1].status == "failed" and back[1].time_to_ready_s is None and back[1].position is None
+    )
     assert tmp_path.joinpath("trials.csv").read_text().splitlines()[0] == ",".join(TRIAL_COLUMNS)
 
 
 def test_samples_and_stalls_are_written_from_records(tmp_path: Path) -> None:
     rd = RunDir(tmp_path)
     rd.samples_dir.mkdir()
-    rd.write_samples("a-r1", [Sample(t=0.1, phase="venv", iowait_pct=2.5), {"t": 0.2, "phase": "install"}])
+    rd.write_samples(
+        "a-r1", [Sample(t=0.1, phase="venv", iowait_pct=2.5), {"t": 0.2, "phase": "install"}]
+    )
     lines = rd.sample_path("a-r1").read_text().splitlines()
     assert lines[0] == ",".join(SAMPLE_COLUMNS)
     assert lines[1].startswith("0.1,venv,0.0,0.0,2.5,") and lines[1].endswith(",,,")
-    rd.append_stalls("run-1", "a-r1", [Stall(phase="install", start_s=1.5, length_s=30.0), {"phase": "import"}])
+    rd.append_stalls(
+        "run-1", "a-r1", [Stall(phase="install", start_s=1.5, length_s=30.0), {"phase": "import"}]
+    )
     text = rd.stalls_csv.read_text().splitlines()
-    assert text == [",".join(STALL_COLUMNS), "run-1,a-r1,install,1.5,30.0,0,0.0", "run-1,a-r1,import,0.0,0.0,0,0.0"]
+    assert text == [
+        ",".join(STALL_COLUMNS),
+        "run-1,a-r1,install,1.5,30.0,0,0.0",
+        "run-1,a-r1,import,0.0,0.0,0,0.0",
+    ]
 
 
 # --- one rule for "the latest row per trial" ------------------------------------------------------
@@ -141,7 +163,10 @@ def test_version_1_upgrades_and_newer_versions_are_refused(run: Path) -> None:
     assert (meta.schema_version, meta.order_seed) == (SCHEMA_VERSION, None)
     data["schema_version"] = SCHEMA_VERSION + 1
     (run / "meta.json").write_text(json.dumps(data))
-    with pytest.raises(RunDirError, match=r"schema_version 3 is not supported \(this iobench reads 1, 2\): written by a newer iobench"):
+    with pytest.raises(
+        RunDirError,
+        match=r"schema_version 3 is not supported \(this iobench reads 1, 2\): written by a newer iobench",
+    ):
         load_meta(run)
 
 
@@ -159,8 +184,14 @@ HOSTILE_META = [
     (_set("run_id", "../../etc"), r"run_id: '\.\./\.\./etc' must be letters"),
     (_set("run_id", "/abs/path"), r"run_id: '/abs/path' must be letters"),
     (_set("run_id", 7), r"run_id: expected a string"),
-    (_set("roles.target.path", "relative/dir"), r"roles.target: path: 'relative/dir' is not an absolute path"),
-    (_set("roles.target.path", "/tmp/../etc"), r"roles.target: path: '/tmp/\.\./etc' is not an absolute path without '\.\.'"),
+    (
+        _set("roles.target.path", "relative/dir"),
+        r"roles.target: path: 'relative/dir' is not an absolute path",
+    ),
+    (
+        _set("roles.target.path", "/tmp/../etc"),
+        r"roles.target: path: '/tmp/\.\./etc' is not an absolute path without '\.\.'",
+    ),
     (_set("roles", {"../x": {"path": "/x"}}), r"roles\.\.\./x: '\.\./x' must be letters"),
     (_set("venv_python", "python3"), r"venv_python: 'python3' is not an absolute path"),
     (_set("repeats", 10**9), r"repeats: 1000000000 is not a finite number in \[1, 1000\]"),
@@ -203,7 +234,9 @@ def test_non_finite_numbers_in_meta_are_refused(
     _refused_everywhere(run, match, capsys)
 
 
-def _refused_everywhere(run: Path, match: str, capsys: pytest.CaptureFixture[str], trials: bool = False) -> None:
+def _refused_everywhere(
+    run: Path, match: str, capsys: pytest.CaptureFixture[str], trials: bool = False
+) -> None:
     """The same one line from the readers, the resume state, `report`, `compare` and `run --resume`."""
     readers = (lambda: RunDir(run).meta(), lambda: RunDir(run).read_trials(),
                lambda: RunDir(run).resume_state(), lambda: load_run(run))  # fmt: skip
@@ -211,7 +244,11 @@ def _refused_everywhere(run: Path, match: str, capsys: pytest.CaptureFixture[str
         with pytest.raises(RunDirError, match=match) as err:
             read()
         assert "\n" not in str(err.value) and str(run) in str(err.value)
-    for argv in (["report", str(run)], ["compare", str(run), str(run)], ["run", "--resume", str(run), "--no-report"]):
+    for argv in (
+        ["report", str(run)],
+        ["compare", str(run), str(run)],
+        ["run", "--resume", str(run), "--no-report"],
+    ):
         capsys.readouterr()
         assert main(argv) == RunDirError.exit_code, argv
         err = capsys.readouterr().err.strip()
@@ -237,16 +274,28 @@ def _replace_cell(column: str, value: str) -> Callable[[str], str]:
 HOSTILE_TRIALS = [
     (lambda t: "run_id,trial_id,con", r"trials.csv: header is cut short"),
     (lambda t: t.replace(",error\n", ",error,extra\n", 1), r"unknown column\(s\) 'extra'"),
-    (lambda t: t.replace("run_id,trial_id,config", "run_id,trial_id,trial_id", 1), r"header names column\(s\) twice: trial_id"),
+    (
+        lambda t: t.replace("run_id,trial_id,config", "run_id,trial_id,trial_id", 1),
+        r"header names column\(s\) twice: trial_id",
+    ),
     (lambda t: "\n" + t, r"missing column\(s\) trial_id, config, status, time_to_ready_s"),
-    (_replace_cell("time_to_ready_s", "nan"), r"row 2: time_to_ready_s: 'nan' is not a number in \[0, 1e\+07\] \(s\)"),
+    (
+        _replace_cell("time_to_ready_s", "nan"),
+        r"row 2: time_to_ready_s: 'nan' is not a number in \[0, 1e\+07\] \(s\)",
+    ),
     (_replace_cell("time_to_ready_s", "inf"), r"time_to_ready_s: 'inf' is not a number in"),
     (_replace_cell("time_to_ready_s", "-3"), r"time_to_ready_s: '-3' is not a number in"),
     (_replace_cell("write_bytes", "1e300"), r"write_bytes: '1e300' is not a number in"),
     (_replace_cell("offcpu_frac", "1.5"), r"offcpu_frac: '1.5' is not a number in \[0, 1\]"),
     (_replace_cell("repeat", "x"), r"repeat: 'x' is not a number"),
-    (_replace_cell("status", "pwned"), r"status: 'pwned' is not one of ok, failed, stalled, interrupted"),
-    (_replace_cell("trial_id", "../../etc/passwd"), r"trial_id: '\.\./\.\./etc/passwd' must be letters"),
+    (
+        _replace_cell("status", "pwned"),
+        r"status: 'pwned' is not one of ok, failed, stalled, interrupted",
+    ),
+    (
+        _replace_cell("trial_id", "../../etc/passwd"),
+        r"trial_id: '\.\./\.\./etc/passwd' must be letters",
+    ),
     (_replace_cell("run_id", "/abs"), r"run_id: '/abs' must be letters"),
     (lambda t: "\xff\xfe" + t, r"trials.csv: not text \(byte 0 is not UTF-8\)"),
 ]
@@ -272,7 +321,10 @@ def test_a_row_cut_after_its_status_is_not_trusted(run: Path) -> None:
     cut_id = cut.split(",")[1]
     read = rd.read_trials()
     assert len(read.rows) == len(lines) - 2 and cut_id not in {r.trial_id for r in read.rows}
-    assert re.fullmatch(rf".*trials.csv: row {len(lines)} is cut short \(\d+ of {len(TRIAL_COLUMNS)} cells\); not trusted, skipped", read.skipped[0])
+    assert re.fullmatch(
+        rf".*trials.csv: row {len(lines)} is cut short \(\d+ of {len(TRIAL_COLUMNS)} cells\); not trusted, skipped",
+        read.skipped[0],
+    )
     assert cut_id not in rd.resume_state().done  # --resume runs it again
     report = load_run(run)
     assert cut_id not in set(report.trials["trial_id"]) and read.skipped[0] in report.warnings
@@ -342,7 +394,11 @@ def test_appending_to_a_d8a1c15_run_keeps_its_header(tmp_path: Path) -> None:
     assert (old / "trials.csv").read_text().splitlines()[0].split(",") == OLD_HEADER
     assert [r.status for r in rd.trials(latest_only=True)] == ["ok", "ok"]
     assert rd.resume_state().done == frozenset({"naive-r1", "nocache-r1"})
-    assert load_run(old).notes[0].startswith("1 trial(s) interrupted and run again by --resume (nocache-r1)")
+    assert (
+        load_run(old)
+        .notes[0]
+        .startswith("1 trial(s) interrupted and run again by --resume (nocache-r1)")
+    )
 
 
 # --- the README documents every column and key --------------------------------------------------------
@@ -353,7 +409,9 @@ def test_the_readme_tables_are_the_field_docs() -> None:
     start = text.index("<!-- generated: python -m iobench.results --markdown -->\n")
     end = text.index("<!-- end generated -->")
     generated = text[start:end].split("\n", 1)[1]
-    assert generated == readme_tables(), "run: python -m iobench.results --markdown, paste into results/README.md"
+    assert generated == readme_tables(), (
+        "run: python -m iobench.results --markdown, paste into results/README.md"
+    )
     for name in ("sampler_cpu_s", "position", "venv_python", "stall_after_s", "stall_timeout_s",
                  "resumed_at", "host.machine", "index.source", "order_seed"):  # fmt: skip
         assert f"`{name}`" in generated, name
@@ -390,4 +448,8 @@ def test_run_resume_continues_a_d8a1c15_run(tmp_path: Path) -> None:
     ]  # fmt: skip
     meta = rd.meta()
     assert (meta.status, meta.schema_version) == ("complete", SCHEMA_VERSION) and meta.resumed_at
-    assert load_run(old).notes[0].startswith("1 trial(s) interrupted and run again by --resume (nocache-r1)")
+    assert (
+        load_run(old)
+        .notes[0]
+        .startswith("1 trial(s) interrupted and run again by --resume (nocache-r1)")
+    )

@@ -19,8 +19,14 @@ def test_shipped_scenarios_have_the_four_configs(name: str) -> None:
     by = {c.name: c for c in s.configs}
     assert REQUIRED <= set(by)
     assert (by["naive"].venv, by["naive"].tmpdir, by["naive"].cache) == ("target",) * 3
-    assert (by["tmp-fix"].venv, by["tmp-fix"].tmpdir, by["tmp-fix"].cache) == ("target", "tmp", "tmp")
-    assert (by["venv-on-tmp"].venv, by["venv-on-tmp"].tmpdir, by["venv-on-tmp"].cache) == ("tmp",) * 3
+    assert (by["tmp-fix"].venv, by["tmp-fix"].tmpdir, by["tmp-fix"].cache) == (
+        "target",
+        "tmp",
+        "tmp",
+    )
+    assert (by["venv-on-tmp"].venv, by["venv-on-tmp"].tmpdir, by["venv-on-tmp"].cache) == (
+        "tmp",
+    ) * 3
     w = by["warm-cache-on-target"]
     assert (w.venv, w.tmpdir, w.cache, w.cache_state) == ("tmp", "tmp", "target", "warm")
     assert {"smoke", "torch", "diffusers"} <= set(shipped())
@@ -43,12 +49,21 @@ ready = "import a"
 @pytest.mark.parametrize(
     "body, key",
     [
-        ("[configs.a]\nvenv='target'\ntmpdir='tmp'\ncache='tmp'\ncache_state='hot'\n", "configs.a.cache_state"),
+        (
+            "[configs.a]\nvenv='target'\ntmpdir='tmp'\ncache='tmp'\ncache_state='hot'\n",
+            "configs.a.cache_state",
+        ),
         ("[configs.a]\nvenv='target'\ntmpdir='tmp'\n", "configs.a.cache"),
         ("[configs.a]\nvenv='off'\ntmpdir='tmp'\ncache='tmp'\n", "configs.a.venv"),
         ("[configs.a]\nvenv='t'\ntmpdir='t'\ncache='off'\ncache_state='warm'\n", "configs.a"),
-        ("[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\ninstaller='conda'\n", "configs.a.installer"),
-        ("[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\nbogus=1\n", "configs.a: unknown key(s) bogus"),
+        (
+            "[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\ninstaller='conda'\n",
+            "configs.a.installer",
+        ),
+        (
+            "[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\nbogus=1\n",
+            "configs.a: unknown key(s) bogus",
+        ),
         ("[matrix]\nvenv=[]\n", "matrix.venv"),
     ],
 )
@@ -61,9 +76,23 @@ def test_errors_name_file_and_key(tmp_path: Path, body: str, key: str) -> None:
 
 def test_top_level_errors(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="scenario.repeats"):
-        load_scenario(str(_write(tmp_path, BASE + "repeats = 0\n[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\n")))
+        load_scenario(
+            str(
+                _write(
+                    tmp_path, BASE + "repeats = 0\n[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\n"
+                )
+            )
+        )
     with pytest.raises(ScenarioError, match="scenario.ready: not valid Python"):
-        load_scenario(str(_write(tmp_path, BASE.replace("import a", "import (") + "[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\n")))
+        load_scenario(
+            str(
+                _write(
+                    tmp_path,
+                    BASE.replace("import a", "import (")
+                    + "[configs.a]\nvenv='t'\ntmpdir='t'\ncache='t'\n",
+                )
+            )
+        )
     with pytest.raises(ScenarioError, match="not valid TOML"):
         load_scenario(str(_write(tmp_path, "[scenario\n")))
     with pytest.raises(ScenarioError, match="no configs"):
@@ -73,7 +102,10 @@ def test_top_level_errors(tmp_path: Path) -> None:
 
 
 def test_matrix_product_excludes_and_names(tmp_path: Path) -> None:
-    p = _write(tmp_path, BASE + """
+    p = _write(
+        tmp_path,
+        BASE
+        + """
 [matrix]
 venv = ["target", "tmp"]
 tmpdir = ["target", "tmp"]
@@ -81,7 +113,8 @@ cache = ["tmp", "off"]
 cache_state = ["cold", "warm"]
 exclude = [{ venv = "tmp", tmpdir = "target" }]
 name = "{venv}-{tmpdir}-{cache}-{cache_state}"
-""")
+""",
+    )
     s = load_scenario(str(p))
     names = [c.name for c in s.configs]
     # 2*2*2*2 = 16, minus 4 (venv=tmp,tmpdir=target), minus warm+off (3 left pairs) = 9
@@ -127,13 +160,17 @@ def test_scenario_name_must_be_path_safe(tmp_path: Path, bad: str) -> None:
 
 
 def test_matrix_default_names_are_path_safe(tmp_path: Path) -> None:
-    p = _write(tmp_path, BASE + """
+    p = _write(
+        tmp_path,
+        BASE
+        + """
 [matrix]
 venv = ["target", "tmp"]
 tmpdir = ["tmp"]
 cache = ["off", "target"]
 cache_state = ["cold"]
-""")
+""",
+    )
     names = [c.name for c in load_scenario(str(p)).configs]
     assert names == [
         "venv-target_tmpdir-tmp_cache-off_state-cold",
@@ -144,22 +181,35 @@ cache_state = ["cold"]
     assert all(NAME_RE.match(n) for n in names)
     # a role with characters a path must not hold: the error points at the pattern to set
     p = _write(tmp_path, BASE + '[matrix]\nvenv = ["a/b"]\ntmpdir = ["t"]\ncache = ["t"]\n')
-    with pytest.raises(ScenarioError, match=r"s\.toml: matrix: generated config name 'venv-a/b_.*matrix\.name"):
+    with pytest.raises(
+        ScenarioError, match=r"s\.toml: matrix: generated config name 'venv-a/b_.*matrix\.name"
+    ):
         load_scenario(str(p))
 
 
 def test_matrix_pattern_names_are_checked(tmp_path: Path) -> None:
-    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "../{venv}"\n')
-    with pytest.raises(ScenarioError, match=r"s\.toml: matrix\.name: generated config name '\.\./t'"):
+    p = _write(
+        tmp_path,
+        BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "../{venv}"\n',
+    )
+    with pytest.raises(
+        ScenarioError, match=r"s\.toml: matrix\.name: generated config name '\.\./t'"
+    ):
         load_scenario(str(p))
-    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "{venv}={cache}"\n')
+    p = _write(
+        tmp_path,
+        BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "{venv}={cache}"\n',
+    )
     with pytest.raises(ScenarioError, match=r"matrix\.name: generated config name 't=t'"):
         load_scenario(str(p))
     p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t"]\ntmpdir = ["t"]\ncache = ["t"]\nname = 3\n')
     with pytest.raises(ScenarioError, match=r"matrix\.name: expected a pattern"):
         load_scenario(str(p))
     # two combinations, one name: caught as a duplicate
-    p = _write(tmp_path, BASE + '[matrix]\nvenv = ["t", "u"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "same"\n')
+    p = _write(
+        tmp_path,
+        BASE + '[matrix]\nvenv = ["t", "u"]\ntmpdir = ["t"]\ncache = ["t"]\nname = "same"\n',
+    )
     with pytest.raises(ScenarioError, match="'same' used twice"):
         load_scenario(str(p))
 
@@ -200,10 +250,22 @@ def _drop(d: dict, key: str) -> dict:
         (lambda m: {**m, "packages": "torch"}, "scenario.packages"),
         (lambda m: {**m, "repeats": "3"}, "scenario.repeats"),
         (lambda m: {**m, "configs": [1]}, "scenario.configs[0]: expected a table"),
-        (lambda m: {**m, "configs": [{**m["configs"][0], "pin": "x"}]}, "configs.naive: unknown key(s) pin"),
-        (lambda m: {**m, "configs": [_drop(m["configs"][0], "venv")]}, "configs.naive.venv: missing"),
-        (lambda m: {**m, "configs": [{**m["configs"][0], "name": "a/b"}]}, "scenario.configs[0].name"),
-        (lambda m: {**m, "configs": [{**m["configs"][0], "installer": 3}]}, "configs.naive.installer"),
+        (
+            lambda m: {**m, "configs": [{**m["configs"][0], "pin": "x"}]},
+            "configs.naive: unknown key(s) pin",
+        ),
+        (
+            lambda m: {**m, "configs": [_drop(m["configs"][0], "venv")]},
+            "configs.naive.venv: missing",
+        ),
+        (
+            lambda m: {**m, "configs": [{**m["configs"][0], "name": "a/b"}]},
+            "scenario.configs[0].name",
+        ),
+        (
+            lambda m: {**m, "configs": [{**m["configs"][0], "installer": 3}]},
+            "configs.naive.installer",
+        ),
         (lambda m: {**m, "configs": [m["configs"][0], m["configs"][0]]}, "used twice"),
     ],
 )
@@ -220,10 +282,16 @@ def test_scenario_from_meta_malformed(mutate, key: str) -> None:
 @pytest.mark.parametrize(
     "body, message",
     [
-        (f"[config.x]\n{CFG}", "unknown table(s) config (known: configs, defaults, matrix, scenario)"),
+        (
+            f"[config.x]\n{CFG}",
+            "unknown table(s) config (known: configs, defaults, matrix, scenario)",
+        ),
         (f"[configs.a]\n{CFG}[defaults]\nvnev='t'\n", "defaults: unknown key(s) vnev"),
         (f"[configs.a]\n{CFG}", None),
-        ("[matrix]\nvenv=['t']\ntmpdir=['t']\ncache=['t']\nexclude=[{vnev='t'}]\n", "matrix.exclude[0]: unknown axis(s) vnev"),
+        (
+            "[matrix]\nvenv=['t']\ntmpdir=['t']\ncache=['t']\nexclude=[{vnev='t'}]\n",
+            "matrix.exclude[0]: unknown axis(s) vnev",
+        ),
         (f"[configs.a]\n{CFG}description=3\n", "configs.a.description: expected a string"),
         ("[configs.a]\nvenv='a/b'\ntmpdir='t'\ncache='t'\n", "configs.a.venv: role 'a/b' must be"),
     ],
@@ -240,7 +308,10 @@ def test_unknown_tables_and_keys_are_errors(tmp_path: Path, body: str, message: 
 
 def test_unknown_scenario_keys_are_errors(tmp_path: Path) -> None:
     p = _write(tmp_path, BASE + "repeat = 3\n" + f"[configs.a]\n{CFG}")
-    with pytest.raises(ScenarioError, match=r"s\.toml: scenario: unknown key\(s\) repeat \(known: description, kind"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"s\.toml: scenario: unknown key\(s\) repeat \(known: description, kind",
+    ):
         load_scenario(str(p))
 
 
@@ -262,8 +333,13 @@ def test_unknown_scenario_keys_are_errors(tmp_path: Path) -> None:
         ("not a requirement!", False),
     ],
 )
-def test_requirements_are_requirements_never_pip_options(tmp_path: Path, req: str, ok: bool) -> None:
-    p = _write(tmp_path, BASE.replace('packages = ["a"]', f"packages = [{json.dumps(req)}]") + f"[configs.a]\n{CFG}")
+def test_requirements_are_requirements_never_pip_options(
+    tmp_path: Path, req: str, ok: bool
+) -> None:
+    p = _write(
+        tmp_path,
+        BASE.replace('packages = ["a"]', f"packages = [{json.dumps(req)}]") + f"[configs.a]\n{CFG}",
+    )
     if ok:
         assert load_scenario(str(p)).packages == (req,)
         assert load_scenario("smoke").with_packages([req]).packages == (req,)
@@ -304,7 +380,9 @@ def test_meta_and_files_share_one_validator() -> None:
         scenario_from_meta(meta)
     meta = _meta()
     meta["repeats"] = 10**6
-    with pytest.raises(RunDirError, match=r"^meta\.json: scenario\.repeats: expected an integer from 1 to 1000"):
+    with pytest.raises(
+        RunDirError, match=r"^meta\.json: scenario\.repeats: expected an integer from 1 to 1000"
+    ):
         scenario_from_meta(meta)
     meta = _meta()
     meta["wheels"] = "/stored/profile.toml"  # resolved when the run started: kept as is

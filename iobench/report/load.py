@@ -34,7 +34,9 @@ _KEY_COLUMNS = ("trial_id", "config", "status")
 #: text trials.csv columns (empty cells are <NA>), from the row's fields
 TEXT_TRIAL_COLUMNS = tuple(c for c in text_columns(TrialRow) if c not in _KEY_COLUMNS)
 #: numeric trials.csv columns (absent ones are NaN so later code stays simple)
-NUMERIC_TRIAL_COLUMNS = tuple(c for c in TRIAL_COLUMNS if c not in TEXT_TRIAL_COLUMNS and c not in _KEY_COLUMNS)
+NUMERIC_TRIAL_COLUMNS = tuple(
+    c for c in TRIAL_COLUMNS if c not in TEXT_TRIAL_COLUMNS and c not in _KEY_COLUMNS
+)
 
 
 @dataclass

@@ -293,7 +293,9 @@ def make_run_dir(
             if samples and not failed:
                 if sample_variants is None or len(written) < sample_variants:
                     series = _samples(spec, fig, hz, rng)
-                    written.append((rd.write_samples(trial_id, series), _summary_from_samples(series)))
+                    written.append(
+                        (rd.write_samples(trial_id, series), _summary_from_samples(series))
+                    )
                     derived = written[-1][1]
                 else:
                     source, derived = written[r % len(written)]
