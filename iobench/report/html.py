@@ -310,11 +310,11 @@ def recommendation_html(rec: Recommendation | None) -> str:
         f"<p>Derived from <b>{esc(rec.config)}</b>, which beat {esc(rec.baseline)} beyond noise, "
         "and the folders its roles had on this machine. The script runs with <code>bash -e</code> "
         "on a stock Debian 12 or Ubuntu 24.04.</p>"
-        '<div class="cols"><div><h3>Start script (bash)</h3><pre>'
+        "<h3>Start script (bash)</h3><pre>"
         + esc("\n".join(rec.shell))
-        + "</pre></div><div><h3>Dockerfile</h3><pre>"
+        + "</pre><h3>Dockerfile</h3><pre>"
         + esc("\n".join(rec.dockerfile))
-        + "</pre></div></div>"
+        + "</pre>"
         + (f'<ul class="small">{notes}</ul>' if notes else "")
     )
 

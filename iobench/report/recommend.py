@@ -248,7 +248,7 @@ def recommend(
     installer = str(win.get("installer") or "pip")
     pairs, notes = env_for(win, roles, own)
     cav = caveats(win, roles)
-    notes = [*cav, *notes, *verdict.notes]
+    notes = [*notes, *verdict.notes]  # the caveats travel inside the script
     notes.append(
         "network volumes are often mounted only when the pod starts: create the venv in the "
         "start script (or entrypoint), not in a Dockerfile RUN step"
