@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY
+from helpers.files import DATA, only_run_dir
 
 from iobench import __version__
 from iobench.__main__ import main
@@ -26,6 +26,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+TINY = DATA / "tiny.toml"
 IOBENCH = str(Path(sys.executable).parent / "iobench")
 
 
@@ -198,8 +199,12 @@ def test_version_and_module_entry() -> None:
     out = subprocess.run([IOBENCH, "--version"], capture_output=True, text=True)
     assert out.stdout.strip() == f"iobench {__version__}"
     # python -m iobench.report is the same command line, with the same one-line errors
-    out = subprocess.run([sys.executable, "-m", "iobench.report", "report"], capture_output=True, text=True)
-    assert out.returncode == 2 and out.stderr.startswith("iobench: error: the following arguments are required")
+    out = subprocess.run(
+        [sys.executable, "-m", "iobench.report", "report"], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and out.stderr.startswith(
+        "iobench: error: the following arguments are required"
+    )
 
 
 @pytest.mark.parametrize(
@@ -223,8 +228,6 @@ def test_bad_combinations_one_line(
 @pytest.mark.e2e
 def test_credentials_never_reach_meta(tmp_path: Path) -> None:
     import json
-
-    from conftest import only_run_dir
 
     from iobench.redact import redact
 
@@ -311,8 +314,6 @@ def test_run_ok_exits_0_and_stdout_is_the_json_export(exported_run: dict) -> Non
 
 @pytest.mark.e2e
 def test_markdown_and_csv_exports_parse_back(exported_run: dict) -> None:
-    from conftest import only_run_dir
-
     run_dir = only_run_dir(exported_run["base"] / "results")
     rows = list(csv.DictReader(io.StringIO(exported_run["csv"].read_text())))
     assert {r["config"] for r in rows} == {"naive", "venv-on-tmp"}
