@@ -111,6 +111,7 @@ def run_phase(
     """Run one phase's tree under ``sampler``; its output goes to ``out_path`` (kept only
     when the phase fails). A KeyboardInterrupt ends the tree and is raised again."""
     keep = our_children()
+    sampler.phase = phase  # ticks while the process starts belong to this phase
     with open(out_path, "w+b") as out:
         start_wall, start = time.time(), time.monotonic()
         try:

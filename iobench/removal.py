@@ -25,7 +25,7 @@ from iobench.scratch import remove
 
 #: seconds without a single system call of the removal after which its volume counts as hung
 QUIET_S = 20.0
-_POLL_S = 0.25
+_POLL_S = 0.05
 
 
 def _activity(tid: int | None) -> bytes | None:
@@ -58,14 +58,20 @@ def bounded(fn: Callable[[], object], quiet_s: float = QUIET_S) -> str:
 
     worker = threading.Thread(target=call, name="iobench-remove", daemon=True)
     worker.start()
-    last, quiet_since = None, time.monotonic()
+    last, quiet_since, interrupted = None, time.monotonic(), False
     while worker.is_alive():
-        worker.join(_POLL_S)
+        try:
+            worker.join(_POLL_S)
+        except KeyboardInterrupt:  # a removal under way is finished first, then the interrupt goes on
+            interrupted = True
         now = _activity(tids[0] if tids else None)
         if now is None or now != last:
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= quiet_s:
-            return f"no progress for {quiet_s:.0f} s (a hung volume?)"
+            errors.insert(0, f"no progress for {quiet_s:.0f} s (a hung volume?)")
+            break
+    if interrupted:
+        raise KeyboardInterrupt
     return errors[0] if errors else ""
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-from collections.abc import Callable
+import threading
 from pathlib import Path
 
 from iobench import installers, process, redact
@@ -34,6 +34,7 @@ from iobench.scratch import Scratch
 from iobench.trial import TrialContext, TrialResult, TrialSpec, run_trial
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_INTERRUPTED = threading.Event()  # set by the first signal, and for the clean-up
 
 
 class Runner:
@@ -48,6 +49,7 @@ class Runner:
         self.run_dir: RunDir | None = None
         self.run_id = ""
         self._handlers: dict[int, object] = {}
+        self._interrupted = False
         self.remover = Remover()
 
     def run(self) -> RunDir:
@@ -67,16 +69,17 @@ class Runner:
             self._warm_up(rd, ctx)
             for k, spec in enumerate(specs, start=len(done) + 1):
                 self._one_trial(rd, ctx, spec, k, total)
-            rd.update_meta(status="complete", ended_at=utcnow())
+            self._update_meta(rd, status="complete", ended_at=utcnow())
             self.progress.run_finished()
             return rd
         except (KeyboardInterrupt, LockLostError, VolumeHungError) as exc:
+            self._interrupted = isinstance(exc, KeyboardInterrupt)
             changes = {"status": "interrupted", "ended_at": utcnow()}
             if not isinstance(exc, KeyboardInterrupt):
                 status = "lock-lost" if isinstance(exc, LockLostError) else "volume-hung"
                 changes.update(status=status, status_reason=str(exc))
             if self.run_dir is not None:
-                _quietly(lambda: self.run_dir.update_meta(**changes))
+                self._update_meta(self.run_dir, **changes)
             raise
         finally:
             self._cleanup()
@@ -149,7 +152,7 @@ class Runner:
         finally:
             self._remove(d, self.scratch["tmp"].root)
         if found:
-            rd.update_meta(versions={**rd.meta().versions, "venv": found})
+            self._update_meta(rd, versions={**rd.meta().versions, "venv": found})
 
     # ------------------------------------------------------------------ trials
     def _one_trial(self, rd: RunDir, ctx: TrialContext, spec: TrialSpec, k: int, total: int) -> None:
@@ -186,8 +189,16 @@ class Runner:
         except OSError as exc:
             self.progress.message(f"warning: samples of {tid} not saved: {exc.strerror or exc}")
 
+    def _update_meta(self, rd: RunDir, **changes: object) -> None:
+        """Change meta.json; a full results disk costs the change (said), never the run or its rows."""
+        try:
+            rd.update_meta(**changes)
+        except (OSError, IOBenchError) as exc:
+            self.progress.message(f"warning: meta.json not updated ({', '.join(changes)}): {exc}")
+
     # ------------------------------------------------------------------ clean-up
     def _catch_signals(self) -> None:
+        _INTERRUPTED.clear()
         self._handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
         for sig in _SIGNALS:
             if self._handlers[sig] != signal.SIG_IGN:  # under nohup a hangup must not stop us
@@ -196,8 +207,7 @@ class Runner:
     def _cleanup(self) -> None:
         """Remove what the run made and free the lock; no signal cuts this short, and no
         step waits on a volume that stopped answering."""
-        for sig in _SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+        _INTERRUPTED.set()  # from here on every signal is ignored (see _interrupt)
         try:
             if self.index is not None:
                 self.index.stop()
@@ -210,8 +220,9 @@ class Runner:
                     self.progress.message(f"warning: lock in {where} not freed ({error}); it is stale once we exit")
             process.set_subreaper(False)
         finally:
-            for sig, handler in self._handlers.items():
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+            if not self._interrupted:  # an interrupted iobench is on its way out: keep ignoring them
+                for sig, handler in self._handlers.items():
+                    signal.signal(sig, handler)  # type: ignore[arg-type]
 
     def scratch_root(self, role: str) -> Path:
         return Scratch(self.plan.roles[role]).root
@@ -223,18 +234,14 @@ class Runner:
             self.progress.message(f"warning: could not remove {path}: {error}; `iobench clean` removes it later")
 
 
-def _quietly(fn: Callable[[], object]) -> None:
-    try:
-        fn()
-    except OSError:
-        pass
-
-
 def _interrupt(signum: int, frame: object) -> None:
     """The first Ctrl-C, SIGTERM or SIGHUP interrupts; later ones are ignored, so that the
-    interrupted trial's row is recorded and the clean-up finishes."""
-    for sig in _SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+    interrupted trial's row is recorded and the clean-up finishes. The handler stays
+    installed and returns, rather than being swapped for SIG_IGN: a signal already caught
+    by the C handler would then raise "signal ignored due to race condition" anywhere."""
+    if _INTERRUPTED.is_set():
+        return
+    _INTERRUPTED.set()
     raise KeyboardInterrupt
 
 
