@@ -74,7 +74,7 @@ class ContentionWatch:
 
     def __init__(
         self,
-        exclude_pids: set[int] | Callable[[], Iterable[int]] = frozenset(),
+        exclude_pids: set[int] | frozenset[int] | Callable[[], Iterable[int]] = frozenset(),
         threshold_bytes: int = DEFAULT_THRESHOLD,
     ) -> None:
         self.exclude_pids = exclude_pids

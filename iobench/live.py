@@ -34,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.progress import fmt_bytes, trial_line
+from iobench.records import TrialRow
 
 _RATE_WINDOW_S = 1.0  # write rate: bytes advanced over the newest second of samples
 _BAD = {"failed": "red", "stalled": "bold red", "interrupted": "yellow"}
@@ -249,13 +250,13 @@ class LiveProgress:
             self._print(Text(f"  {trial_id}: no write progress for {stall_s:.0f} s in {phase} (stall)", style="red"))
         self._redraw()
 
-    def trial_finished(self, k: int, n: int, row: dict) -> None:
+    def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         t = self.trial
         if t is not None:
             self.durations.append(time.monotonic() - t.t0)
         self.trial = None
         self.finished += 1
-        self._print(Text(trial_line(k, n, row), style=_BAD.get(str(row.get("status")), "")))
+        self._print(Text(trial_line(k, n, row), style=_BAD.get(row.status, "")))
         self._redraw()
 
     def message(self, text: str) -> None:
@@ -286,8 +287,8 @@ def demo(seconds: float = 10.0, trials: int = 3, console: Console | None = None)
                       "iowait_pct": 40.0 if stalled else 3.0, "tree_dstate": 1 if stalled else 0}
             p.tick(tid, "install", el, sample, 30 + el - per / 2 if stalled else 0.0)
             time.sleep(0.1)
-        p.trial_finished(k, trials, {"trial_id": tid, "status": "ok", "time_to_ready_s": per,
-                                     "write_bytes": written, "write_calls": calls})
+        p.trial_finished(k, trials, TrialRow(run_id="demo", trial_id=tid, config="demo", repeat=k, status="ok",
+                                             time_to_ready_s=per, write_bytes=written, write_calls=calls))
     p.run_finished()
 
 

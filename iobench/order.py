@@ -32,7 +32,9 @@ def round_order(configs: Sequence[Config], round_no: int, seed: int) -> list[Con
     return base[shift:] + base[:shift]
 
 
-def plan_trials(configs: Sequence[Config], repeats: int, seed: int, done: set[str] = frozenset()) -> list[TrialSpec]:
+def plan_trials(
+    configs: Sequence[Config], repeats: int, seed: int, done: frozenset[str] | set[str] = frozenset()
+) -> list[TrialSpec]:
     """Every trial of the run in order, minus those already done (for --resume)."""
     plans = [
         TrialSpec(cfg, repeat=r, round=r, position=i)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from typing import Protocol, TextIO
 
+from iobench.records import PHASES, TrialRow
+
 
 def fmt_bytes(n: float | int | None) -> str:
     if n is None:
@@ -21,26 +23,24 @@ def fmt_bytes(n: float | int | None) -> str:
     return f"{n:.1f} TB"
 
 
-def trial_line(k: int, n: int, row: dict) -> str:
+def _seconds(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"  # None: unknown (e.g. the installer's log had no mark)
+
+
+def trial_line(k: int, n: int, row: TrialRow) -> str:
     """One line for a finished trial."""
-    status = row.get("status", "?")
-    ttr = row.get("time_to_ready_s")
+    ttr = row.time_to_ready_s
     parts = [
         f"[{k}/{n}]",
-        f"{row.get('trial_id', '?'):<28}",
-        f"{status:<11}",
-        f"ready {float(ttr):7.2f} s" if ttr not in (None, "") else "ready       - ",
+        f"{row.trial_id:<28}",
+        f"{row.status:<11}",
+        f"ready {ttr:7.2f} s" if ttr is not None else "ready       - ",
     ]
-    if status == "ok":
-        parts.append(
-            "(venv {venv_s:.2f} + download {download_s:.2f} + install {install_s:.2f} + "
-            "compile {compile_s:.2f} + import {import_s:.2f})".format(
-                **{k2: float(row.get(k2) or 0) for k2 in ("venv_s", "download_s", "install_s", "compile_s", "import_s")}
-            )
-        )
-        parts.append(f"wrote {fmt_bytes(row.get('write_bytes'))} in {int(row.get('write_calls') or 0)} calls")
-    elif row.get("error"):
-        parts.append(str(row["error"])[:160])
+    if row.status == "ok":
+        parts.append("(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")")
+        parts.append(f"wrote {fmt_bytes(row.write_bytes)} in {row.write_calls or 0} calls")
+    elif row.error:
+        parts.append(row.error[:160])
     return " ".join(parts)
 
 
@@ -51,7 +51,7 @@ class Progress(Protocol):
     def trial_started(self, k: int, n: int, trial_id: str) -> None: ...
     def phase(self, trial_id: str, phase: str) -> None: ...
     def tick(self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float) -> None: ...
-    def trial_finished(self, k: int, n: int, row: dict) -> None: ...
+    def trial_finished(self, k: int, n: int, row: TrialRow) -> None: ...
     def message(self, text: str) -> None: ...
     def run_finished(self) -> None: ...
 
@@ -86,7 +86,7 @@ class PlainProgress:
             self._warned_stall.add(trial_id)
             self._print(f"  {trial_id}: no write progress for {stall_s:.0f} s in {phase} (stall)")
 
-    def trial_finished(self, k: int, n: int, row: dict) -> None:
+    def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         if not self.quiet or row.get("status") != "ok":
             self._print(trial_line(k, n, row))
 

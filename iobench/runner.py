@@ -91,7 +91,7 @@ class Runner:
             self.index = LocalIndex(p.wheelhouse, p.index_mbps).start()
             return IndexSpec(self.index.url, local=True), {
                 "kind": "local", "source": str(p.wheelhouse), "url": self.index.url, "mbps": p.index_mbps}
-        if p.local_index:
+        if p.scenario.wheels and p.local_index:
             from iobench.wheels import cached_wheels, load_profile
 
             profile = load_profile(p.scenario.wheels)

@@ -289,8 +289,9 @@ class Trial:
         s, out = self.s, {}
         if s.index0 is not None and self.ctx.index is not None:
             out["index_bytes"] = self.ctx.index.snapshot().file_bytes - s.index0.file_bytes
-        if s.used0.get("tmpdir") is not None and "tmpdir" in result.fs_peak:
-            out["tmpdir_peak_bytes"] = max(0, result.fs_peak["tmpdir"] - s.used0["tmpdir"])
+        tmp0 = s.used0.get("tmpdir")
+        if tmp0 is not None and "tmpdir" in result.fs_peak:
+            out["tmpdir_peak_bytes"] = max(0, result.fs_peak["tmpdir"] - tmp0)
         last = result.rows[-1] if result.rows else {}
         for label, col in (("cache", "cache_bytes"), ("venv", "venv_bytes")):
             now, before = last.get(f"fs_used_{label}"), s.used0.get(label)

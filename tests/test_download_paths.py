@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 import os
 from pathlib import Path
 
-from conftest import only_run_dir, read_csv
+import pytest
+from helpers.files import only_run_dir, read_csv
 from test_run_e2e import TINY_PROFILE, _wheel_bytes
 
 from iobench.__main__ import main

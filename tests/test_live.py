@@ -14,10 +14,16 @@ import time
 from rich.console import Console
 
 from iobench.live import LiveProgress, fmt_duration
-from iobench.progress import PlainProgress
+from iobench.progress import PlainProgress, trial_line
+from iobench.records import TrialRow
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
+
+
+def _row(trial_id: str, status: str, **columns: object) -> TrialRow:
+    return TrialRow(run_id="r", trial_id=trial_id, config=trial_id.rsplit("-r", 1)[0], repeat=1, status=status,
+                    **columns)
 
 def _sample(t: float, mb: int, calls: int, iowait: float = 2.0, dstate: int = 0) -> dict:
     return {"t": t, "tree_write_bytes": mb * 1_000_000, "tree_write_calls": calls,
@@ -68,8 +74,7 @@ def test_ticks_move_the_numbers_and_finished_trials_stay() -> None:
     assert "0.0 kB/s" in stalled or "0 B/s" in stalled  # rate fell to zero
     assert stalled.count("naive-r1: no write progress") == 1
 
-    p.trial_finished(1, 2, {"trial_id": "naive-r1", "status": "ok", "time_to_ready_s": 1.5,
-                            "write_bytes": 40e6, "write_calls": 400})
+    p.trial_finished(1, 2, _row("naive-r1", "ok", time_to_ready_s=1.5, write_bytes=40_000_000, write_calls=400))
     start = len(buf.getvalue())
     p.trial_started(2, 2, "naive-r2")
     last = ANSI.sub("", buf.getvalue()[start:])
@@ -106,7 +111,7 @@ def test_plain_progress_has_no_escape_codes() -> None:
     for i in range(1, 4):
         p.tick("naive-r1", "install", i, _sample(i, i, i), 0.0)
     p.tick("naive-r1", "install", 40, _sample(40, 3, 3), 31.0)
-    p.trial_finished(1, 1, {"trial_id": "naive-r1", "status": "failed", "error": "boom"})
+    p.trial_finished(1, 1, _row("naive-r1", "failed", error="boom"))
     p.run_finished()
     out = buf.getvalue()
     assert "\x1b" not in out and "\r" not in out
@@ -162,9 +167,21 @@ def test_plain_progress_on_a_real_terminal_has_no_escape_codes() -> None:
         "p = PlainProgress()\n"
         "p.run_started('r', 1, 0); p.trial_started(1, 1, 't-r1')\n"
         "p.tick('t-r1', 'install', 1.0, {'tree_write_bytes': 5}, 0.0)\n"
-        "p.trial_finished(1, 1, {'trial_id': 't-r1', 'status': 'ok', 'time_to_ready_s': 1})\n"
+        "from iobench.records import TrialRow\n"
+        "p.trial_finished(1, 1, TrialRow(run_id='r', trial_id='t-r1', config='t', repeat=1, status='ok',"
+        " time_to_ready_s=1.0))\n"
         "p.run_finished()\n"
     )
     rc, out = _run_in_pty(code)
     assert rc == 0, out
     assert "t-r1" in out and "\x1b" not in out
+
+
+def test_trial_line_says_unknown_phases_are_unknown() -> None:
+    row = _row("naive-r1", "ok", time_to_ready_s=2.0, venv_s=0.5, download_s=None, install_s=None, compile_s=0.25,
+               import_s=0.1, write_bytes=1_500_000, write_calls=30)
+    line = trial_line(3, 4, row)
+    assert line.startswith("[3/4] naive-r1 ") and "ready    2.00 s" in line
+    assert "(venv 0.50 + download ? + install ? + compile 0.25 + import 0.10)" in line
+    assert "wrote 1.5 MB in 30 calls" in line
+    assert trial_line(1, 1, _row("x-r1", "failed", error="pip failed")).endswith("ready       -  pip failed")

@@ -9,13 +9,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import TINY, only_run_dir, read_csv
+from helpers.files import DATA, only_run_dir, read_csv
 
 from iobench.__main__ import main
 from iobench.metadata import fstype_of
 from iobench.results import SAMPLE_COLUMNS, SCHEMA_VERSION, TRIAL_COLUMNS
 from iobench.stats import percentile
 from iobench.wheels import cached_wheels, load_profile
+
+TINY = DATA / "tiny.toml"
 
 pytestmark = pytest.mark.e2e
 
