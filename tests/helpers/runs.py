@@ -104,6 +104,29 @@ def _trial_figures(spec: ConfigSpec, rng: np.random.Generator) -> dict[str, floa
     }
 
 
+def _install_rate(
+    spec: ConfigSpec,
+    t: np.ndarray,
+    install: np.ndarray,
+    start_i: float,
+    dur_i: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """The write rate during install, shaped by the profile (scaled to bytes by the caller)."""
+    rate = np.zeros(len(t))
+    if spec.profile == "bandwidth":
+        rate[install] = 1.0 + rng.normal(0, 0.04, install.sum())
+    else:
+        rate[install] = rng.gamma(2.0, 0.5, install.sum())
+    if spec.drop_at is not None:
+        late = install & (t > start_i + spec.drop_at * dur_i)
+        rate[late] *= 0.2
+    if spec.stall_s:
+        s0 = start_i + 0.3 * dur_i
+        rate[(t >= s0) & (t < s0 + spec.stall_s)] = 0.0
+    return rate.clip(0)
+
+
 def _samples(
     spec: ConfigSpec, fig: dict[str, float], hz: float, rng: np.random.Generator
 ) -> list[Sample]:
@@ -116,22 +139,7 @@ def _samples(
     phase = np.array(PHASES)[idx]
     install = phase == "install"
     download = phase == "download"
-    start_i = bounds[1]
-    dur_i = fig["install_s"]
-
-    # write rate during install: shape by profile, then scaled to the trial's bytes
-    rate = np.zeros(n)
-    if spec.profile == "bandwidth":
-        rate[install] = 1.0 + rng.normal(0, 0.04, install.sum())
-    else:
-        rate[install] = rng.gamma(2.0, 0.5, install.sum())
-    if spec.drop_at is not None:
-        late = install & (t > start_i + spec.drop_at * dur_i)
-        rate[late] *= 0.2
-    if spec.stall_s:
-        s0 = start_i + 0.3 * dur_i
-        rate[(t >= s0) & (t < s0 + spec.stall_s)] = 0.0
-    rate = rate.clip(0)
+    rate = _install_rate(spec, t, install, bounds[1], fig["install_s"], rng)
     install_bytes = fig["write_bytes"] - WHEEL_BYTES
     cum = np.cumsum(rate)
     cum = cum / cum[-1] * install_bytes if cum[-1] > 0 else cum
