@@ -69,7 +69,8 @@ def _tx(text: str) -> str:
 
 def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI, facecolor="white")
+    # zlib level 1: a fifth of the default's encoding time for PNGs about a third larger
+    fig.savefig(path, dpi=DPI, facecolor="white", pil_kwargs={"compress_level": 1})
     return path
 
 

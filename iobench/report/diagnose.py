@@ -208,8 +208,7 @@ def _install_series(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def install_write_rates(df: pd.DataFrame, window_s: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Installer write rates (MB/s) during install over ``window_s`` windows: (start s, MB/s)."""
-    ti, wi = _install_series(df)
-    starts, rates = _window_rates(ti, wi, window_s)
+    starts, rates = _window_rates(*_install_series(df), window_s)
     return starts, rates / 1e6
 
 
@@ -224,7 +223,10 @@ def drop_window_s(t: np.ndarray) -> float:
 
 def install_drop(df: pd.DataFrame) -> Drop | None:
     """The install phase's throughput drop, if any (what diagnosis and timeline both use)."""
-    ti, wi = _install_series(df)
+    return _drop_of(*_install_series(df))
+
+
+def _drop_of(ti: np.ndarray, wi: np.ndarray) -> Drop | None:
     if len(ti) < 2:
         return None
     starts, rates = _window_rates(ti, wi, drop_window_s(ti))
@@ -285,30 +287,23 @@ def find_write_gaps(
 
 
 def sample_figures(df: pd.DataFrame) -> SampleFigures:
-    """Reduce one trial's samples to the few figures the rules use."""
-    t = df["t"].to_numpy(dtype=float)
+    """Reduce one trial's samples to the few figures the rules use (each column read once)."""
     phase = df["phase"].to_numpy(dtype=str) if "phase" in df.columns else np.full(len(df), "")
-    install = phase == "install"
-    if install.sum() < 2:
-        install = np.ones(len(df), dtype=bool)
     out: dict[str, float] = {}
-    if "tree_write_bytes" in df.columns:
-        w = df["tree_write_bytes"].to_numpy(dtype=float)
-        ti, wi = t[install], w[install]
-        ok = np.isfinite(wi)
-        ti, wi = ti[ok], wi[ok]
-        if len(ti) >= 2 and ti[-1] > ti[0]:
-            out["install_write_mbps"] = (wi[-1] - wi[0]) / (ti[-1] - ti[0]) / 1e6
-            _, rates_mb = install_write_rates(df)
-            if len(rates_mb):
-                p95 = float(np.percentile(rates_mb, 95))
-                if p95 > 0:
-                    out["write_plateau"] = float(np.median(rates_mb)) / p95
-            drop = install_drop(df)
-            if drop is not None:
-                out["drop_at_s"] = drop.at_s
-                out["drop_before_mbps"] = drop.before_mbps
-                out["drop_after_mbps"] = drop.after_mbps
+    ti, wi = _install_series(df)
+    if len(ti) >= 2 and ti[-1] > ti[0]:
+        out["install_write_mbps"] = (wi[-1] - wi[0]) / (ti[-1] - ti[0]) / 1e6
+        _, rates = _window_rates(ti, wi, 1.0)
+        rates_mb = rates / 1e6
+        if len(rates_mb):
+            p95 = float(np.percentile(rates_mb, 95))
+            if p95 > 0:
+                out["write_plateau"] = float(np.median(rates_mb)) / p95
+        drop = _drop_of(ti, wi)
+        if drop is not None:
+            out["drop_at_s"] = drop.at_s
+            out["drop_before_mbps"] = drop.before_mbps
+            out["drop_after_mbps"] = drop.after_mbps
     if "net_recv_bps" in df.columns:
         dl = phase == "download"
         if dl.any():
