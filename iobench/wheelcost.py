@@ -226,16 +226,19 @@ def install_and_probe(wheels: list[Path], ready: str, root: Path, deps: list[Pat
         site, {n for n in seeded if n.endswith(".dist-info")}
     )
     for d in added:
-        m.sources[_top(d.name)] = [
+        # several entries can share a name (numpy and numpy.libs): add up, never replace
+        m.sources.setdefault(_top(d.name), []).extend(
             p for p in ([d] if d.is_file() else sorted(d.rglob("*.py"))) if p.suffix == ".py"
-        ]
+        )
     # exit 1: some file did not compile (torch ships modules for newer Pythons); pip ignores that too
     m.compile, _ = _run(
         [py, "-m", "compileall", "-q", "-j", "1", *map(str, added)], env, "compileall", (0, 1)
     )
     for d in added:
         pycs = [p.stat().st_size for p in d.rglob("*.pyc")] if d.is_dir() else []
-        m.pycs[_top(d.name)] = [len(pycs), sum(pycs)]
+        counts = m.pycs.setdefault(_top(d.name), [0, 0])
+        counts[0] += len(pycs)
+        counts[1] += sum(pycs)
     if deps:
         before = {p.name for p in site.iterdir()}
         _run(pip + [str(w) for w in deps], env, "pip install (dependencies)")

@@ -43,7 +43,6 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 # a profile's name is part of its cache folder's name; versions and extensions become file names
 _SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.!_]*$")
@@ -254,27 +253,7 @@ def profile_from_dict(data: dict, where: str) -> Profile:
         requires = _get(d, "requires", w, "list", [])
         if not all(isinstance(r, str) for r in requires):
             raise _bad(f"{w}.requires", "expected a list of requirement strings")
-        groups = []
-        for j, g in enumerate(_get(d, "files", w, "list")):
-            gw = f"{w}.files[{j}]"
-            _table(g, gw)
-            ext = str(_get(g, "ext", gw, "str")).lstrip(".")
-            if not _EXT_RE.match(ext):
-                raise _bad(f"{gw}.ext", f"{ext!r} must be 1-32 letters, digits, '_' or '-'")
-            count = int(_get(g, "count", gw, "int"))
-            med = int(_get(g, "median_bytes", gw, "number"))
-            total = int(_get(g, "total_bytes", gw, "number", med * count))
-            if count < 0 or med < 0 or total < 0:
-                raise _bad(gw, "count and sizes must be >= 0")
-            sigma = float(_get(g, "sigma", gw, "number", 1.0))
-            if not 0.0 <= sigma <= 5.0:
-                raise _bad(f"{gw}.sigma", f"{sigma} is outside 0..5")
-            ratio = float(_get(g, "compress_ratio", gw, "number", 0.3))
-            if not 0.02 <= ratio <= 1.0:
-                raise _bad(f"{gw}.compress_ratio", f"{ratio} is outside 0.02..1.0")
-            groups.append(
-                FileGroup(ext=ext, count=count, median_bytes=med, total_bytes=total, sigma=sigma, compress_ratio=ratio)
-            )
+        groups = [_file_group(g, f"{w}.files[{j}]") for j, g in enumerate(_get(d, "files", w, "list"))]
         dists.append(
             DistProfile(
                 name=dname,
@@ -294,6 +273,27 @@ def profile_from_dict(data: dict, where: str) -> Profile:
         dists=tuple(dists),
         description=str(_get(prof, "description", key, "str", "")),
     )
+
+
+def _file_group(g: object, gw: str) -> FileGroup:
+    """One ``files`` entry, checked."""
+    _table(g, gw)
+    assert isinstance(g, dict)
+    ext = str(_get(g, "ext", gw, "str")).lstrip(".")
+    if not _EXT_RE.match(ext):
+        raise _bad(f"{gw}.ext", f"{ext!r} must be 1-32 letters, digits, '_' or '-'")
+    count = int(_get(g, "count", gw, "int"))
+    med = int(_get(g, "median_bytes", gw, "number"))
+    total = int(_get(g, "total_bytes", gw, "number", med * count))
+    if count < 0 or med < 0 or total < 0:
+        raise _bad(gw, "count and sizes must be >= 0")
+    sigma = float(_get(g, "sigma", gw, "number", 1.0))
+    if not 0.0 <= sigma <= 5.0:
+        raise _bad(f"{gw}.sigma", f"{sigma} is outside 0..5")
+    ratio = float(_get(g, "compress_ratio", gw, "number", 0.3))
+    if not 0.02 <= ratio <= 1.0:
+        raise _bad(f"{gw}.compress_ratio", f"{ratio} is outside 0.02..1.0")
+    return FileGroup(ext=ext, count=count, median_bytes=med, total_bytes=total, sigma=sigma, compress_ratio=ratio)
 
 
 def _compile_cost(d: dict, w: str) -> CompileCost | None:

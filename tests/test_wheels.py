@@ -267,3 +267,54 @@ def test_cache_dir_that_cannot_be_made(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(UsageError, match="wheel cache"):
         cached_wheels(load_profile(str(TINY)), blocker / "wheels")
+
+
+@pytest.mark.parametrize(
+    "extra, key",
+    [
+        ("compile = { s_per_mb = 0.2, code_fraction = 2.0 }", "profile.dist[0].compile.code_fraction: 2.0 is outside 0..1"),
+        ("compile = { code_fraction = 0.5 }", "profile.dist[0].compile.s_per_mb: missing"),
+        ("compile = 3", "profile.dist[0].compile: expected a table"),
+        ("imports = { pyc_files = -1 }", "profile.dist[0].imports.pyc_files: must be >= 0"),
+        ("imports = { pyc_file = 3 }", "profile.dist[0].imports.pyc_file: unknown key"),
+        ("imports = { so_bytes = 'lots' }", "profile.dist[0].imports.so_bytes: expected an integer"),
+    ],
+)
+def test_bad_cost_tables(tmp_path: Path, extra: str, key: str) -> None:
+    p = tmp_path / "p.toml"
+    p.write_text(GOOD.replace("dirs = 8\n", f"dirs = 8\n{extra}\n", 1))
+    with pytest.raises(UsageError) as exc:
+        load_profile(str(p))
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}: ") and key in msg and "\n" not in msg, msg
+
+
+def test_import_fanout_is_generated_as_profiled(tmp_path: Path) -> None:
+    """The twin's __init__ imports, reads and maps what the profile's fan-out says."""
+    text = GOOD.replace("dirs = 8\n", "dirs = 8\nimports = { pyc_files = 4, pyc_bytes = 4000 }\n", 1).replace(
+        "dirs = 4\n",
+        "dirs = 4\nimports = { data_files = 2, data_bytes = 2000, so_files = 1, so_bytes = 100000, "
+        "so_resident_bytes = 40000 }\n",
+        1,
+    )
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    prof = load_profile(str(p))
+    core, blob = synthesize(prof, tmp_path / "wh")
+
+    def plan(wheel: Path, pkg: str) -> tuple[dict, set[str]]:
+        with zipfile.ZipFile(wheel) as zf:
+            init = zf.read(f"{pkg}/__init__.py").decode()
+            names = set(zf.namelist())
+        scope: dict = {}
+        exec(init.split("def _read", 1)[0], {"__file__": "x/__init__.py"}, scope)  # the constants only
+        return scope, names
+
+    scope, names = plan(core, "tiny_core")
+    assert len(scope["MODULES"]) == 3 and scope["READS"] == [] and scope["MAPS"] == []  # + its own __init__
+    assert all(m.replace(".", "/") + ".py" in names for m in scope["MODULES"])
+    scope, names = plan(blob, "tiny_blob")
+    assert scope["MODULES"] == [] and len(scope["READS"]) == 2
+    assert all(f"tiny_blob/{r}" in names and r.endswith(".h") for r in scope["READS"])
+    ((so, extent, touch),) = scope["MAPS"]
+    assert so.endswith(".so") and extent == 100000 and touch == 40000
