@@ -104,7 +104,7 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
     """time_to_ready.png, cost.png and one timeline-<config>.png per config (median trial)."""
     s = result.summary
     out = result.out_dir
-    host = (run.meta.get("host") or {}).get("hostname", "?")
+    host = run.hostname or "?"
     reps = f", {s.trials_per_config()}"
     result.paths["time_to_ready_png"] = charts.time_to_ready_chart(
         s.table, run.trials, s.median_trials, s.baseline, s.winner,

@@ -32,6 +32,12 @@ from iobench.report.summary import Summary, collect_sample_figures, summarize
 from iobench.report.units import fmt_s, fmt_speed, run_key
 from iobench.stats import MIN_TRIALS
 
+COMPARE_FORMAT = "iobench-compare"
+#: 1: first version.
+#: 2: rows gain ``min_time_to_ready_s``/``max_time_to_ready_s``; ``speedup_vs_naive`` is
+#:    ``speedup_vs_baseline`` (summary.json version 2).
+COMPARE_FORMAT_VERSION = 2
+
 LONG_COLUMNS = [
     "run_label", "run_id", "host", "config", "placement", "venv_fstype", "n_ok", "n_failed",
     "median_time_to_ready_s", "p10_time_to_ready_s", "p90_time_to_ready_s",
@@ -101,7 +107,7 @@ def merge(summaries: dict[str, Summary], runs: dict[str, Run], labels: list[str]
             )
             rows.append({
                 "run_label": label, "run_id": run.run_id,
-                "host": (run.meta.get("host") or {}).get("hostname"),
+                "host": run.hostname,
                 "config": r["config"], "placement": formats.placement(r),
                 "venv_fstype": r["venv_fstype"], "n_ok": r["n_ok"], "n_failed": r["n_failed"],
                 "median_time_to_ready_s": med, "p10_time_to_ready_s": r["p10_time_to_ready_s"],
@@ -165,12 +171,12 @@ def headlines(long: pd.DataFrame, labels: list[str]) -> list[str]:
 def compare_dict(result: CompareResult) -> dict[str, Any]:
     """The content of compare.json."""
     return formats.clean({
-        "format": "iobench-compare",
-        "format_version": 1,
+        "format": COMPARE_FORMAT,
+        "format_version": COMPARE_FORMAT_VERSION,
         "reference": result.labels[0],
         "runs": [
             {"label": lab, "run_id": run.run_id, "path": str(run.path),
-             "host": (run.meta.get("host") or {}).get("hostname"),
+             "host": run.hostname,
              "winner": result.summaries[lab].winner,
              "price_label": result.summaries[lab].price.label if result.summaries[lab].price else None}
             for lab, run in zip(result.labels, result.runs, strict=True)
@@ -256,7 +262,7 @@ def _runs_rows(result: CompareResult) -> list[list[str]]:
         rows.append([
             f"<b>{run_key(i)}</b>" + (" (reference)" if i == 0 else ""),
             f"<b>{e(lab)}</b>", f"<code>{e(run.run_id)}</code>",
-            e((run.meta.get("host") or {}).get("hostname")),
+            e(run.hostname),
             e(f"{target.get('fstype', '?')} at {target.get('path', '?')}"),
             e(f"{gpu.get('count', 1)} x {gpu.get('name')}" if gpu else "none"),
             e(len(run.trials)), e(s.winner),

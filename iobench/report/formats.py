@@ -104,7 +104,7 @@ def placement(row: pd.Series | dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _ordered(summary: Summary) -> pd.DataFrame:
+def fastest_first(summary: Summary) -> pd.DataFrame:
     """Fastest first; configs without a successful trial last."""
     t = summary.table.copy()
     t["_key"] = t["median_time_to_ready_s"].fillna(math.inf)
@@ -200,7 +200,7 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
     header = ["config", "ok", "median", name, f"vs {summary.baseline or 'baseline'}", "",
               "$/start", "$/month", "bottleneck"]  # fmt: skip
     rows = [header]
-    for _, r in _ordered(summary).iterrows():
+    for _, r in fastest_first(summary).iterrows():
         star = " *" if r["config"] == summary.winner else ""
         rows.append(
             [
@@ -288,7 +288,7 @@ def markdown_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation |
         "|---|---|---:|---:|---:|---:|---|---:|---:|---|",
     ]
     sname = spread_name(summary)
-    for _, r in _ordered(summary).iterrows():
+    for _, r in fastest_first(summary).iterrows():
         name = f"**{r['config']}**" if r["config"] == summary.winner else str(r["config"])
         spread = spread_text(r, sname)
         lines.append(

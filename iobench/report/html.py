@@ -17,7 +17,7 @@ import pandas as pd
 
 from iobench import __version__
 from iobench.report import diagnose as rules
-from iobench.report.formats import fmt_usd, placement, spread_name, spread_text
+from iobench.report.formats import fastest_first, fmt_usd, placement, spread_name, spread_text
 from iobench.report.load import PHASES
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
@@ -112,9 +112,7 @@ def page(title: str, body: str, rebuild: str = "iobench report RUN_DIR") -> str:
 
 def summary_table_html(summary: Summary) -> str:
     """The summary table, fastest first, winner highlighted."""
-    t = summary.table.copy()
-    t["_k"] = t["median_time_to_ready_s"].fillna(math.inf)
-    t = t.sort_values("_k", kind="stable")
+    t = fastest_first(summary)
     sname = spread_name(summary)
     headers = [
         "config",
