@@ -43,6 +43,7 @@ UNIT_RANGES: dict[str, tuple[float, float]] = {
 # NAME_RE, plus '=' which runs made before names were checked may hold
 SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
 SAFE_NAME_MAX = 200
+_COLUMN_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 def column(doc: str, unit: str = "", default: Any = None) -> Any:
@@ -316,14 +317,18 @@ def _int(text: str) -> int:
 def check_header(
     header: Sequence[str], record: type, where: str, needed: Sequence[str] = ()
 ) -> None:
-    """Refuse a header that is cut, duplicated or holds columns this version does not know."""
-    known = set(columns_of(record))
-    unknown = [c for c in header if c not in known]
-    if unknown:
-        raise RunDirError(
-            f"{where}: header is damaged or from a newer iobench (unknown column(s) "
-            f"{', '.join(repr(c[:40]) for c in unknown[:5])})"
-        )
+    """Refuse a header that is cut, damaged or duplicated, or lacks ``needed`` columns.
+
+    A column this version does not know is ignored when it looks like a column name (a
+    newer iobench's, so adding a column needs no new schema version), unless it is the
+    start of a known column the header lacks (``err`` for ``error``: a cut header).
+    """
+    known = columns_of(record)
+    for c in header:
+        if c in known:
+            continue
+        if not _COLUMN_NAME.match(c) or any(k.startswith(c) and k not in header for k in known):
+            raise RunDirError(f"{where}: header is cut short or damaged (column {c[:40]!r})")
     dup = sorted({c for c in header if list(header).count(c) > 1})
     if dup:
         raise RunDirError(f"{where}: header names column(s) twice: {', '.join(dup)}")

@@ -7,9 +7,10 @@ through the same functions: ``RunDir.meta()``, ``RunDir.trials(latest_only=True)
 interrupted and run again by --resume counts once, by its later row) and
 ``RunDir.resume_state()``.
 
-Read back, trials.csv is untrusted: a cut or damaged header, an unknown column, a number that
-is not finite or out of range, or a name that is not a safe path component is one
-RunDirError line. A row cut short (a crash mid-append, the file's last line without its
+Read back, trials.csv is untrusted: a cut or damaged header (a column name cut short, a row
+wider than the header), a number that is not finite or out of range, or a name that is not a
+safe path component is one RunDirError line; a column this version does not know (a newer
+iobench's) is ignored. A row cut short (a crash mid-append, the file's last line without its
 newline, or fewer cells than the header) is never trusted: it is skipped, said so, and its
 trial runs again on --resume. Format and column docs: results/README.md (generated from the
 field docs by ``python -m iobench.results --markdown``).
@@ -69,6 +70,21 @@ def new_run_id(host: str, scenario: str) -> str:
     )
     # the pid keeps two runs started in the same second apart (they may share a tmp role)
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"
+
+
+def _check_widths(records: Sequence[Sequence[str]], where: str, cut_last: bool) -> None:
+    """A row wider than the header, or every complete row narrower, means the header is
+    damaged (a row cut short is narrower, never wider; and never all of them)."""
+    width = len(records[0])
+    rows = [(n, len(rec)) for n, rec in enumerate(records[1:], start=2) if rec]
+    wide = next(((n, w) for n, w in rows if w > width), None)
+    complete = rows[:-1] if cut_last else rows
+    if wide is None and complete and all(w < width for _, w in complete):
+        wide = complete[0]
+    if wide is not None:
+        raise RunDirError(
+            f"{where}: header is cut short or damaged (row {wide[0]} has {wide[1]} cells, the header {width})"
+        )
 
 
 def latest_rows(trial_ids: Sequence[str], statuses: Sequence[str]) -> tuple[list[int], list[str]]:
@@ -272,6 +288,7 @@ class RunDir:
                 f"{where}: header is cut short (no row, no end of line); the file is damaged"
             )
         check_header(header, TrialRow, where, REQUIRED_TRIAL_COLUMNS)
+        _check_widths(records, where, cut_last)
         rows: list[TrialRow] = []
         skipped: list[str] = []
         for n, rec in enumerate(records[1:], start=2):

@@ -8,13 +8,16 @@ safe path component, role paths absolute and without ``..``, every number finite
 range. Keys this version does not know are kept (``extra``) so that rewriting the file loses
 nothing.
 
-Schema versions (pyperf's habit: say here what changed in each; bump on any change to
-meta.json or the CSV columns, and teach ``_UPGRADES`` the step from the previous one):
+Schema versions (pyperf's habit: say here what changed in each, and teach ``_UPGRADES`` the
+step from the previous one). Since version 2 a reader ignores CSV columns and keeps JSON keys
+it does not know, so a new column or key needs no new version; bump when an older reader
+would misread the files (a key or column renamed, removed, or given another meaning).
 
 - 1: first version (iobench 0.1.0 up to d8a1c15).
 - 2: trials.csv gains ``position`` (a trial's place in its round, whose order is shuffled);
-  meta.json gains ``order_seed`` (the seed of that order). Version 1 upgrades on reading:
-  ``order_seed`` null, ``position`` empty.
+  meta.json gains ``order_seed`` (the seed of that order); readers ignore columns and keep
+  keys they do not know. Version 1 upgrades on reading: ``order_seed`` null, ``position``
+  empty.
 """
 
 from __future__ import annotations

@@ -273,7 +273,22 @@ def _replace_cell(column: str, value: str) -> Callable[[str], str]:
 
 HOSTILE_TRIALS = [
     (lambda t: "run_id,trial_id,con", r"trials.csv: header is cut short"),
-    (lambda t: t.replace(",error\n", ",error,extra\n", 1), r"unknown column\(s\) 'extra'"),
+    (
+        lambda t: t.replace(",error\n", ",error,extra\n", 1),
+        r"header is cut short or damaged \(row 2 has 45 cells, the header 46\)",
+    ),
+    (
+        lambda t: t.replace(",sampler_cpu_s,error\n", ",sampler_cpu_s,err\n", 1),
+        r"header is cut short or damaged \(column 'err'\)",
+    ),
+    (
+        lambda t: t.replace(",error\n", ",error,the end\n", 1),
+        r"header is cut short or damaged \(column 'the end'\)",
+    ),
+    (
+        lambda t: t.replace("\n", ",x\n", 2).replace(",x\n", "\n", 1),
+        r"header is cut short or damaged \(row 2 has 46 cells, the header 45\)",
+    ),
     (
         lambda t: t.replace("run_id,trial_id,config", "run_id,trial_id,trial_id", 1),
         r"header names column\(s\) twice: trial_id",
@@ -331,6 +346,30 @@ def test_a_row_cut_after_its_status_is_not_trusted(run: Path) -> None:
     # the next append starts a line of its own; the cut row stays skipped
     rd.append_trial(_row(cut_id, run_id=report.run_id))
     assert [r.trial_id for r in rd.trials()][-1] == cut_id and len(rd.read_trials().skipped) == 1
+
+
+def test_a_newer_iobench_column_is_ignored(run: Path) -> None:
+    """Adding a column needs no new schema version: an older reader skips what it lacks."""
+    path = run / "trials.csv"
+    lines = path.read_text().splitlines()
+    path.write_text(
+        "".join(f"{line},{'warmth_c' if i == 0 else i}\n" for i, line in enumerate(lines))
+    )
+    read = RunDir(run).read_trials()
+    assert read.columns[-1] == "warmth_c" and len(read.rows) == len(lines) - 1 and not read.skipped
+    RunDir(run).append_trial(_row("naive-r9", run_id=read.rows[0].run_id))
+    assert path.read_text().splitlines()[-1].endswith(",")  # the column it does not know: empty
+    assert load_run(run).trials["trial_id"].iloc[-1] == "naive-r9"
+
+
+def test_the_first_row_cut_is_a_cut_row_not_a_bad_header(tmp_path: Path) -> None:
+    rd = RunDir(tmp_path)
+    rd.append_trial(_row())
+    text = rd.trials_csv.read_text()
+    rd.trials_csv.write_text(text[: text.index(",ok,") + 3])
+    assert rd.read_trials().rows == () and len(rd.read_trials().skipped) == 1
+    rd.append_trial(_row())
+    assert [r.trial_id for r in rd.trials()] == ["naive-r1"]
 
 
 def test_a_full_row_without_its_end_of_line_is_not_trusted(run: Path) -> None:
