@@ -1,9 +1,13 @@
 """Scenarios: TOML files that say what to install, how to check it, and in which configs.
 
-A scenario is validated once into frozen dataclasses; every error names the file and the
-key (``scenarios/x.toml: configs.naive.cache_state: 'hot' is not one of cold, warm``), so
-a typo fails before anything is created. Configs come from ``[configs.NAME]`` tables, from
-a ``[matrix]`` (the product of axes, minus ``exclude``), or both.
+A scenario is validated once, by ``scenario_from_dict``, into frozen dataclasses; every
+error names the file and the key (``scenarios/x.toml: configs.naive.cache_state: 'hot' is
+not one of cold, warm``), so a typo fails before anything is created. Files speak only the
+schema: an unknown table or key is an error, a requirement is a requirement (PEP 508, a
+path or a URL; never a pip option), and every number is finite and in a sane range. The
+scenario a run stored in its meta.json goes through the same validator on --resume
+(``scenario_from_meta``). Configs come from ``[configs.NAME]`` tables, from a ``[matrix]``
+(the product of axes, minus ``exclude``), or both.
 
 Scenario and config names become path components, so they are checked against
 ``NAME_RE`` (letters, digits, '.', '_', '-'; first a letter or digit; at most ``NAME_MAX``).
@@ -25,6 +29,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from iobench.errors import RunDirError, ScenarioError
+from iobench.records import SAFE_NAME_MAX, SAFE_NAME_RE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,9 +65,8 @@ NAME_RULE = (
     f"must be 1-{NAME_MAX} letters, digits, '.', '_' or '-', starting with a letter or digit"
 )
 # Runs made before names were checked may hold the old default matrix names, which contain
-# '=' (venv=target-tmpdir=tmp): harmless in a path, so --resume still accepts them.
-_META_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")
-_META_NAME_MAX = 200
+# '=' (venv=target-tmpdir=tmp): harmless in a path, so --resume still accepts them (the
+# run directory's own rule for names read back, iobench.records.SAFE_NAME_RE).
 # the default name of a matrix config: "venv-target_tmpdir-tmp_cache-off_state-cold"
 # (axis-value pairs joined by '_', in the order the axes are written)
 _AXIS_LABEL = {"cache_state": "state"}
@@ -153,10 +157,10 @@ def name_problem(name: object, legacy: bool = False) -> str | None:
     """
     if not isinstance(name, str) or not name:
         return "missing or not a string"
-    most = _META_NAME_MAX if legacy else NAME_MAX
+    most = SAFE_NAME_MAX if legacy else NAME_MAX
     if len(name) > most:
         return f"{name[:20]!r}... is {len(name)} characters; names must be at most {most}"
-    if not (_META_NAME_RE if legacy else NAME_RE).match(name):
+    if not (SAFE_NAME_RE if legacy else NAME_RE).match(name):
         return f"{name[:80]!r} {NAME_RULE}"
     return None
 
