@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from iobench.lab.options import KINDS, VolumeOptions
+from iobench.lab.options import DEFAULT_CACHE_S, KINDS, VolumeOptions
 
 if TYPE_CHECKING:  # the handlers import it: `iobench --help` must not pay for it
     from iobench.lab import manage
@@ -26,8 +26,24 @@ def register(sub: Any) -> None:
     )
     lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status,flush}")
     lab_sub.required = True
+    _add_up(lab_sub.add_parser("up", help="mount a slow volume and return once it is live"))
 
-    p = lab_sub.add_parser("up", help="mount a slow volume and return once it is live")
+    p = lab_sub.add_parser("down", help="unmount a slow volume and end its daemon")
+    p.add_argument("mountpoint")
+    p.set_defaults(func=handle_down)
+
+    p = lab_sub.add_parser("status", help="list the volumes iobench has mounted")
+    p.set_defaults(func=handle_status)
+
+    p = lab_sub.add_parser(
+        "flush", help="make a volume cold: the kernel forgets its cached names and attributes"
+    )
+    p.add_argument("mountpoint")
+    p.set_defaults(func=handle_flush)
+
+
+def _add_up(p: argparse.ArgumentParser) -> None:
+    """The options of ``lab up``: the kind, the backing folder, and every delay and cap."""
     p.add_argument("mountpoint", help="empty folder to mount on (created if missing)")
     p.add_argument(
         "--kind",
@@ -77,7 +93,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--cache-s",
         type=float,
-        default=1.0,
+        default=DEFAULT_CACHE_S,
         metavar="S",
         help="let the kernel trust looked-up names and attributes for S seconds "
         "(default 1, libfuse's own, near an NFS client's attribute cache; "
@@ -87,19 +103,6 @@ def register(sub: Any) -> None:
         "--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount"
     )
     p.set_defaults(func=handle_up)
-
-    p = lab_sub.add_parser("down", help="unmount a slow volume and end its daemon")
-    p.add_argument("mountpoint")
-    p.set_defaults(func=handle_down)
-
-    p = lab_sub.add_parser("status", help="list the volumes iobench has mounted")
-    p.set_defaults(func=handle_status)
-
-    p = lab_sub.add_parser(
-        "flush", help="make a volume cold: the kernel forgets its cached names and attributes"
-    )
-    p.add_argument("mountpoint")
-    p.set_defaults(func=handle_flush)
 
 
 def options_from_args(args: argparse.Namespace) -> VolumeOptions:
