@@ -542,7 +542,7 @@ def predict_all(
     out: dict[str, list[dict[str, Any]]] = {}
     for name in scenarios:
         try:
-            preds = predict_scenario(load_scenario(name), folders)
+            preds = predict_scenario(load_scenario(name), folders, cpu_s=doc.get("cpu_s"))
         except (IOBenchError, KeyError):
             continue  # not shipped, or a config using a role doctor did not probe
         out[name] = [p.to_dict() for p in preds]

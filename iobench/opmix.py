@@ -311,15 +311,21 @@ def opmix_toml(
     meta: dict[str, Any],
     fast: dict[str, dict[str, dict[str, float]]],
     fast_costs: dict[str, float],
+    fast_cpu_s: dict[str, float] | None = None,
 ) -> str:
     """The ``[installer]`` part of ``iobench/data/opmix.toml``; ``trial_of`` maps cache
     state ("cold"/"warm") to the traced trial id that stands for it, ``fast`` profile name
-    to cache state to phase seconds."""
+    to cache state to phase seconds, ``fast_cpu_s`` profile name to the CPU calibration
+    measured around its fast run."""
     lines = [f"[{installer}]", *(f"{k} = {v!r}".replace("'", '"') for k, v in meta.items()), ""]
     for profile, states in fast.items():
         for state, values in states.items():
             lines += _table(f"{installer}.fast.{profile}.{state}", values)
     lines += _table(f"{installer}.fast_costs", {k: round(v, 5) for k, v in fast_costs.items()})
+    if fast_cpu_s:  # quoted keys: profile names have dashes
+        lines += _table(
+            f"{installer}.fast_cpu_s", {f'"{k}"': round(v, 4) for k, v in fast_cpu_s.items()}
+        )
     for state, tid in trial_of.items():
         for (t, phase, role), c in sorted(counts.items()):
             if t == tid:
@@ -337,13 +343,23 @@ def opmix_toml(
     return "\n".join(lines)
 
 
+def _fast_arg(text: str) -> tuple[str, str, float | None]:
+    """``PROFILE=TRIALS_CSV[:CPU_S]``."""
+    profile, _, rest = text.partition("=")
+    path, sep, cpu = rest.rpartition(":")
+    if not sep:
+        return profile, rest, None
+    return profile, path, float(cpu)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m iobench.opmix TRACE --fast PROFILE=TRIALS_CSV ... --tmpfs DIR``: print
-    the TOML section.
+    """``python -m iobench.opmix TRACE --fast PROFILE=TRIALS_CSV:CPU_S ... --tmpfs DIR``:
+    print the TOML section.
 
     TRACE: ``strace`` (:data:`STRACE_ARGS`) of ``iobench run --configs naive,warm-cache-on-target
     --repeats 1`` with target and tmp on tmpfs; each TRIALS_CSV: an untraced run of a
-    scenario of that wheel profile, every role on tmpfs, for its fast times.
+    scenario of that wheel profile, every role on tmpfs, for its fast times; CPU_S:
+    :func:`iobench.probe.cpu_seconds` measured around that run.
     """
     import argparse
 
@@ -352,7 +368,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m iobench.opmix")
     ap.add_argument("trace")
-    ap.add_argument("--fast", action="append", default=[], metavar="PROFILE=TRIALS_CSV")
+    ap.add_argument(
+        "--fast", action="append", default=[], type=_fast_arg, metavar="PROFILE=TRIALS_CSV[:CPU_S]"
+    )
     ap.add_argument("--tmpfs", default="/dev/shm")
     ap.add_argument("--installer", default="pip")
     ap.add_argument("--profile", default="smoke")
@@ -375,15 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         "dists": len(prof.dists),
         "measured": "strace -f of one trial per cache state, all roles on tmpfs (python -m iobench.opmix)",
     }
+    times = {name: fast_times(path) for name, path, _ in a.fast}
+    cpu = {name: c for name, _, c in a.fast if c is not None}
     print(
-        opmix_toml(
-            a.installer,
-            counts,
-            {"cold": a.cold, "warm": a.warm},
-            meta,
-            {k: fast_times(v) for k, _, v in (f.partition("=") for f in a.fast)},
-            costs,
-        )
+        opmix_toml(a.installer, counts, {"cold": a.cold, "warm": a.warm}, meta, times, costs, cpu)
     )
     return 0
 

@@ -178,13 +178,19 @@ def _scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
     return size.files / traced.files, k_b
 
 
-def fast_phases(opmix: dict[str, Any], state: str, size: Size, traced: Size) -> dict[str, float]:
-    """The all-on-tmpfs phase times: measured for this profile, else the traced one's scaled."""
+def fast_phases(
+    opmix: dict[str, Any], state: str, size: Size, traced: Size, cpu_s: float | None = None
+) -> dict[str, float]:
+    """The all-on-tmpfs phase times: measured for this profile, else the traced one's scaled;
+    times this machine's :func:`iobench.probe.cpu_seconds` over the one recorded with them."""
     measured = opmix["fast"].get(size.name, {}).get(state)
+    source = size.name if measured else traced.name
+    then = opmix.get("fast_cpu_s", {}).get(source)
+    cpu = cpu_s / float(then) if cpu_s and then else 1.0
     if measured:
-        return {p: float(v) for p, v in measured.items()}
+        return {p: float(v) * cpu for p, v in measured.items()}
     base = opmix["fast"][traced.name][state]
-    return {p: float(base.get(p, 0.0)) * _scales(p, size, traced)[0] for p in PHASES}
+    return {p: float(base.get(p, 0.0)) * _scales(p, size, traced)[0] * cpu for p in PHASES}
 
 
 def predict_config(
@@ -195,6 +201,7 @@ def predict_config(
     size: Size | None = None,
     fast_s: dict[str, float] | None = None,
     attr_cache_s: float = ATTR_CACHE_S,
+    cpu_s: float | None = None,
 ) -> Prediction:
     """Predict one config: ``roles`` maps venv/tmpdir/cache to the costs of its folder
     (None for a cache that is off); ``size``: the profile to install (default: the traced
@@ -208,7 +215,7 @@ def predict_config(
         fc.get("write_mbps"),
         fc.get("read_mbps"),
     )
-    base = fast_s or fast_phases(opmix, state, size, traced)
+    base = fast_s or fast_phases(opmix, state, size, traced, cpu_s)
     phases: dict[str, float] = {}
     storage: dict[str, float] = {}
     for phase in PHASES:
@@ -235,11 +242,13 @@ def predict_scenario(
     folders: dict[str, Costs],
     profile: Any | None = None,
     fast_s: dict[str, dict[str, float]] | None = None,
+    cpu_s: float | None = None,
 ) -> list[Prediction]:
     """Predict every config of a :class:`iobench.scenario.Scenario`; ``folders`` maps role
     names (target, tmp, ...) to costs. ``profile``: the wheel profile to scale to (default:
     the scenario's own, when it has one). ``fast_s``: measured all-on-tmp phase times per
-    cache state ("cold"/"warm"), e.g. from a run's venv-on-tmp trials."""
+    cache state ("cold"/"warm"), e.g. from a run's venv-on-tmp trials; else the recorded
+    ones scaled by ``cpu_s`` (:func:`iobench.probe.cpu_seconds` now)."""
     if profile is None and getattr(scenario, "wheels", None):
         from iobench.wheels import load_profile
 
@@ -260,6 +269,7 @@ def predict_scenario(
             load_opmix(cfg.installer),
             size,
             (fast_s or {}).get(state),
+            cpu_s=cpu_s,
         )
         out.append(pred)
     return out
@@ -270,7 +280,7 @@ def predicted_s(scenario: Any, config_name: str, probes: dict[str, Any]) -> floa
     the call the runner makes to record ``predicted_s`` beside ``time_to_ready_s``."""
     by_path = {p["path"]: Costs.from_probe(p) for p in probes["paths"]}
     folders = {role: by_path[path] for role, path in probes["roles"].items() if path in by_path}
-    for pred in predict_scenario(scenario, folders):
+    for pred in predict_scenario(scenario, folders, cpu_s=probes.get("cpu_s")):
         if pred.config == config_name:
             return pred.total_s
     raise UsageError(f"no config '{config_name}' in scenario '{scenario.name}'")

@@ -568,7 +568,7 @@ def probe_roles(
     """Probe each role's folder briefly (for the start of a run) and return the JSON document.
 
     Folders shared by several roles are probed once. The write is short (``4 × seconds``)
-    and at most 256 MB.
+    and at most 256 MB. ``cpu_s``: :func:`cpu_seconds`, for scaling recorded fast times.
     """
     size = file_bytes if file_bytes is not None else median_file_bytes("smoke")
     done: dict[str, ProbeResult] = {}
@@ -576,7 +576,7 @@ def probe_roles(
         key = os.path.realpath(path)
         if key not in done:
             done[key] = probe(
-                path,
+                key,
                 files=5000,
                 write_mb=256.0,
                 seconds=seconds,
@@ -586,7 +586,31 @@ def probe_roles(
             )
     doc = results_to_dict(list(done.values()))
     doc["roles"] = {role: os.path.realpath(path) for role, path in roles.items()}
+    doc["cpu_s"] = cpu_seconds()
     return doc
+
+
+#: a small start-up-and-import job like the fast part of an install: a new interpreter, a
+#: few stdlib imports, some bytecode compiling and pure-Python work
+_CPU_JOB = (
+    "import compileall, email.parser, http.client, json, zipfile\n"
+    "src = 'def f(x):\\n' + ''.join(f'    y{i} = x * {i}\\n' for i in range(400)) + '    return x\\n'\n"
+    "for i in range(40):\n    compile(src, f'<job{i}>', 'exec')\n"
+    "sum(i * i for i in range(200000))\n"
+)
+
+
+def cpu_seconds(runs: int = 3) -> float:
+    """Median wall time of a fixed interpreter job: how fast this machine runs pip's CPU
+    part right now (load included), to scale fast times measured elsewhere."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-I", "-c", _CPU_JOB], check=True, capture_output=True, timeout=60
+        )
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def median_file_bytes(profile_name: str) -> int:

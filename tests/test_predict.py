@@ -91,6 +91,10 @@ def test_formula_with_hand_made_numbers() -> None:
     )
     assert p2.phases["install"] == pytest.approx(6.0 + 0.2 + 0.198)
     assert p2.phases["venv"] == pytest.approx(1.01) and p2.phases["download"] == pytest.approx(2.0)
+    # on a machine (or at a moment) twice as slow as when the fast times were measured
+    mix = MIX | {"fast_cpu_s": {"p": 0.5}}
+    p3 = predict.predict_config("x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", mix, cpu_s=1.0)
+    assert p3.phases["install"] == pytest.approx(6.0 + 0.1 + 0.099) and p3.phases["venv"] == pytest.approx(2.01)
     # a folder faster than the reference costs nothing extra (never negative)
     quick = predict.Costs({"create": 0.0}, 5000.0, 5000.0)
     assert predict.predict_config("x", {"venv": quick}, "cold", MIX).phases["install"] == 3.0
@@ -117,7 +121,8 @@ def test_the_runner_hook_predicts_from_a_probe_document(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     doc = probe_roles({"target": tmp_path / "a", "tmp": tmp_path / "b"}, seconds=0.05)
+    assert doc["cpu_s"] > 0
     got = predict.predicted_s(load_scenario("smoke"), "naive", doc)
-    assert math.isfinite(got) and got >= sum(predict.load_opmix()["fast"]["smoke"]["cold"].values())
+    assert math.isfinite(got) and got > 0
     with pytest.raises(Exception, match="no config 'nope'"):
         predict.predicted_s(load_scenario("smoke"), "nope", doc)
