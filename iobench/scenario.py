@@ -466,11 +466,22 @@ def scenario_from_meta(data: object, where: str = "meta.json") -> Scenario:
         scenario = scenario_from_dict(doc, where, legacy_names=True)
     except ScenarioError as exc:
         raise RunDirError(str(exc)) from None
-    source, extra = data.get("source"), data.get("extra", {})
+    source, extra, wheels = data.get("source"), data.get("extra", {}), data.get("wheels")
     if not isinstance(source, str) or not isinstance(extra, dict):
         raise RunDirError(f"{where}: scenario.source/extra: expected a string and a table")
+    if wheels is not None and name_problem(wheels) and not _stored_path(wheels):
+        raise RunDirError(
+            f"{where}: scenario.wheels: {str(wheels)[:80]!r} is neither a profile name nor an "
+            "absolute path without '..'"
+        )
     # the stored wheels path was resolved when the run started: keep it as it is
-    return replace(scenario, source=source, wheels=data.get("wheels"), extra=extra)
+    return replace(scenario, source=source, wheels=wheels, extra=extra)
+
+
+def _stored_path(value: str) -> bool:
+    """A path a run stored (resolved when it started): absolute, without '..'."""
+    path = Path(value)
+    return path.is_absolute() and ".." not in path.parts and "\0" not in value
 
 
 def _configs_from_meta(raw: object, where: str) -> dict[str, dict]:

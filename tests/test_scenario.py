@@ -387,3 +387,9 @@ def test_meta_and_files_share_one_validator() -> None:
     meta = _meta()
     meta["wheels"] = "/stored/profile.toml"  # resolved when the run started: kept as is
     assert scenario_from_meta(meta).wheels == "/stored/profile.toml"
+    for bad in ("../../elsewhere.toml", "/stored/../etc/profile.toml", "rel/profile.toml"):
+        meta["wheels"] = bad
+        with pytest.raises(
+            RunDirError, match=r"^meta\.json: scenario\.wheels: .* neither a profile name"
+        ):
+            scenario_from_meta(meta)
