@@ -117,7 +117,9 @@ class Summary:
         """``3 trials per config`` (or ``2–3 ...``), counted from trials.csv, not the plan."""
         counts = (self.table["n_ok"] + self.table["n_failed"]).astype(int)
         lo, hi = int(counts.min()), int(counts.max())
-        return f"{lo} trials per config" if lo == hi else f"{lo}–{hi} trials per config"
+        if lo == hi:
+            return f"{lo} trial per config" if lo == 1 else f"{lo} trials per config"
+        return f"{lo}–{hi} trials per config"
 
 
 # --- pure statistics ---------------------------------------------------------------------------

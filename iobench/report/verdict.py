@@ -147,7 +147,7 @@ def shared_storage_lines(roles: Mapping[str, Any]) -> list[str]:
             fstype = next(
                 (str(roles[n].get("fstype")) for n in names if roles[n].get("fstype")), ""
             )
-            where = f"{device} mounted at {mount}" + (f", {fstype}" if fstype else "")
+            where = f"{fstype or 'filesystem'} at {mount}, device {device}"
             out.append(
                 f"Same storage: {' and '.join(names)} are one filesystem ({where}); configs that "
                 "only move things between them compare that filesystem with itself, and any "

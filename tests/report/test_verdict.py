@@ -92,7 +92,7 @@ def test_filesystems_are_compared_by_device_and_mount_point() -> None:
     assert shared_storage_lines(DISK_AND_SHM) == []
     (line,) = shared_storage_lines(ONE_DISK)
     assert line.startswith(
-        "Same storage: target and tmp are one filesystem (/dev/vda mounted at /, ext4)"
+        "Same storage: target and tmp are one filesystem (ext4 at /, device /dev/vda)"
     )
 
 
@@ -113,7 +113,7 @@ def test_console_table_counts_a_resumed_trial_once_and_states_the_verdict() -> N
     ]  # fmt: skip
     assert [c.n for c in configs_from_rows(rows)] == [2, 2]
     assert console_lines(rows, ONE_DISK) == [
-        "Same storage: target and tmp are one filesystem (/dev/vda mounted at /, ext4); configs "
+        "Same storage: target and tmp are one filesystem (ext4 at /, device /dev/vda); configs "
         "that only move things between them compare that filesystem with itself, and any "
         "difference between them is noise or order, never advice.",
         "config  n  median     spread  vs naive                    failed",
