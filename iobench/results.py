@@ -163,22 +163,16 @@ class RunDir:
 
     # -------------------------------------------------------------- meta.json
     @classmethod
-    def create(cls, results_root: Path, run_id: str, meta: RunMeta | dict) -> RunDir:
+    def create(cls, results_root: Path, run_id: str, meta: RunMeta) -> RunDir:
         """Make the run's folder and write its meta.json (``meta.run_id`` is set to ``run_id``)."""
-        info = (
-            meta
-            if isinstance(meta, RunMeta)
-            else RunMeta.from_json({**meta, "schema_version": SCHEMA_VERSION})
-        )
-        info = replace(info, run_id=run_id, schema_version=SCHEMA_VERSION)
+        info = replace(meta, run_id=run_id, schema_version=SCHEMA_VERSION)
         RunMeta.from_json(info.to_json())  # what is written must read back
         path = results_root / run_id
         try:
             path.mkdir(parents=True, exist_ok=False)
             (path / "samples").mkdir()
-            (path / "logs").mkdir(
-                mode=redact.PRIVATE_DIR_MODE
-            )  # installer logs may hold configuration
+            # installer logs may hold configuration
+            (path / "logs").mkdir(mode=redact.PRIVATE_DIR_MODE)
         except FileExistsError:
             raise RunDirError(f"run directory {path} already exists") from None
         except OSError as exc:
@@ -214,11 +208,9 @@ class RunDir:
             raise RunDirError(f"{self.path} is not an iobench run directory (not a folder)")
         return load_meta(self.path)
 
-    def write_meta(self, meta: RunMeta | dict) -> None:
-        data = meta.to_json() if isinstance(meta, RunMeta) else meta
-        redact.write_private(
-            self.meta_json, json.dumps(data, indent=2, allow_nan=False, default=str) + "\n"
-        )
+    def write_meta(self, meta: RunMeta) -> None:
+        text = json.dumps(meta.to_json(), indent=2, allow_nan=False, default=str) + "\n"
+        redact.write_private(self.meta_json, text)
 
     def update_meta(self, **changes: object) -> RunMeta:
         """Change some keys of meta.json (e.g. ``status``, ``ended_at``); checked before writing."""
@@ -228,17 +220,13 @@ class RunDir:
         return meta
 
     # -------------------------------------------------------------- trials.csv
-    def append_trial(self, row: TrialRow | dict) -> None:
+    def append_trial(self, row: TrialRow) -> None:
         """Append one trial row and make it durable before the next trial starts.
 
         A file that already has a header keeps it (a run resumed from an older version keeps
         its columns; a column it lacks is not written).
         """
-        cells = (
-            to_cells(row)
-            if isinstance(row, TrialRow)
-            else {k: cell(row.get(k)) for k in TRIAL_COLUMNS}
-        )
+        cells = to_cells(row)
         size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
         columns = self._header() if size else TRIAL_COLUMNS
         with open(self.trials_csv, "a+", newline="") as fh:

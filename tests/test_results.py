@@ -84,9 +84,7 @@ def test_a_row_reads_back_as_written(tmp_path: Path) -> None:
     row = _row(position=3, time_to_ready_s=12.345678, write_bytes=2**40, offcpu_frac=0.25,
                error="line one\nline two", contended="dpkg:12")  # fmt: skip
     rd.append_trial(row)
-    rd.append_trial(
-        {"run_id": "run-1", "trial_id": "b-r1", "config": "b", "repeat": 1, "status": "failed"}
-    )
+    rd.append_trial(_row("b-r1", "failed"))
     back = rd.trials()
     assert back[0] == dataclasses.replace(row, time_to_ready_s=12.3457, error="line one | line two")
     assert (
