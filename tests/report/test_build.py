@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import runs as rf
 from helpers.reports import check_summary_against_trials
 
 from iobench.cost import CostOptions, find_preset
@@ -78,3 +79,22 @@ def test_recorded_stalls_are_read_and_bad_stall_files_only_warn(run_dir: Path) -
     assert any("stalls.csv" in w for w in run.warnings)
     (run_dir / "stalls.csv").unlink()
     assert load_run(run_dir).trial_stalls("naive-r1") is None
+
+
+def test_a_report_rebuilt_without_a_price_drops_the_old_cost_chart(tmp_path: Path) -> None:
+    run_dir = rf.make_run_dir(tmp_path, gpu=None)  # no detected GPU: no price unless given
+    build_report(run_dir, CostOptions(gpu="H100"))
+    assert (run_dir / "cost.png").is_file()
+    result = build_report(run_dir)
+    assert not (run_dir / "cost.png").exists() and "cost_png" not in result.paths
+    assert (run_dir / "time_to_ready.png").is_file()
+
+
+def test_the_timeline_shows_the_median_trial_even_of_two(tmp_path: Path) -> None:
+    run = rf.make_run_dir(tmp_path, repeats=2)
+    result = build_report(run)
+    trials = load_run(run).trials.set_index("trial_id")
+    for config, trial_id in result.summary.median_trials.items():
+        times = trials[(trials["config"] == config) & (trials["status"] == "ok")]
+        times = times["time_to_ready_s"].sort_values()
+        assert trial_id == times.index[0], (config, times)  # of two: the faster middle one
