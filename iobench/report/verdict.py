@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iobench.report.units import fmt_s, fmt_s_range, fmt_speed
@@ -80,11 +80,11 @@ def plain(obj: object) -> Mapping[str, Any]:
 
 def _latest(rows: Iterable[object]) -> list[Mapping[str, Any]]:
     """The rows that count (results.latest_rows: a resumed trial counts once, by its later row)."""
-    rows = [plain(r) for r in rows]
+    dicts = [plain(r) for r in rows]
     kept, _ = latest_rows(
-        [str(r.get("trial_id")) for r in rows], [str(r.get("status")) for r in rows]
+        [str(r.get("trial_id")) for r in dicts], [str(r.get("status")) for r in dicts]
     )
-    return [rows[i] for i in kept]
+    return [dicts[i] for i in kept]
 
 
 def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
@@ -228,40 +228,39 @@ def decide(
     vs_base = (
         compare(win.name, win.times, base.name, base.times, k) if base and base is not win else None
     )
-    common = {"winner": win.name, "baseline": base.name if base else None,
-              "runner_up": runner.name if runner else None,
-              "vs_baseline": vs_base, "vs_runner_up": vs_runner}  # fmt: skip
+    common = Verdict("", "", win.name, base.name if base else None,
+                     runner.name if runner else None, vs_base, vs_runner)  # fmt: skip
     shown = [c for c in (win, base, runner) if c is not None]
     if min(c.n for c in shown) < MIN_TRIALS:
-        return Verdict(
-            "too-few",
-            f"One trial per config (fastest measured: {_label(win)}): a ranking needs at least "
+        return replace(
+            common,
+            kind="too-few",
+            headline=f"One trial per config (fastest measured: {_label(win)}): a ranking needs at least "
             f"{MIN_TRIALS} trials per config, and 3 or more to tell small differences apart "
             f"({MORE_REPEATS}).",
-            **common,
         )
     if base is None or base is win:
         return _baseline_fastest(win, runner, vs_runner, common)
     real, moot = differences(win.facts, base.facts, roles)
     assert vs_base is not None
     if not real:
-        return Verdict(
-            "same-storage",
-            f"No difference to act on: {win.name} and {base.name} differ only in "
+        return replace(
+            common,
+            kind="same-storage",
+            headline=f"No difference to act on: {win.name} and {base.name} differ only in "
             f"{'; '.join(moot)}, one filesystem, so {_label(win)} vs {_label(base)} "
             f"({vs_base.n_text}) is noise or order.",
             moot=tuple(moot),
-            **common,
         )
     if not vs_base.distinguishable:
-        return Verdict(
-            "noise",
-            f"No difference beyond noise ({vs_base.n_text}): fastest measured {_label(win)} vs "
+        return replace(
+            common,
+            kind="noise",
+            headline=f"No difference beyond noise ({vs_base.n_text}): fastest measured {_label(win)} vs "
             f"{_label(base)}; keep what you have, or measure again with more repeats "
             f"({MORE_REPEATS}).",
             changes=tuple(real),
             moot=tuple(moot),
-            **common,
         )
     text = (
         f"{win.name} is {fmt_speed(vs_base.ratio, base.name)} ({fmt_s(win.median)} vs "
@@ -274,18 +273,22 @@ def decide(
             f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); "
             "either change pays off, and the start script shows the faster-measured one"
         )
-    return Verdict(
-        "advice", text + ".", changes=tuple(real), moot=tuple(moot), notes=tuple(notes), **common
+    return replace(
+        common,
+        kind="advice",
+        headline=text + ".",
+        changes=tuple(real),
+        moot=tuple(moot),
+        notes=tuple(notes),
     )
 
 
 def _baseline_fastest(
-    win: ConfigTimes, runner: ConfigTimes | None, vs_runner: Comparison | None, common: dict
+    win: ConfigTimes, runner: ConfigTimes | None, vs_runner: Comparison | None, common: Verdict
 ) -> Verdict:
     if runner is None or vs_runner is None:
-        return Verdict(
-            "keep", f"Only {_label(win)} finished; nothing to compare it with.", **common
-        )
+        text = f"Only {_label(win)} finished; nothing to compare it with."
+        return replace(common, kind="keep", headline=text)
     if vs_runner.distinguishable:
         text = (
             f"{win.name}, the baseline, is fastest ({fmt_s(win.median)}, "
@@ -296,7 +299,7 @@ def _baseline_fastest(
             f"No difference beyond noise ({vs_runner.n_text}): the baseline {_label(win)} is "
             f"fastest measured, {runner.name} {fmt_s(runner.median)}; keep what you have."
         )
-    return Verdict("keep", text, **common)
+    return replace(common, kind="keep", headline=text)
 
 
 def row_marks(
