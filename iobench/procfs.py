@@ -266,16 +266,24 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-def _wait_ended(pid: int, others: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Wait up to ``timeout`` for the root to exit (zombie counts) and ``others`` to end."""
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
+def _running(p: psutil.Process) -> bool:
+    """Still the same process (pid reuse checked) and not a zombie: an orphan reparented to
+    a subreaper stays a zombie until it reaps it, but it has ended."""
     try:
-        _, left = psutil.wait_procs(others, timeout=max(0.0, deadline - time.monotonic()))
+        return p.is_running() and alive(p.pid)
     except psutil.Error:
-        left = [p for p in others if p.is_running()]
-    return left
+        return False
+
+
+def _wait_ended(pid: int, others: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait up to ``timeout`` for the root to exit (zombie counts) and ``others`` to end;
+    returns those of ``others`` still running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [p for p in others if _running(p)]
+        if (not alive(pid) and not left) or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
 
 
 def end_tree(
