@@ -134,7 +134,7 @@ class Scratch:
         return self.check()
 
     def _write_sentinel(self) -> None:
-        problem = _dir_problem(self.root)  # the folder we just made must show as ours
+        problem = private_dir_problem(self.root)  # the folder we just made must show as ours
         if problem:
             raise SafetyError(problem)
         record = {
@@ -209,8 +209,8 @@ def _refuse_link(path: Path) -> None:
         )
 
 
-def _dir_problem(path: Path) -> str | None:
-    """Why ``path`` is not a folder iobench may use as its own scratch, or None.
+def private_dir_problem(path: Path) -> str | None:
+    """Why ``path`` is not a folder iobench may use as its own (scratch, lab state), or None.
 
     Opened with O_NOFOLLOW|O_DIRECTORY and judged by fstat of that very descriptor, so a
     link swapped in between a check and its use is refused, not followed.
@@ -275,7 +275,7 @@ def live_owner(run_root: Path) -> dict | None:
 def scratch_problem(path: Path) -> str | None:
     """Why ``path`` is not iobench's scratch folder for this user, or None when it is:
     a real folder of ours, not writable by others, carrying an intact sentinel."""
-    problem = _dir_problem(path)
+    problem = private_dir_problem(path)
     if problem:
         return problem
     sentinel = path / SENTINEL

@@ -36,6 +36,7 @@ from iobench.errors import LabError
 from iobench.lab import kinds, system
 from iobench.lab.kinds.fuse import FUSE
 from iobench.lab.options import VolumeOptions
+from iobench.scratch import private_dir_problem
 
 STATE_ENV = "IOBENCH_LAB_STATE_DIR"  # overrides where state folders live
 FUSE_TYPE = FUSE.fstype
@@ -87,7 +88,13 @@ class LabMount:
         data = json.loads(path.read_text())
         if data.get("schema") != STATE_SCHEMA:
             raise ValueError(f"unknown state schema {data.get('schema')}")
-        return cls(**data)
+        lab = cls(**data)
+        # read back, so checked: `down` deletes the state folder and (its own) tmpfs backing
+        if lab.state_dir != str(path.parent) or lab.kind not in kinds.NAMES:
+            raise ValueError(f"{path} names another state folder or an unknown kind")
+        if lab.backing_tmpfs and lab.backing != str(path.parent / "backing"):
+            raise ValueError(f"{path}: a tmpfs backing outside its state folder")
+        return lab
 
 
 @dataclass(frozen=True)
@@ -141,16 +148,19 @@ def state_root() -> Path:
         Path("/run/iobench-lab"),
         Path(tempfile.gettempdir()) / f"iobench-lab-{os.getuid()}",
     ]
+    problems = []
     for cand in candidates:
         try:
             cand.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError:
+        except OSError as exc:
+            problems.append(f"{cand}: {exc.strerror}")
             continue
-        if os.access(cand, os.W_OK | os.X_OK):
+        # its records name folders to delete and pids to end: only a private folder of ours
+        problem = private_dir_problem(cand)
+        if problem is None and os.access(cand, os.W_OK | os.X_OK):
             return cand
-    raise LabError(
-        f"no writable folder for the lab's state (tried {', '.join(map(str, candidates))})"
-    )
+        problems.append(problem or f"{cand}: not writable")
+    raise LabError(f"no private, writable folder for the lab's state ({'; '.join(problems)})")
 
 
 def _mount_id(mountpoint: str) -> str:

@@ -182,3 +182,64 @@ def test_concurrent_ups_on_one_folder_leave_one_volume(tmp_path: Path) -> None:
     finally:
         manage.down(mnt)
     assert_nothing_left(mnt)
+
+
+def test_the_state_folder_must_be_private_and_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its records name folders `down` deletes and pids it ends: a folder another user
+    could write (a pre-made /tmp/iobench-lab-0) is never used."""
+    shared = tmp_path / "state"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv(manage.STATE_ENV, str(shared))
+    monkeypatch.setattr(manage.tempfile, "gettempdir", lambda: "/proc/iobench-impossible")
+    monkeypatch.setattr(manage, "Path", _no_run(manage.Path))
+    with pytest.raises(LabError, match=r"no private, writable folder .*writable by other users"):
+        manage.state_root()
+    os.chmod(shared, 0o700)
+    assert manage.state_root() == shared
+
+
+def _no_run(real: type) -> Callable[..., Path]:
+    """Path, but /run/iobench-lab points somewhere that cannot be made (only the candidates under test)."""
+
+    def make(*parts: object) -> Path:
+        if parts and str(parts[0]) == "/run/iobench-lab":
+            return real("/proc/iobench-lab-impossible")
+        return real(*parts)
+
+    return make
+
+
+def test_a_state_file_naming_other_folders_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "state"
+    root.mkdir(mode=0o700)
+    monkeypatch.setenv(manage.STATE_ENV, str(root))
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    record = root / "x-1234" / "state.json"
+    record.parent.mkdir()
+    good = {
+        "id": "x-1234",
+        "kind": "fuse",
+        "mountpoint": str(tmp_path / "m"),
+        "state_dir": str(record.parent),
+        "backing": str(record.parent / "backing"),
+        "backing_tmpfs": True,
+        "created_mountpoint": False,
+        "options": {},
+        "schema": manage.STATE_SCHEMA,
+    }
+    record.write_text(json.dumps(good))
+    assert manage.LabMount.load(record).state_dir == str(record.parent)
+    for bad in ({"state_dir": str(victim)}, {"backing": str(victim)}, {"kind": "nfs"}):
+        record.write_text(json.dumps(good | bad))
+        with pytest.raises(ValueError):
+            manage.LabMount.load(record)
+        assert all(
+            s.mountpoint != str(tmp_path / "m") for s in manage.status()
+        )  # not listed, not acted on
+    assert victim.is_dir()
