@@ -29,6 +29,7 @@ from typing import Any
 
 from iobench import installers, metadata, procfs, redact
 from iobench.errors import IOBenchError, UsageError
+from iobench.index import check_mbit
 from iobench.results import ResumeState, RunDir, utcnow
 from iobench.runmeta import RunMeta
 from iobench.scenario import Scenario, load_scenario
@@ -353,6 +354,7 @@ def check_index(plan: RunPlan) -> None:
     """Index options that go together, and a remote index that answers."""
     if plan.index_mbps is not None and not plan.local_index:
         raise UsageError("--index-mbit needs the local index (--wheelhouse or a synthetic scenario)")
+    check_mbit(plan.index_mbps)  # finite and in range, before anything is made
     if plan.index_url:
         check_reachable(plan.index_url)
 

@@ -123,3 +123,28 @@ def test_index_flag_names_its_unit() -> None:
         parser.parse_args(["run", "--index-mbps", "40"]).index_mbps == 40
     )  # old spelling still works
     assert "--index-mbps" not in parser._subparsers._group_actions[0].choices["run"].format_help()
+
+
+def test_a_huge_cap_is_refused_before_the_run_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from iobench.__main__ import main
+
+    tiny = Path(__file__).parent / "data" / "tiny.toml"
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(tiny),
+            "--target",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+            "--index-mbit",
+            "1e12",
+            "--no-report",
+            "--quiet",
+        ]
+    )
+    assert rc == 2 and "--index-mbit must be a number of megabits/s" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
