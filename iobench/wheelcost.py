@@ -403,6 +403,7 @@ class Fidelity:
             ("files", lambda m, _: m.files),
             ("bytes", lambda m, _: m.bytes),
             ("install s", lambda m, _: m.install.wall_s),
+            ("install cpu s", lambda m, _: m.install.cpu_s),
             ("compile s", lambda m, _: m.compile.wall_s),
             ("install+compile s", lambda m, _: m.install.wall_s + m.compile.wall_s),
             ("compile cpu s", lambda m, _: m.compile.cpu_s),
@@ -418,7 +419,7 @@ class Fidelity:
         ]
         # pages of the mapped files resident after the import: the kernel's fault-around makes
         # this vary from run to run (tens of percent for torch), so it is shown, not matched
-        spec.append(("import so resident", fan("resident", 1)))
+        spec.append(("import so resident bytes", fan("resident", 1)))
         return [(name, *both(fn)) for name, fn in spec]
 
 
