@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,6 +66,10 @@ for p, b in files.items():
     out.append([p, kind, b])
 print("IOBENCH-PROBE " + json.dumps(out))
 """
+
+
+_VENV_ARGS = ("--quiet", "--no-periodic-update", "--no-setuptools")
+_PIP_ARGS = ("--quiet", "--no-compile", "--no-deps", "--no-index", "--no-cache-dir")
 
 
 class MeasureError(IOBenchError):
@@ -190,33 +194,12 @@ def install_and_probe(wheels: list[Path], ready: str, root: Path, deps: list[Pat
     """Install ``wheels`` into a fresh venv under ``root`` and measure install, compile, import."""
     env = isolated_env()
     venv = root / "venv"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "virtualenv",
-            "--quiet",
-            "--no-periodic-update",
-            "--no-setuptools",
-            str(venv),
-        ],
-        env,
-        "virtualenv",
-    )
+    # the venv as a trial makes it (iobench.runner), pip as a trial runs it (iobench.installers)
+    _run([sys.executable, "-m", "virtualenv", *_VENV_ARGS, str(venv)], env, "virtualenv")
     py = str(venv / "bin" / "python")
     site = _site(venv)
     seeded = {p.name for p in site.iterdir()}
-    pip = [
-        py,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-compile",
-        "--no-deps",
-        "--no-index",
-        "--no-cache-dir",
-    ]
+    pip = [py, "-m", "pip", "install", *_PIP_ARGS]
     m = Install()
     m.install, _ = _run(pip + [str(w) for w in wheels], env, "pip install")
     added = sorted(
@@ -240,13 +223,20 @@ def install_and_probe(wheels: list[Path], ready: str, root: Path, deps: list[Pat
         counts[0] += len(pycs)
         counts[1] += sum(pycs)
     if deps:
-        before = {p.name for p in site.iterdir()}
-        _run(pip + [str(w) for w in deps], env, "pip install (dependencies)")
-        new = [str(site / n) for n in {p.name for p in site.iterdir()} - before]
-        _run([py, "-m", "compileall", "-q", *new], env, "compileall (dependencies)", (0, 1))
+        _install_untimed(py, site, deps, env)
     _, out = _run([py, "-c", _PROBE, str(site), ready], env, "the ready check")
     m.imports = _fanout_by_top(out, site)
     return m
+
+
+def _install_untimed(py: str, site: Path, deps: list[Path], env: dict[str, str]) -> None:
+    """Install and compile what the ready check needs besides the measured wheels."""
+    before = {p.name for p in site.iterdir()}
+    _run(
+        [py, "-m", "pip", "install", *_PIP_ARGS, *map(str, deps)], env, "pip install (dependencies)"
+    )
+    new = [str(site / n) for n in {p.name for p in site.iterdir()} - before]
+    _run([py, "-m", "compileall", "-q", *new], env, "compileall (dependencies)", (0, 1))
 
 
 def _fanout_by_top(output: str, site: Path) -> dict[str, dict[str, list[int]]]:
@@ -380,6 +370,9 @@ def _dist_costs(m: Install, dist: DistProfile, wheel: Path) -> DistProfile:
 # --------------------------------------------------------------------------- check
 
 
+_Metric = Callable[["Install", "set[str] | None"], float]
+
+
 @dataclass
 class Fidelity:
     """A real wheel set and its synthetic twin, each installed ``repeats`` times (ABAB)."""
@@ -391,10 +384,10 @@ class Fidelity:
     def rows(self) -> list[tuple[str, list[float], list[float]]]:
         """(metric, real values, synthetic values): one value per repeat for times, one for counts."""
 
-        def both(fn, tops_real: set[str] | None = None) -> tuple[list[float], list[float]]:
+        def both(fn: _Metric) -> tuple[list[float], list[float]]:
             return [fn(m, self.real_tops) for m in self.real], [fn(m, None) for m in self.synth]
 
-        def fan(kind: str, i: int):
+        def fan(kind: str, i: int) -> _Metric:
             return lambda m, tops: sum(
                 m.imports.get(t, {}).get(kind, [0, 0])[i] for t in (tops or m.imports)
             )

@@ -77,7 +77,7 @@ def test_installable_and_importable(tmp_path: Path) -> None:
     assert int(out.stdout) == 8
 
 
-def test_cli_profile_and_synth_roundtrip(tmp_path: Path, capsys) -> None:
+def test_cli_profile_and_synth_roundtrip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["wheels", "synth", str(TINY), "--out", str(tmp_path / "wh")]) == 0
     wheels = sorted((tmp_path / "wh").glob("*.whl"))
     assert len(wheels) == 2
@@ -244,7 +244,7 @@ def test_unreadable_profile_files(tmp_path: Path) -> None:
             load_profile(str(q))
 
 
-def test_out_that_is_not_a_folder(tmp_path: Path, capsys) -> None:
+def test_out_that_is_not_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "file"
     f.write_text("x")
     prof = load_profile(str(TINY))
