@@ -25,6 +25,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,10 +46,12 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 @dataclass(frozen=True)
 class Limits:
-    """When iobench ends a phase: no progress for this long, or at this monotonic time."""
+    """When iobench ends a phase: no progress for this long, at this monotonic time, or
+    once ``stop`` is set (an interrupt whose KeyboardInterrupt was swallowed on its way)."""
 
     stall_timeout_s: float | None = None
     deadline: float | None = None
+    stop: threading.Event | None = None
 
 
 @dataclass
@@ -165,7 +168,7 @@ def _wait(
     pid: int, sampler: Sampler, limits: Limits, start: float, on_tick: Callable[[float], None] | None
 ) -> tuple[str, str]:
     """Block until the root exits (left unreaped) -> ("", ""), or until a limit passes ->
-    ("stalled" | "timeout", the sentence)."""
+    ("stalled" | "timeout" | "interrupted", the sentence)."""
     try:
         pidfd: int | None = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -179,6 +182,8 @@ def _wait(
             if root_exited(pid):
                 return "", ""
             now = time.monotonic()
+            if limits.stop is not None and limits.stop.is_set():
+                return "interrupted", "interrupted by the user (SIGINT/SIGTERM)"
             if on_tick is not None:
                 on_tick(now - start)
             quiet = sampler.since_progress_s()

@@ -34,7 +34,8 @@ from iobench.scratch import Scratch
 from iobench.trial import TrialContext, TrialResult, TrialSpec, run_trial
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_INTERRUPTED = threading.Event()  # set by the first signal, and for the clean-up
+_STOP = threading.Event()  # the first signal asked the run to stop
+_CLEANING = threading.Event()  # the clean-up runs: every signal is swallowed
 
 
 class Runner:
@@ -140,7 +141,7 @@ class Runner:
             run_id=self.run_id, packages=list(p.scenario.packages), ready=p.scenario.ready, roles=p.roles,
             scratch=self.scratch, logs=rd.logs_dir, cwd=cwd, index_spec=index_spec, index=self.index,
             progress=self.progress, sample_hz=p.sample_hz, stall_after=p.stall_after,
-            stall_timeout=p.stall_timeout, trial_timeout_s=p.trial_timeout_s, python=p.python)
+            stall_timeout=p.stall_timeout, trial_timeout_s=p.trial_timeout_s, python=p.python, stop=_STOP)
 
     def _warm_up(self, rd: RunDir, ctx: TrialContext) -> None:
         """Create and remove one venv, untimed, so the first trial does not pay virtualenv's
@@ -172,7 +173,7 @@ class Runner:
             raise VolumeHungError(
                 f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
                 f"{spec.trial_id} (rows kept); left behind: {', '.join(map(str, self.remover.left))}")
-        if result.row.status == "interrupted":
+        if result.row.status == "interrupted" or _STOP.is_set():
             raise KeyboardInterrupt
         if self.lock is not None and self.lock.lost:
             raise LockLostError(f"{self.lock.lost}; the run stopped after trial {spec.trial_id} (rows kept)")
@@ -198,7 +199,8 @@ class Runner:
 
     # ------------------------------------------------------------------ clean-up
     def _catch_signals(self) -> None:
-        _INTERRUPTED.clear()
+        _STOP.clear()
+        _CLEANING.clear()
         self._handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
         for sig in _SIGNALS:
             if self._handlers[sig] != signal.SIG_IGN:  # under nohup a hangup must not stop us
@@ -207,7 +209,7 @@ class Runner:
     def _cleanup(self) -> None:
         """Remove what the run made and free the lock; no signal cuts this short, and no
         step waits on a volume that stopped answering."""
-        _INTERRUPTED.set()  # from here on every signal is ignored (see _interrupt)
+        _CLEANING.set()  # from here on every signal is ignored (see _interrupt)
         try:
             if self.index is not None:
                 self.index.stop()
@@ -239,9 +241,9 @@ def _interrupt(signum: int, frame: object) -> None:
     interrupted trial's row is recorded and the clean-up finishes. The handler stays
     installed and returns, rather than being swapped for SIG_IGN: a signal already caught
     by the C handler would then raise "signal ignored due to race condition" anywhere."""
-    if _INTERRUPTED.is_set():
+    if _STOP.is_set() or _CLEANING.is_set():
         return
-    _INTERRUPTED.set()
+    _STOP.set()  # also seen where the KeyboardInterrupt is lost (an at-fork hook swallows it)
     raise KeyboardInterrupt
 
 

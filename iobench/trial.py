@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from iobench.scratch import Scratch, remove
 from iobench.stats import percentile
 
 _TAIL_LINES = 12
+INTERRUPTED = "interrupted by the user (SIGINT/SIGTERM); trial scratch removed"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class TrialContext:
     stall_timeout: float | None
     trial_timeout_s: float
     python: str | None = None
+    stop: threading.Event | None = None  # set when the run was interrupted
 
     def venv_argv(self, venv: Path) -> list[str]:
         """The one venv command line (warm-up, priming and the timed phase alike)."""
@@ -141,7 +144,7 @@ class Trial:
                 if stop is not None:
                     break
         except KeyboardInterrupt:
-            stop = Stop("interrupted", "interrupted by the user (SIGINT/SIGTERM); trial scratch removed")
+            stop = Stop("interrupted", INTERRUPTED)
         except OSError as exc:
             stop = Stop("failed", f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc))
         result = self.stopped(stop) if stop is not None else self.measured()
@@ -254,7 +257,7 @@ class Trial:
         sampler = sampler or self.s.sampler
         assert sampler is not None
         self.ctx.progress.phase(self.tid, name)
-        limits = Limits(self.ctx.stall_timeout, deadline or self.s.deadline)
+        limits = Limits(self.ctx.stall_timeout, deadline or self.s.deadline, self.ctx.stop)
 
         def tick(elapsed: float) -> None:
             self.ctx.progress.tick(self.tid, name, elapsed, sampler.latest(), sampler.current_stall_s())
@@ -345,6 +348,8 @@ def check(r: PhaseResult, what: str) -> Stop | None:
         return None
     if r.stopped == "stalled":
         return Stop("stalled", f"{r.phase}: {r.error}")
+    if r.stopped == "interrupted":
+        return Stop("interrupted", INTERRUPTED)
     if r.error:
         return Stop("failed", f"{what}: {r.error}")
     return Stop("failed", f"{what} failed (exit {r.returncode}): {procfs.tail(r.output, _TAIL_LINES)}")
