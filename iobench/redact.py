@@ -84,17 +84,19 @@ _SECRET_NAME = re.compile(rf"(?:{_SECRET_WORDS})", re.I)
 
 # scheme://userinfo@ : the authority ends at the first / ? # or blank; the userinfo at its
 # last @ (greedy), so '@' inside a password cannot cut it short
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/?#\s]*)@")
+# (each pattern starts only where a token starts, so a long log is scanned in linear time)
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/?#\s]*)@"
+)
 # a URL's query: ?a=1&b=2 up to a blank, quote or fragment
 _URL_QUERY = re.compile(
-    r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)"
+    r"(?P<url>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)"
 )
 _QUERY_PAIR = re.compile(r"(?P<name>[^&=;]+)=(?P<value>[^&;]*)")
 # name=value in connection strings and command lines, where the name sounds like a secret
-_SECRET_PAIR = re.compile(
-    rf"(?P<name>\b[\w.-]*(?:{_SECRET_WORDS}|SharedAccessSignature)[\w.-]*)(?P<sep>\s*[=:]\s*)(?P<value>[^;&,\s'\"]+)",
-    re.I,
-)
+_PAIR_HEAD = re.compile(r"(?<![\w.-])(?P<name>[\w.-]+)\s*[=:]\s*")
+_PAIR_VALUE = re.compile(r"[^;&,\s'\"]+")
+_SECRET_PAIR_NAME = re.compile(rf"{_SECRET_WORDS}|SharedAccessSignature", re.I)
 _AUTH_HEADER = re.compile(r"(?P<name>\b(?:Proxy-)?Authorization:\s*)(?P<value>[^\r\n]+)", re.I)
 
 
@@ -110,7 +112,24 @@ def redact_text(text: str) -> str:
     text = _URL_USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
     text = _URL_QUERY.sub(_mask_query, text)
     text = _AUTH_HEADER.sub(lambda m: m.group("name") + MASK, text)
-    return _SECRET_PAIR.sub(lambda m: m.group("name") + m.group("sep") + MASK, text)
+    return _mask_pairs(text)
+
+
+def _mask_pairs(text: str) -> str:
+    """Hide the value after every ``name=`` or ``name:`` whose name sounds like a secret.
+    Only the heads are matched, so a value never hides a later pair (``x=password=...``)."""
+    parts: list[str] = []
+    last = 0
+    for m in _PAIR_HEAD.finditer(text):
+        if m.start() < last or not _SECRET_PAIR_NAME.search(m.group("name")):
+            continue
+        value = _PAIR_VALUE.match(text, m.end())
+        if value is None:
+            continue
+        parts += [text[last : m.end()], MASK]
+        last = value.end()
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def redact(value: str) -> str:
