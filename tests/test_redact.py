@@ -32,6 +32,7 @@ SECRETS = ["s3cr@t", "tok123", "AbCdKey==", "sigval", "hunter2", "jwt.payload.si
             "torch @ https://***@files.example/torch.whl",
         ),
         ("password=hunter2", "password=***"),
+        ("x=password=hunter2 y", "x=password=*** y"),  # a value never hides a later pair
         ("Authorization: Bearer jwt.payload.sig", "Authorization: ***"),
         ("https://pypi.org/simple/", "https://pypi.org/simple/"),  # nothing to hide: unchanged
         ("numpy==2.0", "numpy==2.0"),
