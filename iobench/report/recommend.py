@@ -68,9 +68,18 @@ def _role(roles: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def iobench_clone() -> Path:
-    """The folder that holds this iobench's package (the clone, for an editable install)."""
-    return Path(__file__).resolve().parents[2]
+def iobench_clone(path: str) -> Path | None:
+    """The iobench source folder that ``path`` lies in, if any: this package's own (an
+    editable install) or any folder above ``path`` holding ``pyproject.toml`` and
+    ``iobench/__init__.py`` (a clone installed with ``pip install .``)."""
+    here = Path(__file__).resolve().parents[2]
+    p = Path(path)
+    for folder in (p, *p.parents):
+        if folder == here or (
+            (folder / "pyproject.toml").is_file() and (folder / "iobench" / "__init__.py").is_file()
+        ):
+            return folder
+    return None
 
 
 def user_path(
@@ -88,8 +97,8 @@ def user_path(
     parts = path.split("/")
     if SCRATCH in parts:
         path = "/".join(parts[: parts.index(SCRATCH)]) or "/"
-    own = (own or iobench_clone()).resolve()
-    if path == str(own) or path.startswith(str(own) + "/"):
+    own = own or iobench_clone(path)
+    if own is not None and (path == str(own) or path.startswith(str(own) + "/")):
         parent = str(own.parent)
         return parent, (
             f"role '{name}' was iobench's own folder ({path}); the script uses its parent "
@@ -246,14 +255,15 @@ def recommend(
     table = summary.table.set_index("config")
     win = table.loc[summary.winner].to_dict()
     installer = str(win.get("installer") or "pip")
-    pairs, notes = env_for(win, roles, own)
+    pairs, place_notes = env_for(win, roles, own)
     cav = caveats(win, roles)
-    notes = [*notes, *verdict.notes]  # the caveats travel inside the script
-    notes.append(
+    head = [f"iobench: {verdict.headline}", *cav, *place_notes]  # they travel in the script
+    notes = [
+        *place_notes,
+        *verdict.notes,
         "network volumes are often mounted only when the pod starts: create the venv in the "
-        "start script (or entrypoint), not in a Dockerfile RUN step"
-    )
-    head = [f"iobench: {verdict.headline}", *cav]
+        "start script (or entrypoint), not in a Dockerfile RUN step",
+    ]
     base = table.loc[summary.baseline] if summary.baseline in table.index else None
     base_s = float(base["median_time_to_ready_s"]) if base is not None else math.nan
     win_s = float(win["median_time_to_ready_s"])

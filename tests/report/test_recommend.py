@@ -11,7 +11,7 @@ from helpers import runs as rf
 
 from iobench.installers import uv_binary
 from iobench.report import build_report
-from iobench.report.recommend import Recommendation, env_for, recommend
+from iobench.report.recommend import Recommendation, env_for, recommend, user_path
 from iobench.wheels import load_profile, synthesize
 
 
@@ -163,3 +163,16 @@ def test_no_script_without_advice(run_dir: Path) -> None:
     assert "Set (start script" not in "\n".join(result.lines)
     assert "<h2>What to set</h2>" not in (run_dir / "report.html").read_text()
     assert json.loads((run_dir / "summary.json").read_text())["recommendation"] is None
+
+
+def test_a_role_in_any_iobench_clone_or_scratch_folder_is_never_the_script_s_path(
+    tmp_path: Path,
+) -> None:
+    clone = tmp_path / "src" / "iobench-clone"
+    (clone / "iobench").mkdir(parents=True)
+    (clone / "iobench" / "__init__.py").write_text("")
+    (clone / "pyproject.toml").write_text('[project]\nname = "iobench"\n')
+    roles = {"target": {"path": str(clone)}, "tmp": {"path": f"{tmp_path}/t/.iobench-scratch/x"}}
+    path, note = user_path(roles, "target")
+    assert path == str(tmp_path / "src") and note and "iobench's own folder" in note
+    assert user_path(roles, "tmp") == (f"{tmp_path}/t", None)
