@@ -198,7 +198,7 @@ class LiveProgress:
     @staticmethod
     def stall_text(t: _Trial) -> str:
         return (
-            f" STALL: no write progress for {t.stall_s:.0f} s in {t.phase}"
+            f" STALL: no read or write progress for {t.stall_s:.0f} s in {t.phase}"
             f" (D-state {t.dstate or 0}, iowait {t.iowait_pct or 0:.0f} %) "
         )
 
@@ -247,7 +247,7 @@ class LiveProgress:
         t.stall_s = stall_s
         if stall_s > 0 and not t.stall_warned:
             t.stall_warned = True
-            self._print(Text(f"  {trial_id}: no write progress for {stall_s:.0f} s in {phase} (stall)", style="red"))
+            self._print(Text(f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)", style="red"))
         self._redraw()
 
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:

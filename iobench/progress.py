@@ -84,7 +84,7 @@ class PlainProgress:
     def tick(self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float) -> None:
         if stall_s > 0 and trial_id not in self._warned_stall:
             self._warned_stall.add(trial_id)
-            self._print(f"  {trial_id}: no write progress for {stall_s:.0f} s in {phase} (stall)")
+            self._print(f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)")
 
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         if not self.quiet or row.get("status") != "ok":

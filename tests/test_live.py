@@ -70,9 +70,9 @@ def test_ticks_move_the_numbers_and_finished_trials_stay() -> None:
     start = len(buf.getvalue())
     p.tick("naive-r1", "install", 31.0, _sample(31.0, 40, 400, iowait=55.0, dstate=3), 30.0)
     stalled = ANSI.sub("", buf.getvalue()[start:])
-    assert "STALL: no write progress for 30 s in install (D-state 3, iowait 55 %)" in stalled
+    assert "STALL: no read or write progress for 30 s in install (D-state 3, iowait 55 %)" in stalled
     assert "0.0 kB/s" in stalled or "0 B/s" in stalled  # rate fell to zero
-    assert stalled.count("naive-r1: no write progress") == 1
+    assert stalled.count("naive-r1: no read or write progress") == 1
 
     p.trial_finished(1, 2, _row("naive-r1", "ok", time_to_ready_s=1.5, write_bytes=40_000_000, write_calls=400))
     start = len(buf.getvalue())
