@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from iobench import procfs
 from iobench.errors import LabError
 from iobench.lab import system
-from iobench.lab.options import VolumeOptions
 
 if TYPE_CHECKING:
     from iobench.lab.manage import LabMount
+    from iobench.lab.options import VolumeOptions
 
 FSTYPE = "fuse.sshfs"
 _NET = ipaddress.IPv4Network("10.203.0.0/16")
