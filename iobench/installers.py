@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -190,6 +191,15 @@ def get_installer(name: str) -> Pip | Uv:
     raise UsageError(f"unknown installer '{name}' (known: pip, uv)")
 
 
+def venv_command(venv: Path, python: str | None = None) -> list[str]:
+    """The one venv command line: virtualenv, no periodic update, no setuptools (warm-up,
+    priming and the timed phase alike; tools/independent_timing.py too)."""
+    argv = [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools"]
+    if python:
+        argv += ["--python", python]
+    return argv + [str(venv)]
+
+
 def compile_command(venv: Path, paths: list[Path], parallel: bool) -> list[str]:
     """Bytecode compilation of what the install added (not of the seeded pip)."""
     return [
@@ -250,6 +260,7 @@ __all__ = [
     "record_file_count",
     "site_packages",
     "uv_binary",
+    "venv_command",
     "venv_contents",
 ]
 

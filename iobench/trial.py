@@ -13,7 +13,6 @@ the row. Its folders are ``<role scratch>/<run>/<trial id>``; the runner removes
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -72,11 +71,7 @@ class TrialContext:
     stop: threading.Event | None = None  # set when the run was interrupted
 
     def venv_argv(self, venv: Path) -> list[str]:
-        """The one venv command line (warm-up, priming and the timed phase alike)."""
-        argv = [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools"]
-        if self.python:
-            argv += ["--python", self.python]
-        return argv + [str(venv)]
+        return installers.venv_command(venv, self.python)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -23,17 +24,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from iobench import installers
 from iobench.index import LocalIndex
+from iobench.installers import IndexSpec
 from iobench.wheels import cached_wheels, load_profile
 
-SCRIPT = """set -e
-V={root}/venv
-{python} -m virtualenv --quiet --no-periodic-update --no-setuptools $V
-$V/bin/python -m pip install -q --no-compile --progress-bar off --disable-pip-version-check --no-input \\
-  --cache-dir {root}/cache --index-url {url} --trusted-host 127.0.0.1 smoke-core
-$V/bin/python -m compileall -q -j 1 $(ls -d $V/lib/python*/site-packages/smoke_* | grep -v dist-info)
-$V/bin/python -c 'import smoke_core; smoke_core.check()'
-"""
+
+def script(root: Path, url: str, env: dict[str, str]) -> str:
+    """The trial's steps as a shell script, from iobench's own command lines (they cannot drift)."""
+    venv = root / "venv"
+    pip = installers.Pip().command(venv, ["smoke-core"], IndexSpec(url, local=True), root / "cache", root / "pip.log", env)
+    site = "$(ls -d " + shlex.quote(str(venv)) + "/lib/python*/site-packages/smoke_* | grep -v dist-info)"
+    return "\n".join([
+        "set -e",
+        shlex.join(installers.venv_command(venv)),
+        shlex.join(pip.argv),
+        shlex.join(installers.compile_command(venv, [], parallel=False)) + " " + site,
+        shlex.join([str(venv / "bin" / "python"), "-c", "import smoke_core; smoke_core.check()"]),
+    ]) + "\n"
 
 
 def ours(base: Path) -> float:
@@ -56,8 +64,7 @@ def outside(base: Path, index: LocalIndex) -> float:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # iobench's trials write bytecode, as pods do
     cwd = Path(tempfile.mkdtemp())
     t = time.perf_counter()
-    subprocess.run(["bash", "-c", SCRIPT.format(root=root, python=sys.executable, url=index.url)],
-                   check=True, env=env, cwd=cwd)
+    subprocess.run(["bash", "-c", script(root, index.url, env)], check=True, env=env, cwd=cwd)
     took = time.perf_counter() - t
     shutil.rmtree(root)
     os.rmdir(cwd)
