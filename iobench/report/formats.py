@@ -80,6 +80,7 @@ def verdict_dict(summary: Summary) -> dict[str, Any]:
         "kind": v.kind,
         "headline": v.headline,
         "winner": v.winner,
+        "advised": v.advised,
         "baseline": v.baseline,
         "runner_up": v.runner_up,
         "vs_baseline": comp(v.vs_baseline),

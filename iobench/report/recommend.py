@@ -249,11 +249,11 @@ def recommend(
 ) -> Recommendation | None:
     """The start script for a verdict that earned one (kind ``advice``), else None."""
     verdict = summary.verdict
-    if not verdict.advise or summary.winner is None:
+    if not verdict.advise or verdict.advised is None:
         return None
     roles = meta.get("roles") or {}
     table = summary.table.set_index("config")
-    win = table.loc[summary.winner].to_dict()
+    win = table.loc[verdict.advised].to_dict()
     installer = str(win.get("installer") or "pip")
     pairs, place_notes = env_for(win, roles, own)
     cav = caveats(win, roles)
@@ -273,7 +273,7 @@ def recommend(
         else math.nan
     )
     return Recommendation(
-        config=summary.winner,
+        config=verdict.advised,
         baseline=summary.baseline,
         shell=shell_lines(pairs, installer, meta, head),
         dockerfile=dockerfile_lines(pairs, cav),

@@ -201,6 +201,7 @@ class Verdict:
     changes: tuple[str, ...] = ()
     moot: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    advised: str | None = None  # the config the start script is for (kind "advice")
 
     @property
     def advise(self) -> bool:
@@ -241,8 +242,34 @@ def decide(
         )
     if base is None or base is win:
         return _baseline_fastest(win, runner, vs_runner, common)
-    real, moot = differences(win.facts, base.facts, roles)
     assert vs_base is not None
+    real, moot = differences(win.facts, base.facts, roles)
+    if real and vs_base.distinguishable:
+        extra, notes = "", []
+        if (
+            runner is not None
+            and runner is not base
+            and vs_runner
+            and not vs_runner.distinguishable
+        ):
+            extra = f"; {runner.name} ({fmt_s(runner.median)}) is as fast within noise"
+            notes.append(
+                f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); "
+                "either change pays off, and the start script shows the faster-measured one"
+            )
+        return _advice(win, base, vs_base, real, moot, common, extra, notes)
+    # the fastest measured is not beyond noise: a slower config may still be
+    for other in usable[1 : usable.index(base)]:
+        test = compare(other.name, other.times, base.name, base.times, k)
+        o_real, o_moot = differences(other.facts, base.facts, roles)
+        if o_real and test.distinguishable:
+            why = (
+                "its trials spread too much to tell"
+                if real
+                else "it only moves things within one filesystem"
+            )
+            extra = f"; {win.name} measured faster ({fmt_s(win.median)}), but {why}"
+            return _advice(other, base, test, o_real, o_moot, common, extra, [])
     if not real:
         return replace(
             common,
@@ -252,31 +279,37 @@ def decide(
             f"({vs_base.n_text}) is noise or order.",
             moot=tuple(moot),
         )
-    if not vs_base.distinguishable:
-        return replace(
-            common,
-            kind="noise",
-            headline=f"No difference beyond noise ({vs_base.n_text}): fastest measured {_label(win)} vs "
-            f"{_label(base)}; keep what you have, or measure again with more repeats "
-            f"({MORE_REPEATS}).",
-            changes=tuple(real),
-            moot=tuple(moot),
-        )
-    text = (
-        f"{win.name} is {fmt_speed(vs_base.ratio, base.name)} ({fmt_s(win.median)} vs "
-        f"{fmt_s(base.median)}, {vs_base.n_text}, beyond noise)"
+    return replace(
+        common,
+        kind="noise",
+        headline=f"No difference beyond noise ({vs_base.n_text}): fastest measured {_label(win)} vs "
+        f"{_label(base)}; keep what you have, or measure again with more repeats "
+        f"({MORE_REPEATS}).",
+        changes=tuple(real),
+        moot=tuple(moot),
     )
-    notes = []
-    if runner is not None and runner is not base and vs_runner and not vs_runner.distinguishable:
-        text += f"; {runner.name} ({fmt_s(runner.median)}) is as fast within noise"
-        notes.append(
-            f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); "
-            "either change pays off, and the start script shows the faster-measured one"
-        )
+
+
+def _advice(
+    cfg: ConfigTimes,
+    base: ConfigTimes,
+    test: Comparison,
+    real: list[str],
+    moot: list[str],
+    common: Verdict,
+    extra: str,
+    notes: list[str],
+) -> Verdict:
+    text = (
+        f"{cfg.name} is {fmt_speed(test.ratio, base.name)} ({fmt_s(cfg.median)} vs "
+        f"{fmt_s(base.median)}, {test.n_text}, beyond noise){extra}."
+    )
     return replace(
         common,
         kind="advice",
-        headline=text + ".",
+        headline=text,
+        advised=cfg.name,
+        vs_baseline=test,
         changes=tuple(real),
         moot=tuple(moot),
         notes=tuple(notes),

@@ -122,3 +122,20 @@ def test_console_table_counts_a_resumed_trial_once_and_states_the_verdict() -> N
         "spread: min–max of the successful trials",
         "warm is 2.00× faster than naive (2.0 s vs 4.1 s, n=2, beyond noise).",
     ]
+
+
+def test_a_slower_config_beyond_noise_is_advised_when_the_fastest_spreads_too_much() -> None:
+    # measured here: tiny scenario, 1 ms FUSE volume (target) vs /dev/shm, other jobs running
+    configs = [
+        ConfigTimes("warm", (2.5736, 2.5934, 5.4422), WARM),
+        ConfigTimes("venv-on-tmp", (3.4544, 5.9729, 4.9669), ON_TMP),
+        ConfigTimes("nocache", (13.0565, 14.6735, 11.8042), {**NAIVE, "cache_role": "off"}),
+        ConfigTimes("naive", (18.8766, 18.063, 18.3778), NAIVE),
+    ]
+    v = decide(configs, "naive", DISK_AND_SHM)
+    assert v.kind == "advice" and v.winner == "warm" and v.advised == "venv-on-tmp"
+    assert v.headline == (
+        "venv-on-tmp is 3.70× faster than naive (5.0 s vs 18.4 s, n=3, beyond noise); warm "
+        "measured faster (2.6 s), but its trials spread too much to tell."
+    )
+    assert v.vs_baseline is not None and v.vs_baseline.fast == "venv-on-tmp"
