@@ -28,7 +28,7 @@ def flush(mountpoint: str | os.PathLike[str], timeout_s: float = 10.0) -> dict[s
     """Ask the daemon of the lab volume at ``mountpoint`` to drop the kernel's caches of it;
     return its reply (``method``, ``root_names``, ``dropped``, ``seconds``)."""
     mp = manage.mount_path(mountpoint)
-    lab = manage._find(mp)  # noqa: SLF001 - manage has no public lookup by mountpoint yet
+    lab = manage.find(mp)
     if lab is None:
         raise LabError(f"no iobench lab volume at {mp} (see `iobench lab status`)")
     if lab.kind != "fuse":

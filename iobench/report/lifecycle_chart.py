@@ -1,5 +1,6 @@
 """The lifecycle chart: monthly cost against starts per month, a line per strategy, crossings
-marked — where the cheapest way to start a pod changes.
+marked — where the cheapest way to start a pod changes (those are numbered and listed in the
+corner; crossings of two costlier lines get a small grey dot only).
 
 Same conventions as :mod:`iobench.report.charts`: matplotlib's object API on the Agg canvas
 (no pyplot, no global backend), Okabe-Ito colours, a title and units on both axes. Starts run
@@ -45,7 +46,7 @@ def plot_lifecycle(
     """Draw monthly $ against starts per month, one line per strategy; mark crossings and the
     user's ``starts``; write a PNG to ``path``."""
     path = Path(path)
-    fig = Figure(figsize=(8, 4.8))
+    fig = Figure(figsize=(8, 5.4 + 0.2 * len(figures)))
     ax = fig.add_subplot(1, 1, 1)
     ns = np.geomspace(lo, hi, 200)
     positive = True
@@ -55,15 +56,23 @@ def plot_lifecycle(
         ax.plot(ns, ys, _STYLES[i % len(_STYLES)], color=_COLOURS[i % len(_COLOURS)], lw=2,
                 label=f"{f.strategy}: first start {f.first_s:.1f} s, restart {f.restart_s:.1f} s")
     marked = crossings(figures, prices, lo, hi)
-    for k, (n, a, b, usd) in enumerate(marked):
-        ax.plot([n], [usd], "o", ms=7, mfc="white", mec="black", zorder=5)
-        label = _dollars(f"{a} = {b}\nat {n:.1f} starts/month, {format_usd(usd)}")
-        ax.annotate(label, (n, usd), textcoords="offset points", xytext=(8, 10 if k % 2 else -26),
-                    fontsize=7, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#bbbbbb"})
+    notes = []
+    for n, a, b, usd in marked:
+        cheapest = usd <= min(monthly(f, n, prices).total_usd for f in figures) * (1 + 1e-9)
+        ax.plot([n], [usd], "o", ms=7 if cheapest else 4, mfc="white",
+                mec="black" if cheapest else "#888888", zorder=5)
+        if cheapest:  # where the cheapest strategy changes: numbered, listed in the corner
+            notes.append(_dollars(f"{len(notes) + 1}: {a} = {b} at {n:.1f} starts/month, {format_usd(usd)}"))
+            ax.annotate(str(len(notes)), (n, usd), textcoords="offset points", xytext=(-4, 7),
+                        fontsize=8, fontweight="bold")
+    if notes:
+        ax.text(0.01, 0.98, "cheapest strategy changes at\n" + "\n".join(notes), transform=ax.transAxes,
+                va="top", ha="left", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9})
     if starts is not None:
         ax.axvline(starts, color="#777777", lw=1, ls=":")
-        ax.annotate(f"your {starts:g} starts", (starts, 1), xycoords=("data", "axes fraction"),
-                    textcoords="offset points", xytext=(3, -12), fontsize=8, color="#555555")
+        ax.annotate(f"your {starts:g} starts", (starts, 0), xycoords=("data", "axes fraction"),
+                    textcoords="offset points", xytext=(3, 4), fontsize=8, color="#555555")
     ax.set_xscale("log")
     if positive:  # a line a + bN is flat, then rises: on a log axis crossings at cents stay visible
         ax.set_yscale("log")
@@ -76,7 +85,7 @@ def plot_lifecycle(
                      f"${prices.storage_usd_per_gb_month:g}/GB-month")
     ax.set_title(f"{title + ': ' if title else ''}monthly cost of each start-up strategy\n{price}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, facecolor="white")
