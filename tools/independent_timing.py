@@ -64,7 +64,9 @@ def outside(base: Path, index: LocalIndex) -> float:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # iobench's trials write bytecode, as pods do
     cwd = Path(tempfile.mkdtemp())
     t = time.perf_counter()
-    subprocess.run(["bash", "-c", script(root, index.url, env)], check=True, env=env, cwd=cwd)
+    with tempfile.TemporaryFile() as out:  # like a trial's phases: output to a local file
+        subprocess.run(["bash", "-c", script(root, index.url, env)], check=True, env=env, cwd=cwd,
+                       stdout=out, stderr=subprocess.STDOUT)
     took = time.perf_counter() - t
     shutil.rmtree(root)
     os.rmdir(cwd)
