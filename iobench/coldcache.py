@@ -81,7 +81,7 @@ def make_cold(tree: str | os.PathLike[str], mode: str = "cold",
 def _lab_flush(path: Path) -> tuple[str, str]:
     mount = mount_of(path)
     if mount is None or mount.fstype != LAB_FSTYPE:
-        raise ColdCacheUnavailable("not on an iobench lab volume")
+        raise ColdCacheUnavailable("not on an iobench lab volume of --kind fuse")
     from iobench.lab.flush import flush
 
     try:

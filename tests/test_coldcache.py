@@ -86,7 +86,7 @@ def test_a_read_only_proc_sys_falls_back_to_fadvise_and_says_why(
     r = coldcache.make_cold(disk_dir)
     assert r.method == "fadvise"
     assert r.skipped == (
-        "lab-flush: not on an iobench lab volume",
+        "lab-flush: not on an iobench lab volume of --kind fuse",
         f"drop_caches: cannot write {ro / 'drop_caches'}: read-only /proc/sys (a container?)",
     )
     assert r.to_row()["cold_method"] == "fadvise"
