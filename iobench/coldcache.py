@@ -99,9 +99,10 @@ def drop_caches() -> None:
         with open(DROP_CACHES, "w") as f:
             f.write("3\n")
     except OSError as e:
-        why = {errno.EROFS: "read-only /proc/sys (a container?)", errno.EACCES: "not permitted",
-               errno.EPERM: "not permitted (needs root / CAP_SYS_ADMIN)",
-               errno.ENOENT: "no /proc/sys/vm/drop_caches"}.get(e.errno, e.strerror)
+        reasons = {errno.EROFS: "read-only /proc/sys (a container?)", errno.EACCES: "not permitted",
+                   errno.EPERM: "not permitted (needs root / CAP_SYS_ADMIN)",
+                   errno.ENOENT: "no /proc/sys/vm/drop_caches"}
+        why = reasons.get(e.errno or 0, e.strerror or str(e))
         raise ColdCacheUnavailable(f"cannot write {DROP_CACHES}: {why}") from None
 
 
@@ -154,7 +155,7 @@ _RUN = {"lab-flush": _lab_flush, "drop_caches": _drop_caches, "fadvise": _fadvis
 def lab_counters(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The live counters of the lab volume holding ``path`` (None when it is not on one), so a
     trial can check that its restart really read from the target (diff two of these)."""
-    mount = mount_of(path)
+    mount = mount_of(os.fspath(path))
     if mount is None or mount.fstype != LAB_FSTYPE:
         return None
     from iobench.lab import manage

@@ -168,7 +168,7 @@ class StoragePreset:
 @lru_cache(maxsize=1)
 def load_storage_presets() -> tuple[StoragePreset, ...]:
     """Read the packaged storage price table once."""
-    text = resources.files("iobench").joinpath("data", STORAGE_PRICES_FILE).read_text(encoding="utf-8")
+    text = resources.files("iobench").joinpath("data").joinpath(STORAGE_PRICES_FILE).read_text(encoding="utf-8")
     return tuple(
         StoragePreset(
             name=row["name"].strip(),

@@ -33,6 +33,8 @@ failure removes only what it made.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import shlex
@@ -142,11 +144,7 @@ def get(name: str) -> Strategy:
 
 
 def _zstd_module() -> bool:
-    try:
-        import zstandard  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("zstandard") is not None
 
 
 def compressor() -> str | None:
@@ -465,8 +463,7 @@ def restore(name: str, store: Path, venv: Path, run: Runner = run_checked) -> St
 
 
 def _zstd_pack(parent: str, name: str, archive: str) -> None:
-    import zstandard
-
+    zstandard = importlib.import_module("zstandard")  # optional: no hard dependency, no stubs
     tar = subprocess.Popen(["tar", "-C", parent, "-cf", "-", name], stdout=subprocess.PIPE)
     assert tar.stdout is not None
     with open(archive, "wb") as out:
@@ -476,8 +473,7 @@ def _zstd_pack(parent: str, name: str, archive: str) -> None:
 
 
 def _zstd_unpack(archive: str, parent: str) -> None:
-    import zstandard
-
+    zstandard = importlib.import_module("zstandard")
     tar = subprocess.Popen(["tar", "-C", parent, "-xf", "-"], stdin=subprocess.PIPE)
     assert tar.stdin is not None
     with open(archive, "rb") as src:

@@ -56,7 +56,7 @@ def plot_lifecycle(
         ax.plot(ns, ys, _STYLES[i % len(_STYLES)], color=_COLOURS[i % len(_COLOURS)], lw=2,
                 label=f"{f.strategy}: first start {f.first_s:.1f} s, restart {f.restart_s:.1f} s")
     marked = crossings(figures, prices, lo, hi)
-    notes = []
+    notes: list[str] = []
     for n, a, b, usd in marked:
         cheapest = usd <= min(monthly(f, n, prices).total_usd for f in figures) * (1 + 1e-9)
         ax.plot([n], [usd], "o", ms=7 if cheapest else 4, mfc="white",
