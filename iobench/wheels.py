@@ -9,9 +9,12 @@ pip-installable wheels (METADATA, WHEEL, RECORD with sha256, an importable packa
 
 Method: per file group, sizes are drawn from a log-normal distribution around the measured
 median (sigma from the measured quartiles) and rescaled so the group's total matches the
-measured total. Content mixes seeded random bytes (incompressible) with repeated text
-(compresses ~50:1) in the proportion that gives the group's measured deflate ratio; Python
-files stay valid Python (random bytes go in as base64 comments).
+measured total. ``.py`` members are real code (iobench.codegen) with the profile's share of
+code, so they byte-compile at the measured rate; other members are random bytes over a
+small alphabet (plus filler) in the proportion that gives the group's deflate ratio, so
+they also inflate at a real wheel's cost. The package's ``__init__`` follows the profile's
+first-import fan-out: it imports, reads and maps (never runs) what the real import did.
+Profiles also record those costs (compile, imports): iobench.wheelcost measures them.
 """
 
 from __future__ import annotations
@@ -172,7 +175,8 @@ class Profile:
 
 
 # 2: .py members are real code (iobench.codegen), the import follows the profile's fan-out
-_GENERATOR_VERSION = 2
+# 3: other members are random bytes over a small alphabet (they inflate as real ones do)
+_GENERATOR_VERSION = 3
 
 
 # --------------------------------------------------------------------------- loading
@@ -472,26 +476,36 @@ def _sizes(group: FileGroup, rng: random.Random) -> list[int]:
 
 
 _FILLER = b"# synthetic filler line: compresses well, like docstrings and headers do.\n"
+# deflate ratio (level 1) of random bytes over an alphabet of k symbols, measured once
+_ALPHABET_RATIO = (
+    (2, 0.223), (3, 0.285), (4, 0.332), (5, 0.373), (6, 0.405), (8, 0.457), (11, 0.515),
+    (16, 0.584), (23, 0.643), (32, 0.682), (64, 0.775), (128, 0.883), (256, 1.0),
+)  # fmt: skip
+_DEFLATE_OVERHEAD = 90
 
 
-def _content(size: int, ratio: float, rng: random.Random, python: bool) -> bytes:
-    """Bytes of ``size`` whose deflate ratio is close to ``ratio``."""
+def _content(size: int, ratio: float, rng: random.Random) -> bytes:
+    """Bytes of ``size`` whose deflate ratio is close to ``ratio``, and that cost as much to inflate.
+
+    Random bytes over a small alphabet, as real binaries and headers are: deflate compresses
+    them by Huffman coding, so inflating decodes every byte (the filler-plus-random-bytes
+    mix of generator 1 inflated four times faster than real wheels: stored blocks and long
+    matches cost almost nothing). The smallest alphabet that reaches ``ratio`` is used,
+    with the filler (~0.02) making up the rest.
+    """
     if size <= 0:
         return b""
-    # random bytes deflate to ~1.0 (base64 text to ~0.76); the filler to ~0.02
-    ceiling = 0.76 if python else 1.0
-    frac = min(1.0, max(0.0, (ratio - 0.02) / (ceiling - 0.02)))
-    n_rand = int(size * frac)
-    if python:
-        rand = base64.b64encode(rng.randbytes(n_rand * 3 // 4 + 3))[:n_rand]
-        lines = [b"# " + rand[i : i + 76] for i in range(0, len(rand), 76)]
-        body = b"\n".join(lines) + b"\n"
-    else:
-        body = rng.randbytes(n_rand)
+    k, top = next(((k, r) for k, r in _ALPHABET_RATIO if r >= ratio), _ALPHABET_RATIO[-1])
+    # deflated: ~_DEFLATE_OVERHEAD bytes a member (block header, the filler's first line),
+    # ``top`` a random byte, 0.02 a filler byte; solved for the random bytes
+    want = ratio * size - _DEFLATE_OVERHEAD - 0.02 * size
+    n_rand = size if ratio >= top else min(size, max(0, int(want / (top - 0.02))))
+    table = bytes((b % k) * 37 % 256 for b in range(256))
+    body = rng.randbytes(n_rand).translate(table)
     fill = size - len(body)
     if fill > 0:
         body += (_FILLER * (fill // len(_FILLER) + 1))[:fill]
-    return body[:size] if not python else body
+    return body
 
 
 def _record_hash(data: bytes) -> str:
@@ -636,7 +650,7 @@ def _member_bytes(member: _Member, index: int, fraction: float, rng: random.Rand
     if member.group.ext == "py":
         head = f"VALUE = {index}\n\n\ndef f(x):\n    return x + VALUE\n\n\n"
         return module_source(member.size, fraction, rng, head=head)
-    return _content(member.size, member.group.compress_ratio, rng, python=False)
+    return _content(member.size, member.group.compress_ratio, rng)
 
 
 def _build_dist(dist: DistProfile, seed: int, out_dir: Path) -> Path:
