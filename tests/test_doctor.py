@@ -309,7 +309,7 @@ def test_tmpdir_on_the_lab_volume_is_flagged_and_fixed(
     storage = {p["config"]: sum(p["storage_s"].values()) for p in report.predictions["torch-like"]}
     # at least a create (3 round trips of 1 ms) per installed file when the venv is on the volume
     assert storage["naive"] > 12_000 * 0.003 and storage["tmp-fix"] > 12_000 * 0.003
-    assert storage["venv-on-tmp"] < 1.0
+    assert storage["venv-on-tmp"] < 0.1 * storage["naive"]  # tmpfs: ~100x cheaper per operation
     assert (slow / "tmp").is_dir() and [p.name for p in slow.iterdir()] == [
         "tmp"
     ]  # probes cleaned up
