@@ -512,3 +512,30 @@ def test_broken_report_library_is_one_line_not_a_vanished_command(tmp_path: Path
         and "libfoo.so" in line
         and "pip install --force-reinstall" in line
     )
+
+
+def test_missing_report_library_refuses_exports_before_any_trial(tmp_path: Path) -> None:
+    fake = tmp_path / "site"
+    fake.mkdir()
+    (fake / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'matplotlib':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, _Hide())\n"
+    )
+    env = _quiet_env(PYTHONPATH=str(fake))
+    argv = [
+        IOBENCH,
+        "run",
+        "--export-json",
+        str(tmp_path / "x.json"),
+        "--results",
+        str(tmp_path / "r"),
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "needs matplotlib" in line and "pip install" in line
+    assert not (tmp_path / "r").exists()

@@ -31,6 +31,8 @@ def check_exports(args: argparse.Namespace) -> None:
         raise UsageError("only one --export-* can go to stdout ('-')")
     if wanted and getattr(args, "no_report", False):
         raise UsageError("--export-* writes the report's summary; drop --no-report")
+    if wanted:
+        _check_report_libraries()
     for fmt, target in wanted.items():
         if target == "-":
             continue
@@ -39,6 +41,25 @@ def check_exports(args: argparse.Namespace) -> None:
             raise UsageError(f"--export-{fmt} {target}: folder {parent} does not exist")
         if not os.access(parent, os.W_OK):
             raise UsageError(f"--export-{fmt} {target}: folder {parent} is not writable")
+
+
+def _check_report_libraries() -> None:
+    """Exports need the report: a missing library is said before any trial runs.
+
+    Only looked up (``find_spec``), not imported: the trials must not share the process
+    with pandas' import; a library that is present but broken is caught when reporting.
+    """
+    import importlib.util
+
+    from iobench.report import FIX
+
+    for name in ("numpy", "pandas", "matplotlib"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise IOBenchError(f"--export-* needs the report, which needs {name}: {FIX}")
 
 
 def export_text(result: Any, fmt: str) -> str:
