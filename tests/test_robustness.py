@@ -234,6 +234,7 @@ def _wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = N
 
 
 @pytest.mark.lab
+@pytest.mark.timeout(600)
 def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Path) -> None:
     """A SIGSTOPped FUSE daemon mid-install (issue 9, item 9): iobench ends within its limits,
     records the row, gives up deleting on the hung volume, says where, and exits."""
@@ -248,7 +249,7 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
     s = _scenario(tmp_path, '[configs.naive]\nvenv="target"\ntmpdir="target"\ncache="off"\n'
                   '[configs.local]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
     lab = manage.up(vol, options=VolumeOptions(latency_ms=2))
-    proc = None
+    proc = switch = None
     try:
         argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(s), "--configs", "naive,local",
                 "--target", str(vol), "--tmp", str(tmp), "--results", str(results), "--no-report",
@@ -256,6 +257,9 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         _wait_for(lambda: list(results.glob("*/logs/naive-r1.install.out")), 120, "naive's install", proc)
         time.sleep(0.3)
+        # a dead man's switch: the daemon continues after 200 s even if this test is killed
+        # (a stopped daemon would hang every later walk of the temp folder)
+        switch = subprocess.Popen(["sh", "-c", f"sleep 200; kill -CONT {lab.pid}"], start_new_session=True)
         os.kill(lab.pid, signal.SIGSTOP)
         t0 = time.monotonic()
         out, _ = proc.communicate(timeout=150)
@@ -266,6 +270,9 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
             proc.wait()
         if lab.pid:
             os.kill(lab.pid, signal.SIGCONT)
+        if switch is not None:
+            os.killpg(switch.pid, signal.SIGKILL)
+            switch.wait()
         manage.down(vol)
     run = only_run_dir(results)
     rows = read_csv(run / "trials.csv")
