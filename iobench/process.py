@@ -136,8 +136,9 @@ def run_phase(
         out.seek(max(0, out.seek(0, os.SEEK_END) - OUTPUT_KEEP))
         output = redact.redact_text(out.read().decode(errors="replace"))  # it reaches rows and messages
     result = PhaseResult(phase, start_wall, start, end, returncode, output, counters, stopped, why)
-    if returncode is None and not why:
-        result.error = f"pid {proc.pid} did not exit after SIGKILL (a hung volume?); left behind"
+    if returncode is None:  # stuck in the kernel, e.g. on a stopped FUSE daemon: not waited for
+        left = f"pid {proc.pid} did not exit after SIGKILL (a hung volume?) and was left behind"
+        result.error = f"{why}; {left}" if why else left
     if result.ok:
         _unlink(out_path)
     else:  # kept under results/…/logs: no credentials in it
