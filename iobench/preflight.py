@@ -39,6 +39,8 @@ from iobench.scratch import SCRATCH_NAME, check_role_dir, check_scratch
 TRIAL_BASE_S = 600.0
 TRIAL_S_PER_MB = 2.0
 _DEFAULT_SIZE_MB = 50.0
+#: the longest time any option may give (about 11 days): larger numbers are typos
+MAX_SECONDS = 1e6
 
 
 @dataclass
@@ -127,6 +129,10 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--wheelhouse: {args.wheelhouse} is not a folder")
     if args.sample_hz > 100:
         raise UsageError(f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)")
+    for flag in ("stall_after", "stall_timeout", "trial_timeout", "lock_wait"):
+        value = getattr(args, flag)
+        if value is not None and math.isfinite(value) and value > MAX_SECONDS:
+            raise UsageError(f"--{flag.replace('_', '-')} {value:g}: at most {MAX_SECONDS:g} s")
     if not math.isfinite(args.lock_wait) or args.lock_wait < 0:
         raise UsageError(f"--lock-wait must be a number of seconds >= 0, not {args.lock_wait}")
     if args.python is not None:

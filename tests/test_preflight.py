@@ -139,3 +139,12 @@ def test_resume_refuses_a_changed_package_list(tmp_path: Path) -> None:
         preflight.check_resume(RunMeta.from_json(data), plan)
     data["scenario"]["packages"] = list(plan.scenario.packages)
     preflight.check_resume(RunMeta.from_json(data), plan)  # unchanged: accepted
+
+
+@pytest.mark.parametrize("flag", ["--trial-timeout", "--stall-timeout", "--stall-after", "--lock-wait"])
+def test_times_beyond_a_sane_range_are_refused_in_one_line(tmp_path: Path, flag: str) -> None:
+    target, tmp, results = _dirs(tmp_path)
+    with pytest.raises(UsageError, match=f"^{flag} 1e\\+07: at most 1e\\+06 s$"):
+        preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
+                              "--results", str(results), flag, "1e7"))
+    _created_nothing(tmp_path, results)
