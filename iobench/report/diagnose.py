@@ -66,7 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from iobench.report.units import fmt_s
+from iobench.report.units import fmt_s, fmt_share
 
 NETWORK_SHARE = 0.40
 CPU_SHARE = 0.75
@@ -351,11 +351,6 @@ def combine_sample_figures(figs: list[SampleFigures]) -> tuple[SampleFigures, in
 # --- the rules --------------------------------------------------------------------------------
 
 
-def _pct(x: float) -> str:
-    """``84%``; a share that is not zero but rounds to it reads ``<1%``."""
-    return "<1%" if 0 < x < 0.005 else f"{100 * x:.0f}%"
-
-
 def _known(*values: float) -> bool:
     return all(v is not None and not math.isnan(v) for v in values)
 
@@ -382,13 +377,15 @@ def classify(fig: ConfigFigures) -> Diagnosis:
         if on_cpu >= 1.0:
             why = f"installer kept {on_cpu:.1f} cores busy ({fig.cpu_s:.1f} CPU-s in {fmt_s(ttr)})"
         elif _known(fig.cpu_s):
-            why = f"installer on CPU {_pct(on_cpu)} of {fmt_s(ttr)} ({fig.cpu_s:.1f} CPU-s)"
+            why = f"installer on CPU {fmt_share(on_cpu)} of {fmt_s(ttr)} ({fig.cpu_s:.1f} CPU-s)"
         else:
-            why = f"installer on CPU {_pct(on_cpu)} of {fmt_s(ttr)}"
+            why = f"installer on CPU {fmt_share(on_cpu)} of {fmt_s(ttr)}"
         return Diagnosis("CPU bound", why + extras)
 
     if _known(fig.download_s) and fig.download_s / ttr >= NETWORK_SHARE:
-        why = f"download {fmt_s(fig.download_s)} of {fmt_s(ttr)} ({_pct(fig.download_s / ttr)})"
+        why = (
+            f"download {fmt_s(fig.download_s)} of {fmt_s(ttr)} ({fmt_share(fig.download_s / ttr)})"
+        )
         if _known(s.net_recv_mbps) and s.net_recv_mbps >= NO_TRAFFIC_MBPS:
             why += f", receiving {s.net_recv_mbps:.1f} MB/s"
         elif _known(s.net_recv_mbps):
@@ -432,7 +429,7 @@ def classify(fig: ConfigFigures) -> Diagnosis:
         return Diagnosis("latency/metadata bound", "; ".join(parts) + extras)
 
     longest = max(fig.phases, key=lambda kv: kv[1] if _known(kv[1]) else -1, default=None)
-    why = f"no single limit: on CPU {_pct(on_cpu)}" if _known(on_cpu) else "no single limit"
+    why = f"no single limit: on CPU {fmt_share(on_cpu)}" if _known(on_cpu) else "no single limit"
     if longest and _known(longest[1]):
         why += f", longest phase {longest[0]} {fmt_s(longest[1])} of {fmt_s(ttr)}"
     return Diagnosis("mixed", why + extras)
@@ -442,13 +439,13 @@ def _wait_text(offcpu: float, fswait: float, dshare: float, dmax: float, iowait9
     bits = []
     if _known(fswait):
         if fswait >= FSWAIT_SHARE:
-            bits.append(f"installer waited on the filesystem in {_pct(fswait)} of samples")
+            bits.append(f"installer waited on the filesystem in {fmt_share(fswait)} of samples")
         else:
-            bits.append(f"in a filesystem wait in only {_pct(fswait)} of samples")
+            bits.append(f"in a filesystem wait in only {fmt_share(fswait)} of samples")
     if _known(offcpu):
-        bits.append(f"off CPU {_pct(offcpu)}")
+        bits.append(f"off CPU {fmt_share(offcpu)}")
     if _known(dshare) and dshare > 0:
-        bits.append(f"D state in {_pct(dshare)} of samples")
+        bits.append(f"D state in {fmt_share(dshare)} of samples")
     if _known(dmax) and dmax > 0:
         bits.append(f"up to {dmax:.0f} thread(s) in D")
     if _known(iowait95):

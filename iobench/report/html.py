@@ -21,7 +21,7 @@ from iobench.report.formats import fastest_first, fmt_usd, placement, spread_nam
 from iobench.report.load import PHASES
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.report.units import fmt_bytes, fmt_s, fmt_speed, run_key
+from iobench.report.units import fmt_bytes, fmt_s, fmt_share, fmt_speed, run_key
 from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word
 from iobench.stats import CONFIDENCE, MIN_EFFECT, MIN_TRIALS
 
@@ -156,14 +156,6 @@ def summary_table_html(summary: Summary) -> str:
     return table_html(headers, rows, num, classes)
 
 
-def _share(x: Any) -> str:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return "—"
-    return f"{100 * v:.0f}%" if math.isfinite(v) else "—"
-
-
 def diagnosis_html(summary: Summary) -> str:
     """Bottleneck and the figures behind it, per config (off CPU and filesystem wait as
     columns: the two shares that tell a slow volume from a busy CPU at a glance)."""
@@ -171,8 +163,8 @@ def diagnosis_html(summary: Summary) -> str:
         [
             esc(r["config"]),
             f"<b>{esc(r['bottleneck'])}</b>",
-            esc(_share(r.get("offcpu_frac"))),
-            esc(_share(r.get("fswait_frac"))),
+            esc(fmt_share(r.get("offcpu_frac"))),
+            esc(fmt_share(r.get("fswait_frac"))),
             esc(r["why"]),
         ]
         for _, r in summary.table.iterrows()

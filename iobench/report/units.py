@@ -1,4 +1,4 @@
-"""The one formatter for each unit the outputs show: seconds, bytes, MB/s, speed and run keys.
+"""The one formatter for each unit the outputs show: seconds, bytes, shares, MB/s, speed, run keys.
 
 Pure Python, so the end-of-run console table, the text and HTML reports and the charts
 print the same figure the same way. "How much faster" has one convention everywhere
@@ -51,6 +51,14 @@ def fmt_bytes(x: object) -> str:
     if not math.isfinite(v):
         return DASH
     return ("-" if v < 0 else "") + decimal(int(round(abs(v))))
+
+
+def fmt_share(x: object) -> str:
+    """A share (0–1) as a percentage: ``84%``; not zero but rounding to it, ``<1%``."""
+    v = _num(x)
+    if not math.isfinite(v):
+        return DASH
+    return "<1%" if 0 < v < 0.005 else f"{100 * v:.0f}%"
 
 
 def fmt_mbps(x: object) -> str:
