@@ -1,0 +1,41 @@
+"""units.py: one formatter per unit, and the one "how much faster" convention."""
+
+from __future__ import annotations
+
+import math
+
+from iobench.report.units import (
+    fmt_bytes,
+    fmt_mbps,
+    fmt_s,
+    fmt_s_range,
+    fmt_share,
+    fmt_speed,
+    fmt_times,
+    run_key,
+)
+
+
+def test_seconds_bytes_rates_and_shares() -> None:
+    assert [fmt_s(x) for x in (0.04, 3.24, 123.4, 12345, math.nan, None)] == [
+        "0.04 s", "3.2 s", "123 s", "12,345 s", "—", "—",
+    ]  # fmt: skip
+    assert fmt_s_range(2.04, 3.06) == "2.0–3.1 s" and fmt_s_range(358.7, 378.1) == "359–378 s"
+    assert [fmt_bytes(x) for x in (35_000, 16_400_000, 999, 25_276_514_304)] == [
+        "35.0 kB", "16.4 MB", "999 bytes", "25.3 GB",
+    ]  # fmt: skip
+    assert fmt_mbps(3.44) == "3.4 MB/s" and fmt_mbps(123.4) == "123 MB/s"
+    assert [fmt_share(x) for x in (0.84, 0.004, 0.0, math.nan)] == ["84%", "<1%", "0%", "—"]
+
+
+def test_how_much_faster_has_one_convention() -> None:
+    assert fmt_speed(2.3, "naive") == "2.30× faster than naive"
+    assert fmt_speed(0.8, "naive") == "1.25× slower than naive"  # never "0.80x"
+    assert fmt_speed(15.7) == "16× faster" and fmt_speed(1.004, "naive") == "same as naive"
+    assert fmt_speed(math.nan) == "—" and fmt_times(0) == "—"
+
+
+def test_run_keys_go_on_after_z() -> None:
+    assert [run_key(i) for i in (0, 1, 25, 26, 27, 701, 702)] == [
+        "A", "B", "Z", "AA", "AB", "ZZ", "AAA",
+    ]  # fmt: skip
