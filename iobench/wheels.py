@@ -482,6 +482,7 @@ _ALPHABET_RATIO = (
     (16, 0.584), (23, 0.643), (32, 0.682), (64, 0.775), (128, 0.883), (256, 1.0),
 )  # fmt: skip
 _DEFLATE_OVERHEAD = 90
+_CHUNK = 1 << 24
 
 
 def _content(size: int, ratio: float, rng: random.Random) -> bytes:
@@ -501,7 +502,8 @@ def _content(size: int, ratio: float, rng: random.Random) -> bytes:
     want = ratio * size - _DEFLATE_OVERHEAD - 0.02 * size
     n_rand = size if ratio >= top else min(size, max(0, int(want / (top - 0.02))))
     table = bytes((b % k) * 37 % 256 for b in range(256))
-    body = rng.randbytes(n_rand).translate(table)
+    # in chunks: randbytes takes at most 2**28 bytes at once (torch has a 434 MB library)
+    body = b"".join(rng.randbytes(min(_CHUNK, n_rand - i)).translate(table) for i in range(0, n_rand, _CHUNK))
     fill = size - len(body)
     if fill > 0:
         body += (_FILLER * (fill // len(_FILLER) + 1))[:fill]
