@@ -34,6 +34,7 @@ from pathlib import Path
 from iobench.codegen import code_fraction_for, compile_rate, reference_rates
 from iobench.errors import IOBenchError, UsageError
 from iobench.wheels import IMPORT_KINDS, CompileCost, DistProfile, ImportFanout, Profile
+from iobench.wheels import _sizes as _group_sizes
 
 _PROBE = r"""
 import json, os, sys
@@ -295,8 +296,8 @@ def _norm(name: str) -> str:
     return name.lower().replace("-", "_").replace(".", "_")
 
 
-def _real_rate(sources: list[Path], budget: int = 8_000_000) -> tuple[float, list[int]]:
-    """In-process compile rate (CPU s/MB) of a sample of ``sources`` (up to ``budget`` bytes), and its sizes."""
+def _real_rate(sources: list[Path], budget: int = 64_000_000) -> float:
+    """In-process compile rate (CPU s/MB) of a sample of ``sources`` (up to ``budget`` bytes)."""
     import random
 
     pool = list(sources)
@@ -313,16 +314,25 @@ def _real_rate(sources: list[Path], budget: int = 8_000_000) -> tuple[float, lis
             continue  # modules for a newer Python: compileall skips them too
         texts.append(text)
         total += len(text)
-    return compile_rate(texts, repeats=2), [len(t) for t in texts]
+    return compile_rate(texts, repeats=1)
 
 
-def _ref_sizes(sizes: list[int], budget: int = 600_000) -> list[int]:
-    """A sample of ``sizes`` of about ``budget`` bytes, for the reference compile rates."""
+def _ref_sizes(dist: DistProfile, budget: int = 4_000_000) -> list[int]:
+    """About ``budget`` bytes' worth of the module sizes the generator will draw for ``dist``.
+
+    The twin's sizes, not the real ones: small modules are mostly padding, so the code share
+    that gives a rate depends on the size mix the generator actually writes.
+    """
+    import random
+
+    group = next((g for g in dist.files if g.ext == "py"), None)
+    sizes = _group_sizes(group, random.Random(0)) if group else []
+    random.Random(1).shuffle(sizes)
     out: list[int] = []
     for n in sizes:
         if sum(out) >= budget:
             break
-        out.append(max(64, n))
+        out.append(n)
     return out or [12_500] * 40
 
 
@@ -348,8 +358,8 @@ def _dist_costs(m: Install, dist: DistProfile, wheel: Path) -> DistProfile:
     sources = [p for t in tops for p in m.sources.get(t, [])]
     cost = None
     if sources:
-        rate, sizes = _real_rate(sources)
-        frac = code_fraction_for(rate, lambda: reference_rates(_ref_sizes(sizes)))
+        rate = _real_rate(sources)
+        frac = code_fraction_for(rate, lambda: reference_rates(_ref_sizes(dist)))
         pyc = [sum(m.pycs.get(t, [0, 0])[i] for t in tops) for i in (0, 1)]
         cost = CompileCost(
             s_per_mb=s_per_mb, code_fraction=frac, pyc_files=pyc[0], pyc_bytes=pyc[1]

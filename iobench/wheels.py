@@ -482,6 +482,7 @@ _ALPHABET_RATIO = (
     (16, 0.584), (23, 0.643), (32, 0.682), (64, 0.775), (128, 0.883), (256, 1.0),
 )  # fmt: skip
 _DEFLATE_OVERHEAD = 90
+_SPREAD = 1.6
 _CHUNK = 1 << 24
 
 
@@ -491,12 +492,14 @@ def _content(size: int, ratio: float, rng: random.Random) -> bytes:
     Random bytes over a small alphabet, as real binaries and headers are: deflate compresses
     them by Huffman coding, so inflating decodes every byte (the filler-plus-random-bytes
     mix of generator 1 inflated four times faster than real wheels: stored blocks and long
-    matches cost almost nothing). The smallest alphabet that reaches ``ratio`` is used,
-    with the filler (~0.02) making up the rest.
+    matches cost almost nothing). The alphabet is the smallest that deflates to
+    ``_SPREAD`` times ``ratio``, the filler (~0.02) makes up the rest: how many bytes are
+    Huffman-decoded, set so that pip spends the CPU on the torch-cpu-like twin that it
+    spends on torch 2.13 (``iobench wheels check``).
     """
     if size <= 0:
         return b""
-    k, top = next(((k, r) for k, r in _ALPHABET_RATIO if r >= ratio), _ALPHABET_RATIO[-1])
+    k, top = next(((k, r) for k, r in _ALPHABET_RATIO if r >= min(1.0, ratio * _SPREAD)), _ALPHABET_RATIO[-1])
     # deflated: ~_DEFLATE_OVERHEAD bytes a member (block header, the filler's first line),
     # ``top`` a random byte, 0.02 a filler byte; solved for the random bytes
     want = ratio * size - _DEFLATE_OVERHEAD - 0.02 * size
