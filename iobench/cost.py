@@ -302,6 +302,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
     )
     group.add_argument(
         "--starts-per-month",
+        "--starts",
         metavar="N",
         help=f"cold starts per month for the monthly figure (default {DEFAULT_STARTS_PER_MONTH:g})",
     )

@@ -68,6 +68,8 @@ class RunPlan:
     notes: list[str] = field(default_factory=list)  # said at the start of the run
     command: list[str] = field(default_factory=list)
     cost: Any = None  # the report's cost options (iobench.cost.CostOptions) or None
+    cache_mode: str = "cold"  # restarts (lifecycle scenarios): iobench.coldcache.MODES
+    pack_method: str = "auto"  # packed-venv's archive: iobench.strategies.PACK_METHODS
 
     @property
     def local_index(self) -> bool:
@@ -103,10 +105,16 @@ def check(args: argparse.Namespace) -> RunPlan:
         notes=notes,
         command=["iobench", *sys.argv[1:]],
         cost=_cost(args),
+        cache_mode=getattr(args, "cache_mode", None) or "cold",
+        pack_method=getattr(args, "pack_method", None) or "auto",
     )
     check_roles_used(scenario, roles)
     check_results_place(plan.results_root, roles)
     check_tools(scenario, plan.python)
+    if any(c.strategy == "packed-venv" for c in scenario.configs):
+        from iobench.strategies import choose_method
+
+        choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
     check_index(plan)
     if meta is None:
         check_space(scenario, roles)

@@ -145,6 +145,44 @@ class TrialRow:
     stall_longest_s: float | None = column("the longest of those stalls", "s")
     contended: str = text("other processes doing disk I/O meanwhile (`name:MB;...`)")
     sampler_cpu_s: float | None = column("CPU time of iobench's own sampler during the trial", "s")
+    strategy: str = text(
+        "start-up strategy (docs/strategies.md): `reinstall`, `persistent-venv`, `packed-venv`, "
+        "`copied-venv`; empty in runs written before strategies"
+    )
+    first_start_s: float | None = column(
+        "first start: time_to_ready_s plus the strategy's persist step (pack, copy-out); empty unless "
+        "the run measured restarts",
+        "s",
+    )
+    persist_method: str = text("how the first start kept the venv: `tar`, `tar+zstd`, `squashfs`, `copy`")
+    persist_tool: str = text("what ran the persist step (e.g. `zstd binary`, `squashfuse`, `cp`)")
+    persist_command: str = text("the persist step's shell line, as a start script would run it")
+    persist_s: float | None = column("the persist step (pack or copy-out)", "s")
+    stored_bytes: int | None = column(
+        "bytes the strategy keeps on the target between starts (archive, tree or venv)", "bytes"
+    )
+    restart_s: float | None = column(
+        "restart: from the first step after the caches were dropped (restore, copy-in, venv "
+        "creation for reinstall) to ready-check success; empty unless ok",
+        "s",
+    )
+    restore_s: float | None = column("the restart's restore step (unpack, mount or copy-in)", "s")
+    restore_command: str = text("the restart's restore line, as a start script would run it")
+    restart_import_s: float | None = column("the restart's ready check", "s")
+    cache_mode: str = text("`cold` or `warm`: how the restart found the caches (`--cache-mode`)")
+    cold_method: str = text(
+        "how the caches were dropped before the restart: `lab-flush`, `drop_caches`, `fadvise`, "
+        "`none` (warm)"
+    )
+    cold_warm_left: str = text("what stayed warm after that method")
+    restart_read_bytes: int | None = column(
+        "bytes the restart's processes passed to read() (`rchar`, page cache hits included)", "bytes"
+    )
+    restart_target_read_bytes: int | None = column(
+        "bytes the lab volume's daemon served during the restart (empty when the target is not "
+        "an iobench lab volume): proof the restart read from the target",
+        "bytes",
+    )
     error: str = text("one line: why the trial failed, with the last lines of the output")
 
     # transition: callers that still index rows by column name (``row["status"]``) while

@@ -116,7 +116,8 @@ class Runner:
             run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
             self._lock_target(run_id)
             rd = RunDir.create(p.results_root, run_id, run_meta(p, run_id, index_meta))
-        for role in sorted(set().union(*(c.roles() for c in p.scenario.configs)) | {"tmp"}):
+        kept = {"target"} if p.scenario.lifecycle else set()  # where strategies keep their venv
+        for role in sorted(set().union(*(c.roles() for c in p.scenario.configs)) | {"tmp"} | kept):
             self.scratch[role] = Scratch(p.roles[role], run_id).ensure().claim()
             left = [q.name for q in self.scratch[role].leftovers() if q.name != run_id]
             if left:
@@ -141,7 +142,8 @@ class Runner:
             run_id=self.run_id, packages=list(p.scenario.packages), ready=p.scenario.ready, roles=p.roles,
             scratch=self.scratch, logs=rd.logs_dir, cwd=cwd, index_spec=index_spec, index=self.index,
             progress=self.progress, sample_hz=p.sample_hz, stall_after=p.stall_after,
-            stall_timeout=p.stall_timeout, trial_timeout_s=p.trial_timeout_s, python=p.python, stop=_STOP)
+            stall_timeout=p.stall_timeout, trial_timeout_s=p.trial_timeout_s, python=p.python, stop=_STOP,
+            lifecycle=p.scenario.lifecycle, cache_mode=p.cache_mode, pack_method=p.pack_method)
 
     def _warm_up(self, rd: RunDir, ctx: TrialContext) -> None:
         """Create and remove one venv, untimed, so the first trial does not pay virtualenv's

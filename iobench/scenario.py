@@ -41,7 +41,7 @@ INSTALLERS = ("pip", "uv")
 CACHE_STATES = ("cold", "warm")
 ON_OFF = ("on", "off")
 KINDS = ("install",)
-_CONFIG_KEYS = {"venv", "tmpdir", "cache", "cache_state", "installer", "compile", "description"}
+_CONFIG_KEYS = {"venv", "tmpdir", "cache", "cache_state", "installer", "compile", "description", "strategy"}
 # the schema: what each table may hold (anything else is an error naming file and key)
 _TABLES = ("scenario", "defaults", "configs", "matrix")
 _SCENARIO_KEYS = (
@@ -85,6 +85,7 @@ class Config:
     installer: str = "pip"
     compile: str = "on"
     description: str = ""
+    strategy: str = "reinstall"  # iobench.strategies: where the venv lives between starts
 
     def roles(self) -> set[str]:
         return {self.venv, self.tmpdir} | ({self.cache} if self.cache != "off" else set())
@@ -105,6 +106,12 @@ class Scenario:
     description: str = ""
     size_mb: float | None = None  # estimated installed size, for the free-space check
     extra: dict = field(default_factory=dict)
+
+    @property
+    def lifecycle(self) -> bool:
+        """Trials measure a restart after the first start: some config names a strategy other
+        than ``reinstall`` (scenarios without one keep their first-start-only meaning)."""
+        return any(c.strategy != "reinstall" for c in self.configs)
 
     def config(self, name: str) -> Config:
         for c in self.configs:
@@ -247,10 +254,21 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
         installer=_choice(t.get("installer", "pip"), INSTALLERS, src, f"{key}.installer"),
         compile=_choice(t.get("compile", "on"), ON_OFF, src, f"{key}.compile"),
         description=_text(t.get("description", ""), src, f"{key}.description"),
+        strategy=_strategy(t, src, key),
     )
+    if cfg.strategy != "reinstall":  # the strategy decides where its venv lives
+        from iobench.strategies import get as get_strategy
+
+        cfg = replace(cfg, venv=get_strategy(cfg.strategy).venv_role or cfg.venv)
     if cfg.cache == "off" and cfg.cache_state == "warm":
         raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
     return cfg
+
+
+def _strategy(t: dict, src: str, key: str) -> str:
+    from iobench.strategies import STRATEGIES
+
+    return _choice(t.get("strategy", "reinstall"), tuple(STRATEGIES), src, f"{key}.strategy")
 
 
 def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:

@@ -69,6 +69,9 @@ class TrialContext:
     trial_timeout_s: float
     python: str | None = None
     stop: threading.Event | None = None  # set when the run was interrupted
+    lifecycle: bool = False  # after the first start, persist and measure a restart
+    cache_mode: str = "cold"  # how the restart finds the caches (iobench.coldcache)
+    pack_method: str = "auto"  # packed-venv's archive (iobench.strategies.PACK_METHODS)
 
     def venv_argv(self, venv: Path) -> list[str]:
         return installers.venv_command(venv, self.python)
@@ -144,6 +147,11 @@ class Trial:
             stop = Stop("failed", f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc))
         result = self.stopped(stop) if stop is not None else self.measured()
         self.note_contention()
+        self.row.strategy = self.cfg.strategy
+        if stop is None and self.ctx.lifecycle:
+            from iobench.lifetrial import Restart
+
+            Restart(self).run()
         return result
 
     # ------------------------------------------------------------------ steps

@@ -81,6 +81,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                      help="end a trial still running after S seconds (default: 600 + 2 per MB the scenario installs)")
     how.add_argument("--lock-wait", type=float, default=0.0, metavar="S",
                      help="wait up to S seconds for another iobench run on the same target (default: fail at once)")
+    life = p.add_argument_group("start-up strategies (scenarios with a `strategy` key: docs/strategies.md)")
+    life.add_argument("--cache-mode", choices=("cold", "warm"), default="cold",
+                      help="how a restart finds the caches of what the strategy kept (default: cold)")
+    life.add_argument("--pack-method", choices=("auto", "squashfs", "tar+zstd", "tar"), default="auto",
+                      help="packed-venv's archive (default: the best this machine can mount or unpack)")
+    life.add_argument("--storage", metavar="PRESET",
+                      help="volume price preset for the monthly cost of what each strategy keeps")
     from iobench.cost import add_cost_arguments
 
     add_cost_arguments(p)
