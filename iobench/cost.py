@@ -64,6 +64,7 @@ class CostOptions:
     gpus: int | None = None
     starts_per_month: float = DEFAULT_STARTS_PER_MONTH
     storage_usd_per_gb: float | None = None
+    storage: str | None = None  # a volume price preset (iobench/data/storage_prices.csv)
 
     def __post_init__(self) -> None:
         _check_number("--gpu-price", self.gpu_price, allow_zero=True)
@@ -73,6 +74,10 @@ class CostOptions:
             raise UsageError(f"--gpus must be a whole number of at least 1, not {self.gpus!r}")
         if self.gpu is not None and self.gpu_price is None:
             find_preset(self.gpu)  # unknown names fail before anything runs
+        if self.storage is not None:
+            from iobench.lifecycle import find_storage_preset
+
+            find_storage_preset(self.storage)
 
 
 @dataclass(frozen=True)
@@ -312,6 +317,12 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
             metavar="X",
             help="charge per GB written on the target volume (metered storage)",
         )
+        group.add_argument(
+            "--storage",
+            metavar="PRESET",
+            help="the volume's price preset, for what start-up strategies keep on it a month "
+            "(e.g. runpod, efs, gp3: iobench/data/storage_prices.csv)",
+        )
 
 
 def _number(flag: str, text: object, what: str) -> float | None:
@@ -349,4 +360,5 @@ def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
         gpus=gpus,
         starts_per_month=DEFAULT_STARTS_PER_MONTH if starts is None else starts,
         storage_usd_per_gb=storage,
+        storage=getattr(args, "storage", None),
     )

@@ -32,6 +32,7 @@ class ReportResult:
     meta: dict
     paths: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    lifecycle: list[str] = field(default_factory=list)  # start-up strategies (report/lifecycle_report.py)
 
     @property
     def winner(self) -> str | None:
@@ -49,6 +50,7 @@ class ReportResult:
         lines = formats.answer_lines(
             self.summary, self.recommendation, same_storage=False, verdict=False
         )
+        lines += self.lifecycle
         lines += [f"warning: {w}" for w in self.warnings[:3]]
         lines.append(f"Report: {self.paths.get('html')}")
         return lines
@@ -61,6 +63,7 @@ class ReportResult:
         if fmt == "markdown":
             return formats.markdown_lines(self.summary, self.meta, self.recommendation)
         lines = formats.table_lines(self.summary, self.meta, self.recommendation)
+        lines += self.lifecycle
         lines += [f"warning: {w}" for w in self.warnings[:5]]
         if len(self.warnings) > 5:
             lines.append(f"warning: ... and {len(self.warnings) - 5} more (see report.html)")
@@ -147,6 +150,26 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
     return timelines
 
 
+def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
+    """Start-up strategies: lines for the console, lifecycle.png, and a section in the page."""
+    from iobench.report.lifecycle_chart import plot_lifecycle
+    from iobench.report.lifecycle_report import build_section, html_block
+
+    s = result.summary
+    price = s.price.usd_per_hour if s.price is not None else None
+    section = build_section(run.trials, price, s.options.starts_per_month, s.options.storage)
+    if not section.rows:
+        return page
+    result.lifecycle = section.lines
+    chart = None
+    if section.prices is not None and len(section.figures) > 1:
+        drawn = plot_lifecycle(section.figures, section.prices, result.out_dir / "lifecycle.png",
+                               starts=section.starts, title=f"Monthly cost by start-up strategy — {run.scenario_name}")
+        chart = result.paths["lifecycle_png"] = drawn.path
+    block = html_block(section, chart)
+    return page.replace("</body>", block + "</body>", 1) if "</body>" in page else page + block
+
+
 def build_report(
     run_dir: Path | str,
     cost: CostOptions | None = None,
@@ -182,6 +205,7 @@ def build_report(
         page = html_page.render_report(
             summary, run.meta, rec, chart_paths, timelines, result.warnings
         )
+        page = _with_lifecycle(result, run, page)
         html_path = out / "report.html"
         html_path.write_text(page, encoding="utf-8")
         result.paths["html"] = html_path
