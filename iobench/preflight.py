@@ -70,8 +70,6 @@ class RunPlan:
     cost: Any = None  # the report's cost options (iobench.cost.CostOptions) or None
     cache_mode: str = "cold"  # restarts (lifecycle scenarios): iobench.coldcache.MODES
     pack_method: str = "auto"  # packed-venv's archive: iobench.strategies.PACK_METHODS
-    cache_mode: str = "cold"  # restarts (lifecycle scenarios): iobench.coldcache.MODES
-    pack_method: str = "auto"  # packed-venv's archive: iobench.strategies.PACK_METHODS
 
     @property
     def local_index(self) -> bool:
@@ -113,10 +111,6 @@ def check(args: argparse.Namespace) -> RunPlan:
     check_roles_used(scenario, roles)
     check_results_place(plan.results_root, roles)
     check_tools(scenario, plan.python)
-    if any(c.strategy == "packed-venv" for c in scenario.configs):
-        from iobench.strategies import choose_method
-
-        choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
     if any(c.strategy == "packed-venv" for c in scenario.configs):
         from iobench.strategies import choose_method
 

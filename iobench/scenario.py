@@ -113,12 +113,6 @@ class Scenario:
         than ``reinstall`` (scenarios without one keep their first-start-only meaning)."""
         return any(c.strategy != "reinstall" for c in self.configs)
 
-    @property
-    def lifecycle(self) -> bool:
-        """Trials measure a restart after the first start: some config names a strategy other
-        than ``reinstall`` (scenarios without one keep their first-start-only meaning)."""
-        return any(c.strategy != "reinstall" for c in self.configs)
-
     def config(self, name: str) -> Config:
         for c in self.configs:
             if c.name == name:
@@ -269,12 +263,6 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
     if cfg.cache == "off" and cfg.cache_state == "warm":
         raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
     return cfg
-
-
-def _strategy(t: dict, src: str, key: str) -> str:
-    from iobench.strategies import STRATEGIES
-
-    return _choice(t.get("strategy", "reinstall"), tuple(STRATEGIES), src, f"{key}.strategy")
 
 
 def _strategy(t: dict, src: str, key: str) -> str:

@@ -72,9 +72,6 @@ class TrialContext:
     lifecycle: bool = False  # after the first start, persist and measure a restart
     cache_mode: str = "cold"  # how the restart finds the caches (iobench.coldcache)
     pack_method: str = "auto"  # packed-venv's archive (iobench.strategies.PACK_METHODS)
-    lifecycle: bool = False  # after the first start, persist and measure a restart
-    cache_mode: str = "cold"  # how the restart finds the caches (iobench.coldcache)
-    pack_method: str = "auto"  # packed-venv's archive (iobench.strategies.PACK_METHODS)
 
     def venv_argv(self, venv: Path) -> list[str]:
         return installers.venv_command(venv, self.python)

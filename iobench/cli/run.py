@@ -86,13 +86,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                       help="how a restart finds the caches of what the strategy kept (default: cold)")
     life.add_argument("--pack-method", choices=("auto", "squashfs", "tar+zstd", "tar"), default="auto",
                       help="packed-venv's archive (default: the best this machine can mount or unpack)")
-    life.add_argument("--storage", metavar="PRESET",
-                      help="volume price preset for the monthly cost of what each strategy keeps")
-    life = p.add_argument_group("start-up strategies (scenarios with a `strategy` key: docs/strategies.md)")
-    life.add_argument("--cache-mode", choices=("cold", "warm"), default="cold",
-                      help="how a restart finds the caches of what the strategy kept (default: cold)")
-    life.add_argument("--pack-method", choices=("auto", "squashfs", "tar+zstd", "tar"), default="auto",
-                      help="packed-venv's archive (default: the best this machine can mount or unpack)")
     from iobench.cost import add_cost_arguments
 
     add_cost_arguments(p)
