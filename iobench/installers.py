@@ -19,15 +19,27 @@ user's own installs would, and meta.json records it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
+import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from iobench.errors import UsageError
+
+#: uv's link modes (``UV_LINK_MODE``); ``default`` leaves uv to choose (clone on macOS,
+#: hardlink on Linux, with a fall-back to copy when the cache is on another filesystem)
+LINK_MODES = ("default", "clone", "hardlink", "copy", "symlink")
+#: how the venv is made (see ``venv_command``)
+VENV_CREATORS = ("virtualenv", "venv", "venv-without-pip", "uv")
+#: the oldest pip with ``--python`` (installing into a venv that has no pip of its own)
+PIP_PYTHON_OPTION = (22, 3)
 
 
 def uv_binary() -> str | None:
@@ -83,10 +95,16 @@ class Pip:
         log: Path,
         env: dict[str, str],
     ) -> InstallStep:
+        # a venv without pip (``venv --without-pip``, ``uv venv``) is installed into by the pip
+        # of the interpreter running iobench, through ``pip --python VENV`` (pip >= 22.3):
+        # what a user does who keeps pip outside the venv; preflight checks the version
+        outer = [] if has_pip(venv) else ["--python", str(venv / "bin" / "python")]
+        python = str(venv / "bin" / "python") if not outer else sys.executable
         argv = [
-            str(venv / "bin" / "python"),
+            python,
             "-m",
             "pip",
+            *outer,
             "install",
             "--no-compile",
             "--progress-bar",
@@ -163,10 +181,12 @@ class Uv:
             argv += ["--index-url", index.url]
         if index.local:
             argv += ["--no-config"]
-        if self.link_mode:
-            argv += ["--link-mode", self.link_mode]
         env = dict(env)
         env.setdefault("UV_NO_PROGRESS", "1")
+        if cache is not None:
+            env["UV_CACHE_DIR"] = str(cache)
+        if self.link_mode and self.link_mode != "default":
+            env["UV_LINK_MODE"] = self.link_mode  # as users set it (uv --no-config still reads it)
         return InstallStep(argv + list(index.extra_args) + packages, env)
 
     def split(self, log: Path, start_wall: float, end_wall: float, output: str) -> tuple[float | None, float | None]:
@@ -183,21 +203,43 @@ class Uv:
         return total - install, install
 
 
-def get_installer(name: str) -> Pip | Uv:
+def get_installer(name: str, link_mode: str = "default") -> Pip | Uv:
     if name == "pip":
         return Pip()
     if name == "uv":
-        return Uv()
+        return Uv(link_mode)
     raise UsageError(f"unknown installer '{name}' (known: pip, uv)")
 
 
-def venv_command(venv: Path, python: str | None = None) -> list[str]:
-    """The one venv command line: virtualenv, no periodic update, no setuptools (warm-up,
-    priming and the timed phase alike; tools/independent_timing.py too)."""
-    argv = [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools"]
-    if python:
-        argv += ["--python", python]
-    return argv + [str(venv)]
+def venv_command(venv: Path, python: str | None = None, creator: str = "virtualenv") -> list[str]:
+    """The venv command line people run, per creator (warm-up, priming and the timed phase
+    alike; tools/independent_timing.py too):
+
+    - ``virtualenv``: no periodic update, no setuptools (seeds pip from its app-data);
+    - ``venv``: ``python -m venv``, which bootstraps pip through ensurepip (one more install
+      of ~1,000 files onto wherever the venv lives);
+    - ``venv-without-pip``: ``python -m venv --without-pip`` (pip must come from outside);
+    - ``uv``: ``uv venv`` (no pip either).
+    """
+    if creator == "virtualenv":
+        argv = [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools"]
+        if python:
+            argv += ["--python", python]
+        return argv + [str(venv)]
+    if creator in ("venv", "venv-without-pip"):
+        argv = [python or sys.executable, "-m", "venv"]
+        return argv + (["--without-pip"] if creator == "venv-without-pip" else []) + [str(venv)]
+    if creator == "uv":
+        uv = uv_binary()
+        if uv is None:
+            raise UsageError("venv creator 'uv' is not available: pip install 'iobench[uv]'")
+        return [uv, "venv", "--quiet", "--no-config", "--python", python or sys.executable, str(venv)]
+    raise UsageError(f"unknown venv creator '{creator}' (known: {', '.join(VENV_CREATORS)})")
+
+
+def has_pip(venv: Path) -> bool:
+    """The venv holds its own pip (virtualenv and ``python -m venv`` seed one; the others do not)."""
+    return any(venv.glob("lib/python3*/site-packages/pip/__init__.py"))
 
 
 def compile_command(venv: Path, paths: list[Path], parallel: bool) -> list[str]:
@@ -248,8 +290,143 @@ def venv_contents(venv: Path) -> dict:
         found[name.lower()] = version
     return found
 
+# ---------------------------------------------------------------- what uv's link mode did
+_FALLBACK = re.compile(r"Failed to (?:clone|hardlink|symlink|reflink)[^\n]*?falling back to [^\n.]*", re.I)
+_LINK_SAMPLE = 8  # installed files looked at: enough to see a mode, cheap on a slow volume
+
+
+def link_columns(output: str, site: Path, seeded: set[str], cache: Path | None, requested: str) -> dict[str, str]:
+    """The trial-row columns of what the install did with its files: ``link_observed``
+    (from the files on disk) and ``link_fallback`` (uv's warning, when it printed one)."""
+    found = _FALLBACK.search(output)
+    fallback = found.group(0).strip() if found else ""
+    return {"link_observed": observe_link(site, seeded, cache, requested, bool(fallback)),
+            "link_fallback": fallback[:160]}
+
+
+def sample_files(site: Path, seeded: set[str], most: int = _LINK_SAMPLE) -> list[Path]:
+    """A few regular files the install added (from the RECORDs, outside ``*.dist-info``,
+    whose RECORD and INSTALLER the installer writes itself)."""
+    out: list[Path] = []
+    for rec in sorted(site.glob("*.dist-info/RECORD")):
+        if rec.parent.name in seeded:
+            continue
+        with open(rec, errors="replace") as fh:
+            for line in fh:
+                rel = line.split(",", 1)[0]
+                if rel and ".dist-info/" not in rel and not rel.startswith(("..", "/")) and "__pycache__" not in rel:
+                    out.append(site / rel)
+                if len(out) >= most:
+                    return out
+    return out
+
+
+def observe_link(site: Path, seeded: set[str], cache: Path | None, requested: str = "default",
+                 fell_back: bool = False) -> str:
+    """How the installed files relate to the cache's, read from the disk: ``symlink`` (a
+    link into the cache), ``hardlink`` (the cache's own inode), ``clone`` (an inode of its
+    own, where a clone was asked for and uv reported no fall-back: a reflink shares the
+    cache's blocks, not its inode), ``copy``, ``mixed`` when the files disagree, or ``""``
+    when no installed file could be looked at."""
+    kinds: set[str] = set()
+    for path in sample_files(site, seeded):
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if path.is_symlink():
+            kinds.add("symlink")
+        elif st.st_nlink > 1 or _cache_twin(path, site, cache, st):
+            kinds.add("hardlink")
+        else:
+            kinds.add("clone" if requested == "clone" and not fell_back else "copy")
+    if not kinds:
+        return ""
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _cache_twin(path: Path, site: Path, cache: Path | None, st: os.stat_result) -> bool:
+    """The same file (device and inode) sits in uv's unpacked-wheel cache (``archive-v0``)."""
+    if cache is None:
+        return False
+    rel = path.relative_to(site)
+    for twin in cache.glob(f"archive-v*/*/{rel}"):
+        try:
+            t = twin.stat()
+        except OSError:
+            continue
+        if (t.st_dev, t.st_ino) == (st.st_dev, st.st_ino):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- tools the configs need
+def tools_problem(installer: str, creator: str, python: str | None) -> str | None:
+    """Why a config's installer and venv creator cannot run here, or None (checked before
+    the first trial, so that a missing tool never fails a run midway)."""
+    import importlib.util
+
+    if installer == "uv" and uv_binary() is None:
+        return "install with uv, which is not available: pip install 'iobench[uv]'"
+    if creator == "uv" and uv_binary() is None:
+        return "create venvs with `uv venv`, but uv is not available: pip install 'iobench[uv]'"
+    if creator == "virtualenv" and importlib.util.find_spec("virtualenv") is None:
+        return "create venvs with virtualenv, which is not installed: pip install virtualenv"
+    if creator in ("venv", "venv-without-pip"):
+        problem = _venv_module_problem(python or sys.executable, creator == "venv")
+        if problem:
+            return problem
+    if installer == "pip" and creator in ("venv-without-pip", "uv"):
+        return _outer_pip_problem()
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _venv_module_problem(python: str, ensurepip: bool) -> str | None:
+    """``python -m venv`` needs the venv module (and ensurepip, to seed pip): Debian splits
+    them into python3-venv."""
+    probe = "import venv, ensurepip" if ensurepip else "import venv"
+    r = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    if r.returncode != 0:
+        return (f"create venvs with `python -m venv`, which {python} cannot run ({probe} fails; "
+                "on Debian/Ubuntu: apt install python3-venv)")
+    return None
+
+
+def _outer_pip_problem() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    try:
+        have = Version(version("pip"))
+    except PackageNotFoundError:
+        have = None
+    need = ".".join(map(str, PIP_PYTHON_OPTION))
+    if have is None or have < Version(need):
+        return (f"install with pip into a venv without pip, which needs pip >= {need} beside iobench "
+                f"(pip --python VENV); found {have or 'none'} in {sys.executable}")
+    return None
+
+
+def check_tools(configs: Iterable[Any], python: str | None) -> None:
+    """Every installer and venv creator the configs use can run; else one line naming them."""
+    problems: dict[str, list[str]] = {}
+    for c in configs:
+        problem = tools_problem(c.installer, getattr(c, "venv_creator", "virtualenv"), python)
+        if problem:
+            problems.setdefault(problem, []).append(c.name)
+    for problem, names in problems.items():
+        raise UsageError(f"configs {', '.join(names)} {problem}")
+
 
 __all__ = [
+    "LINK_MODES",
+    "VENV_CREATORS",
+    "check_tools",
+    "has_pip",
+    "link_columns",
+    "observe_link",
     "IndexSpec",
     "InstallStep",
     "Pip",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobench import installers, metadata, procfs, redact
+from iobench import axes, installers, metadata, procfs, redact
 from iobench.errors import IOBenchError, UsageError
 from iobench.index import check_mbit
 from iobench.results import ResumeState, RunDir, utcnow
@@ -58,6 +58,7 @@ class RunPlan:
     label: str = ""
     wheelhouse: Path | None = None
     index_url: str | None = None
+    extra_index_urls: list[str] = field(default_factory=list)  # --extra-index-url, beside the index
     index_mbps: float | None = None
     python: str | None = None  # interpreter for the venvs (None: the one running iobench)
     resume: Path | None = None
@@ -115,6 +116,7 @@ def check(args: argparse.Namespace) -> RunPlan:
         from iobench.strategies import choose_method
 
         choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
+    plan.extra_index_urls = [axes.extra_index_url(u) for u in getattr(args, "extra_index_url", None) or []]
     check_index(plan)
     if meta is None:
         check_space(scenario, roles)
@@ -174,6 +176,7 @@ def _scenario(args: argparse.Namespace, state: ResumeState | None) -> tuple[Scen
                 f"scenario {scenario.name} installs synthetic wheels served by iobench; "
                 "--index-url and --wheelhouse need real packages (a scenario such as torch, or --package REQ)"
             )
+    scenario = axes.apply(scenario, args, resumed=state is not None)  # --requirements, --installer, --matrix
     if args.package:
         scenario = scenario.with_packages(args.package)
     if args.configs:
@@ -320,13 +323,7 @@ def check_results_place(results: Path, roles: dict[str, Path]) -> None:
 # ---------------------------------------------------------------- tools, space, index
 def check_tools(scenario: Scenario, python: str | None) -> None:
     """The installers and venv creator the configs need are present (before the first trial)."""
-    if any(c.installer == "uv" for c in scenario.configs) and installers.uv_binary() is None:
-        names = ", ".join(c.name for c in scenario.configs if c.installer == "uv")
-        raise UsageError(f"configs {names} install with uv, which is not available: pip install 'iobench[uv]'")
-    import importlib.util
-
-    if importlib.util.find_spec("virtualenv") is None:
-        raise UsageError("virtualenv is not installed: pip install virtualenv")
+    installers.check_tools(scenario.configs, python)
 
 
 def _space_need(scenario: Scenario) -> dict[str, float]:
@@ -369,8 +366,10 @@ def check_index(plan: RunPlan) -> None:
     if plan.index_mbps is not None and not plan.local_index:
         raise UsageError("--index-mbit needs the local index (--wheelhouse or a synthetic scenario)")
     check_mbit(plan.index_mbps)  # finite and in range, before anything is made
-    if plan.index_url:
-        check_reachable(plan.index_url)
+    if plan.extra_index_urls and plan.local_index:
+        raise UsageError("--extra-index-url goes beside a real index (PyPI or --index-url), not iobench's local one")
+    for url in filter(None, [plan.index_url, *plan.extra_index_urls]):
+        check_reachable(url)
 
 
 def check_reachable(url: str) -> None:

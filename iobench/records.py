@@ -183,6 +183,16 @@ class TrialRow:
         "an iobench lab volume): proof the restart read from the target",
         "bytes",
     )
+    venv_creator: str = text(
+        "how the venv was made: `virtualenv`, `venv` (`python -m venv`, pip via ensurepip), "
+        "`venv-without-pip` or `uv` (`uv venv`)"
+    )
+    link_mode: str = text("uv's link mode asked for (`UV_LINK_MODE`; `default`: uv's choice)")
+    link_observed: str = text(
+        "what the installed files are, read from disk: `hardlink` (the cache's inode), `symlink`, "
+        "`clone` (own inode, no fall-back reported), `copy`, or `mixed`"
+    )
+    link_fallback: str = text("uv's fall-back warning, when it printed one (e.g. failed to hardlink)")
     error: str = text("one line: why the trial failed, with the last lines of the output")
 
     # transition: callers that still index rows by column name (``row["status"]``) while

@@ -19,7 +19,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from iobench import installers, process, redact
+from iobench import axes, installers, process, redact
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
@@ -101,7 +101,7 @@ class Runner:
             source = f"synthetic profile {profile.name} ({profile.fingerprint()})"
             return IndexSpec(self.index.url, local=True), {
                 "kind": "local", "source": source, "url": self.index.url, "mbps": p.index_mbps}
-        return IndexSpec(p.index_url, local=False), {
+        return IndexSpec(p.index_url, local=False, extra_args=axes.index_args(p.extra_index_urls)), {
             "kind": "remote", "url": redact.redact(p.index_url or "(pip configuration)")}
 
     def _open_run_dir(self, index_meta: dict) -> RunDir:

@@ -42,6 +42,7 @@ CACHE_STATES = ("cold", "warm")
 ON_OFF = ("on", "off")
 KINDS = ("install",)
 _CONFIG_KEYS = {"venv", "tmpdir", "cache", "cache_state", "installer", "compile", "description", "strategy"}
+_CONFIG_KEYS |= {"venv_creator", "link_mode"}  # iobench.installers: VENV_CREATORS, LINK_MODES
 # the schema: what each table may hold (anything else is an error naming file and key)
 _TABLES = ("scenario", "defaults", "configs", "matrix")
 _SCENARIO_KEYS = (
@@ -86,6 +87,8 @@ class Config:
     compile: str = "on"
     description: str = ""
     strategy: str = "reinstall"  # iobench.strategies: where the venv lives between starts
+    venv_creator: str = "virtualenv"  # iobench.installers.VENV_CREATORS
+    link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.installers.LINK_MODES); uv only
 
     def roles(self) -> set[str]:
         return {self.venv, self.tmpdir} | ({self.cache} if self.cache != "off" else set())
@@ -255,6 +258,7 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
         compile=_choice(t.get("compile", "on"), ON_OFF, src, f"{key}.compile"),
         description=_text(t.get("description", ""), src, f"{key}.description"),
         strategy=_strategy(t, src, key),
+        **_install_axes(t, src, key),
     )
     if cfg.strategy != "reinstall":  # the strategy decides where its venv lives
         from iobench.strategies import get as get_strategy
@@ -263,6 +267,17 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
     if cfg.cache == "off" and cfg.cache_state == "warm":
         raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
     return cfg
+
+
+def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
+    """venv_creator and link_mode (a link mode is uv's: pip always copies)."""
+    from iobench.installers import LINK_MODES, VENV_CREATORS
+
+    link = _choice(t.get("link_mode", "default"), LINK_MODES, src, f"{key}.link_mode")
+    if link != "default" and t.get("installer", "pip") != "uv":
+        raise ScenarioError(f"{_where(src, key + '.link_mode')}: {link!r} is uv's; pip always copies")
+    creator = _choice(t.get("venv_creator", "virtualenv"), VENV_CREATORS, src, f"{key}.venv_creator")
+    return {"venv_creator": creator, "link_mode": link}
 
 
 def _strategy(t: dict, src: str, key: str) -> str:
@@ -305,6 +320,8 @@ def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
         full = {**defaults, **values}
         if full.get("cache") == "off" and full.get("cache_state") == "warm":
             continue  # impossible combination, not an error in a product
+        if full.get("installer", "pip") != "uv" and full.get("link_mode", "default") != "default":
+            continue  # a link mode is uv's
         if pattern:
             try:
                 name = pattern.format(**{k: full.get(k, "") for k in _CONFIG_KEYS})

@@ -73,8 +73,8 @@ class TrialContext:
     cache_mode: str = "cold"  # how the restart finds the caches (iobench.coldcache)
     pack_method: str = "auto"  # packed-venv's archive (iobench.strategies.PACK_METHODS)
 
-    def venv_argv(self, venv: Path) -> list[str]:
-        return installers.venv_command(venv, self.python)
+    def venv_argv(self, venv: Path, creator: str = "virtualenv") -> list[str]:
+        return installers.venv_command(venv, self.python, creator)
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class Trial:
         sampler = Sampler(self.ctx.sample_hz, stall_after=self.ctx.stall_after).start()
         deadline = time.monotonic() + self.ctx.trial_timeout_s
         try:
-            r = self.phase("prime-venv", self.ctx.venv_argv(venv), self.s.env, sampler, deadline)
+            r = self.phase("prime-venv", self.ctx.venv_argv(venv, self.cfg.venv_creator), self.s.env, sampler, deadline)
             stop = check(r, "priming venv")
             if stop is None:
                 step = self.installer().command(venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env)
@@ -204,7 +204,7 @@ class Trial:
         return None
 
     def create_venv(self) -> Stop | None:
-        r = self.phase("venv", self.ctx.venv_argv(self.s.venv), self.s.env)
+        r = self.phase("venv", self.ctx.venv_argv(self.s.venv, self.cfg.venv_creator), self.s.env)
         self.s.phases["venv"] = r.seconds
         stop = check(r, "venv creation")
         if stop is None:
@@ -221,6 +221,8 @@ class Trial:
         dl, inst = self.installer().split(log, r.start_wall, r.start_wall + r.seconds, r.output)
         redact.redact_file(log)  # kept under results/…/logs: a direct URL may carry credentials
         self.s.phases["download"], self.s.phases["install"] = dl, inst
+        if r.ok:  # what the installer did with the files: hard links, copies, symlinks (uv's link mode)
+            fill(self.row, **installers.link_columns(r.output, self.s.site, self.s.seeded, self.s.cache, self.cfg.link_mode))
         self.s.download_end = None if dl is None else (r.start - self.s.t0) + dl
         if dl is None and r.ok:
             self.ctx.progress.message(f"  {self.tid}: {self.cfg.installer}'s log has no phase marks; "
@@ -250,7 +252,7 @@ class Trial:
 
     # ------------------------------------------------------------------ helpers
     def installer(self) -> installers.Pip | installers.Uv:
-        return installers.get_installer(self.cfg.installer)
+        return installers.get_installer(self.cfg.installer, self.cfg.link_mode)
 
     def phase(
         self, name: str, argv: list[str], env: dict[str, str], sampler: Sampler | None = None,
@@ -333,6 +335,8 @@ def identity_row(ctx: TrialContext, spec: TrialSpec) -> TrialRow:
         cache_state=cfg.cache_state,
         installer=cfg.installer,
         compile=cfg.compile,
+        venv_creator=cfg.venv_creator,
+        link_mode=cfg.link_mode,
         started_at=utcnow(),
     )
 

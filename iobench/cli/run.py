@@ -55,6 +55,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--index-mbps", dest="index_mbps", type=positive_float,
                       help=argparse.SUPPRESS)  # deprecated spelling of --index-mbit (same unit)
     what.add_argument("--python", metavar="PATH", help="interpreter for the venvs (default: the one running iobench)")
+    _add_axes(what)
     out = p.add_argument_group("results and output")
     out.add_argument("--results", type=Path, metavar="DIR", help="where run folders go (default: ./results)")
     out.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run with the trials not yet done")
@@ -90,6 +91,21 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
     add_cost_arguments(p)
     p.set_defaults(func=run_command)
+
+
+def _add_axes(what: argparse._ArgumentGroup) -> None:
+    """Axes crossed with the scenario's configs, requirement files and extra indexes (iobench.axes)."""
+    from iobench.axes import matrix_spec
+
+    what.add_argument("--installer", metavar="pip,uv", help="cross every config with these installers")
+    what.add_argument("--venv-creator", metavar="C1,C2",
+                      help="cross every config with these venv creators: virtualenv, venv, venv-without-pip, uv")
+    what.add_argument("--matrix", type=matrix_spec, action="append", default=[], metavar="KEY=V1,V2",
+                      help="cross every config with this axis (repeatable), e.g. link_mode=hardlink,copy,symlink")
+    what.add_argument("--requirements", "-r", type=Path, metavar="FILE",
+                      help="install the requirements of this pip -r file instead of the scenario's packages")
+    what.add_argument("--extra-index-url", action="append", default=[], metavar="URL",
+                      help="a further index beside PyPI or --index-url (repeatable), e.g. the torch CUDA index")
 
 
 def _make_progress(args: argparse.Namespace) -> Any:
