@@ -138,7 +138,10 @@ def env_for(
             pairs.append(("UV_NO_CACHE", "1"))
         else:
             pairs.append(("UV_CACHE_DIR", place(cache_role, "uv-cache")))
-            if same_filesystem(roles, cache_role, venv_role) is False:
+            link = str(config.get("link_mode") or "default")
+            if link != "default":  # the measured link mode (iobench.installers.LINK_MODES)
+                pairs.append(("UV_LINK_MODE", link))
+            elif same_filesystem(roles, cache_role, venv_role) is False:
                 pairs.append(("UV_LINK_MODE", "copy"))
                 notes.append(
                     f"the uv cache ({cache_role}) and the venv ({venv_role}) are on different "
@@ -151,6 +154,11 @@ def env_for(
                      else ("PIP_CACHE_DIR", place(cache_role, "pip-cache")))  # fmt: skip
         if str(config.get("compile")) == "off":
             pairs.append(("PIP_NO_COMPILE", "1"))
+    if str(config.get("compile")) == "off":
+        notes.append(
+            "bytecode is not compiled at install: that cost moves to the first import, which every "
+            "cold restart with a fresh venv pays again (measured here in the import phase)"
+        )
     return pairs, notes
 
 
