@@ -75,14 +75,29 @@ def plan_lines(plan: Any) -> list[str]:
         + (f", {plan.resume} continued" if plan.resume is not None else "")
         + ")"
         + (f"; limit {plan.trial_timeout_s:.0f} s each" if plan.trial_timeout_s else ""),
-        f"downloads {cold} cold install(s) download every package, {len(warm)} warm trial(s) "
-        f"download nothing after {len(warm)} untimed priming install(s); from {_source(plan)}",
+        f"downloads {cold} cold install(s) download every package"
+        + (
+            f", {len(warm)} warm trial(s) download nothing after {len(warm)} untimed priming install(s)"
+            if warm
+            else ""
+        )
+        + f"; from {_source(plan)}",
+        *(
+            ["events    each trial is a first start, then a restart from what its strategy kept"]
+            if getattr(sc, "lifecycle", False)
+            else []
+        ),
         "roles",
         *role_lines(plan),
         "configs",
         *(
             f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} {c.cache_state} "
             f"{c.installer} compile={c.compile}"
+            + (
+                f" strategy={c.strategy}"
+                if getattr(c, "strategy", "reinstall") != "reinstall"
+                else ""
+            )
             for c in sc.configs
         ),
         ("order     " if plan.resume is not None else "order     (a new run draws its own seed) ")
