@@ -1,0 +1,141 @@
+"""Start-up strategies end to end: first start and restart of real venvs, on the lab volume
+(the target) and a tmpfs (tmp), read back from trials.csv; and --resume across strategies."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.files import TINY_PROFILE, only_run_dir, read_csv
+
+from iobench.__main__ import main
+
+pytestmark = [pytest.mark.e2e]
+
+
+def scenario(tmp_path: Path, strategies: list[str], repeats: int = 1) -> Path:
+    path = tmp_path / "life.toml"
+    path.write_text(f"""
+[scenario]
+name = "life"
+packages = ["tiny-core"]
+wheels = "{TINY_PROFILE}"
+ready = "import tiny_core; tiny_core.check()"
+repeats = {repeats}
+size_mb = 10
+
+[defaults]
+venv = "tmp"
+tmpdir = "tmp"
+cache = "target"
+
+[matrix]
+strategy = {json.dumps(strategies)}
+name = "{{strategy}}"
+""")
+    return path
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a tmpfs (/dev/shm), removed afterwards."""
+    if not os.access("/dev/shm", os.W_OK):
+        pytest.skip("/dev/shm is not writable here")
+    path = Path("/dev/shm") / f"iobench-test-{os.getpid()}-{tmp_path.name}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def slow(tmp_path: Path) -> Iterator[Path]:
+    """The lab volume; the kernel may keep its names a minute (cache_s=60), so that a warm
+    restart finds them cached and only the flush of a cold one sends the lookups to it."""
+    from iobench.lab.manage import lab_unavailable_reason
+    from iobench.lab.testing import slow_volume
+
+    reason = lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with slow_volume(tmp_path, latency_ms=3.0, cache_s=60) as mnt:
+        yield mnt
+
+
+def run(scen: Path, target: Path, tmp: Path, results: Path, *extra: str) -> dict[str, dict[str, str]]:
+    rc = main(["run", "--scenario", str(scen), "--target", str(target), "--tmp", str(tmp),
+               "--results", str(results), "--no-report", "--quiet", *extra])
+    run_dir = only_run_dir(results)
+    rows = read_csv(run_dir / "trials.csv")
+    assert rc == 0, rows
+    return {r["config"]: r for r in rows}
+
+
+def nothing_left(*roles: Path) -> None:
+    for role in roles:
+        left = {p.name for p in (role / ".iobench-scratch").iterdir()}
+        assert left <= {".iobench-sentinel", "lock.json"}, left
+    mounts = Path("/proc/self/mounts").read_text()
+    for role in roles:
+        assert f" {role}/" not in mounts, mounts  # no squashfs image left mounted below a role
+
+
+@pytest.mark.lab
+def test_a_persistent_venv_restart_reads_the_volume_and_is_slower_cold(slow: Path, tmpfs: Path, tmp_path: Path) -> None:
+    scen = scenario(tmp_path, ["persistent-venv"])
+    cold = run(scen, slow, tmpfs, tmp_path / "cold")["persistent-venv"]
+    warm = run(scen, slow, tmpfs, tmp_path / "warm", "--cache-mode", "warm")["persistent-venv"]
+    assert cold["status"] == warm["status"] == "ok"
+    assert cold["strategy"] == "persistent-venv" and cold["venv_role"] == "target"
+    assert (cold["cache_mode"], cold["cold_method"]) == ("cold", "lab-flush")
+    assert (warm["cache_mode"], warm["cold_method"]) == ("warm", "none")
+    # the lab daemon counted what the restart read from the volume
+    assert int(cold["restart_target_read_bytes"]) > 0
+    assert float(cold["restart_s"]) > float(warm["restart_s"]), (cold["restart_s"], warm["restart_s"])
+    assert int(cold["stored_bytes"]) > 1_000_000  # the venv itself stays on the volume
+    nothing_left(slow, tmpfs)
+
+
+@pytest.mark.lab
+def test_packed_and_copied_venvs_are_restored_ready_and_leave_nothing(slow: Path, tmpfs: Path, tmp_path: Path) -> None:
+    rows = run(scenario(tmp_path, ["packed-venv", "copied-venv"]), slow, tmpfs, tmp_path / "r")
+    for name in ("packed-venv", "copied-venv"):
+        row = rows[name]
+        assert row["status"] == "ok", row["error"]  # the ready check of the restored venv passed
+        assert row["venv_role"] == "tmp"
+        assert float(row["restore_s"]) > 0 and float(row["restart_s"]) >= float(row["restore_s"])
+        assert float(row["first_start_s"]) > float(row["time_to_ready_s"])  # the persist step counts
+        assert int(row["stored_bytes"]) > 0 and row["persist_method"]
+        assert row["cold_method"] == "lab-flush" and int(row["restart_target_read_bytes"]) > 0
+    assert rows["copied-venv"]["persist_method"] == "copy"
+    assert rows["copied-venv"]["restore_command"].startswith("cp -a ")
+    nothing_left(slow, tmpfs)
+
+
+def test_resume_runs_the_missing_trials_of_every_strategy(tmp_path: Path) -> None:
+    target, tmp = tmp_path / "target", tmp_path / "tmp"
+    target.mkdir()
+    tmp.mkdir()
+    names = ["reinstall", "persistent-venv", "packed-venv"]
+    first = run(scenario(tmp_path, names), target, tmp, tmp_path / "r")
+    assert set(first) == set(names) and all(r["status"] == "ok" for r in first.values())
+    assert all(float(r["restart_s"]) > 0 for r in first.values())
+    run_dir = only_run_dir(tmp_path / "r")
+    # an interrupted run: the last trial's row is gone, meta.json says interrupted
+    lines = (run_dir / "trials.csv").read_text().splitlines(keepends=True)
+    dropped = lines[-1].split(",")[1]
+    (run_dir / "trials.csv").write_text("".join(lines[:-1]))
+    meta = json.loads((run_dir / "meta.json").read_text())
+    (run_dir / "meta.json").write_text(json.dumps({**meta, "status": "interrupted"}))
+    assert main(["run", "--resume", str(run_dir), "--no-report", "--quiet"]) == 0
+    rows = read_csv(run_dir / "trials.csv")
+    assert sorted(r["trial_id"] for r in rows) == sorted(f"{n}-r1" for n in names)
+    again = next(r for r in rows if r["trial_id"] == dropped)
+    assert again["status"] == "ok" and again["strategy"] == dropped.removesuffix("-r1")
+    assert float(again["restart_s"]) > 0
+    nothing_left(target, tmp)
