@@ -93,6 +93,8 @@ def plan_lines(plan: Any) -> list[str]:
         *(
             f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} {c.cache_state} "
             f"{c.installer} compile={c.compile}"
+            + (f" venv_creator={c.venv_creator}" if c.venv_creator != "virtualenv" else "")
+            + (f" link_mode={c.link_mode}" if c.link_mode != "default" else "")
             + (
                 f" strategy={c.strategy}"
                 if getattr(c, "strategy", "reinstall") != "reinstall"
