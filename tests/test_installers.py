@@ -252,3 +252,14 @@ def test_run_across_installers_link_modes_and_creators_on_two_filesystems(tmpfs,
         assert float(r["venv_s"]) > 0 and int(r["files_installed"]) > 0
     # python -m venv seeds pip through ensurepip: its venv phase does more than one without pip
     assert float(rows["naive_pip_by-venv"]["venv_s"]) > float(rows["naive_uv_by-uv_link-hardlink"]["venv_s"])
+
+
+def test_extra_index_beside_the_local_index_is_refused_before_anything_is_made(tmp_path: Path, capsys) -> None:
+    results = tmp_path / "results"
+    (tmp_path / "t").mkdir()
+    (tmp_path / "s").mkdir()
+    rc = main(["run", "--scenario", str(TINY), "--extra-index-url", "https://me:hunter2@127.0.0.1:9/simple",
+               "--target", str(tmp_path / "t"), "--tmp", str(tmp_path / "s"), "--results", str(results),
+               "--no-report", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and not results.exists() and "beside a real index" in err and "hunter2" not in err
