@@ -112,6 +112,7 @@ class Runner:
             run_id = self.run_id = (p.resume_meta or rd.meta()).run_id
             self._lock_target(run_id)
             rd.update_meta(status="running", resumed_at=utcnow(), order_seed=p.order_seed)
+            rd.ensure_folders()  # a copied run folder may have lost its empty logs/
         else:
             run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
             self._lock_target(run_id)
