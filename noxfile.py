@@ -102,11 +102,8 @@ def _venv_bin(venv: Path, name: str) -> str:
     return str(venv / "bin" / name)
 
 
-@nox.session(python=PYTHON)
-def package(session: nox.Session) -> None:
-    """Build sdist + wheel, check them, install the wheel in a fresh venv and run iobench from it."""
-    session.install("build>=1.2", "twine>=5.1", "check-wheel-contents>=0.6")
-    work = Path(tempfile.mkdtemp(prefix="iobench-package-"))
+def _build_and_check(session: nox.Session, work: Path) -> tuple[str, Path]:
+    """Build sdist then wheel (from the sdist), check both; return the wheel and the unpacked sdist."""
     dist = work / "dist"
     # sdist first, then the wheel built from the unpacked sdist: a file the sdist lacks fails here
     session.run("python", "-m", "build", "--outdir", str(dist), ".")
@@ -126,47 +123,40 @@ def package(session: nox.Session) -> None:
     ]
     if lacking:
         session.error(f"the sdist lacks {', '.join(lacking)}")
+    return wheels[0], next((work / "sdist").iterdir())
+
+
+def _use_the_wheel(session: nox.Session, work: Path, wheel: str, sdist_root: Path) -> None:
+    """Install the wheel in a fresh venv, run iobench from it, and the sdist's CLI tests against it."""
     venv = work / "venv"
     session.run("python", "-m", "venv", str(venv))
-    session.run(
-        _venv_bin(venv, "python"), "-m", "pip", "install", "-q", f"{wheels[0]}[test]", external=True
-    )
-    iobench = _venv_bin(venv, "iobench")
+    python, iobench = _venv_bin(venv, "python"), _venv_bin(venv, "iobench")
+    session.run(python, "-m", "pip", "install", "-q", f"{wheel}[test]", external=True)
     session.run(iobench, "--help", external=True, silent=True)
     session.run(iobench, "scenarios", external=True)
-    run_here = work / "run"
+    run_here, results = work / "run", str(work / "results")
     run_here.mkdir()
-    session.run(
-        iobench,
-        "run",
-        "--configs",
-        "venv-on-tmp",
-        "--repeats",
-        "1",
-        "--target",
-        str(run_here),
-        "--tmp",
-        str(run_here),
-        "--results",
-        str(work / "results"),
-        "--quiet",
-        external=True,
-    )
-    session.run(iobench, "list", str(work / "results"), external=True)
-    # the sdist's own quick CLI tests, against the installed wheel: the venv's pytest does not
-    # put the current folder on sys.path, so `import iobench` is the wheel's, not the sdist's
-    with session.chdir(next((work / "sdist").iterdir())):
-        session.run(
-            _venv_bin(venv, "pytest"),
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "-m",
-            "not e2e and not lab",
-            "tests/test_cli.py",
-            external=True,
-        )
-    shutil.rmtree(work, ignore_errors=True)
+    tiny = ["--configs", "venv-on-tmp", "--repeats", "1", "--target", str(run_here)]
+    tiny += ["--tmp", str(run_here), "--results", results, "--quiet"]
+    session.run(iobench, "run", *tiny, external=True)
+    session.run(iobench, "list", results, external=True)
+    # the venv's pytest does not put the current folder on sys.path, so `import iobench` is
+    # the wheel's, not the sdist's
+    with session.chdir(sdist_root):
+        quick = ["-p", "no:cacheprovider", "-q", "-m", "not e2e and not lab", "tests/test_cli.py"]
+        session.run(_venv_bin(venv, "pytest"), *quick, external=True)
+
+
+@nox.session(python=PYTHON)
+def package(session: nox.Session) -> None:
+    """Build sdist + wheel, check them, install the wheel in a fresh venv and run iobench from it."""
+    session.install("build>=1.2", "twine>=5.1", "check-wheel-contents>=0.6")
+    work = Path(tempfile.mkdtemp(prefix="iobench-package-"))
+    try:
+        wheel, sdist_root = _build_and_check(session, work)
+        _use_the_wheel(session, work, wheel, sdist_root)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @nox.session(python=PYTHON)
