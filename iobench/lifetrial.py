@@ -85,6 +85,7 @@ class Restart:
             return
         if self.store is None:
             raise RestartFailed(f"{self.cfg.strategy} keeps its venv on the target, and this run has no target role")
+        self.store.parent.mkdir(exist_ok=True)  # the trial's target folder, when the config uses no target
         step = strategies.persist(self.cfg.strategy, self.s.venv, self.store, self.ctx.pack_method,
                                   run=self.runner("persist"))
         assert step is not None
