@@ -56,6 +56,16 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                       help=argparse.SUPPRESS)  # deprecated spelling of --index-mbit (same unit)
     what.add_argument("--python", metavar="PATH", help="interpreter for the venvs (default: the one running iobench)")
     _add_axes(what)
+    _add_output(p)
+    _add_limits(p)
+    from iobench.cost import add_cost_arguments
+
+    add_cost_arguments(p)
+    p.set_defaults(func=run_command)
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    """Where results go, what is printed and exported, and what the exit status says."""
     out = p.add_argument_group("results and output")
     out.add_argument("--results", type=Path, metavar="DIR", help="where run folders go (default: ./results)")
     out.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run with the trials not yet done")
@@ -72,6 +82,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     loud = out.add_mutually_exclusive_group()
     loud.add_argument("--quiet", "-q", action="store_true", help="only failures and the final table")
     loud.add_argument("--verbose", "-v", action="store_true", help="a line for every phase")
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    """Sampling, stall and time limits, and the start-up strategies' options."""
     how = p.add_argument_group("sampling and limits")
     how.add_argument("--sample-hz", type=positive_float, default=10.0, metavar="HZ", help="sampling rate (default: 10)")
     how.add_argument("--stall-after", type=positive_float, default=30.0, metavar="S",
@@ -87,10 +101,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                       help="how a restart finds the caches of what the strategy kept (default: cold)")
     life.add_argument("--pack-method", choices=("auto", "squashfs", "tar+zstd", "tar"), default="auto",
                       help="packed-venv's archive (default: the best this machine can mount or unpack)")
-    from iobench.cost import add_cost_arguments
-
-    add_cost_arguments(p)
-    p.set_defaults(func=run_command)
 
 
 def _add_axes(what: argparse._ArgumentGroup) -> None:
