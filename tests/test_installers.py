@@ -263,3 +263,25 @@ def test_extra_index_beside_the_local_index_is_refused_before_anything_is_made(t
                "--no-report", "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and not results.exists() and "beside a real index" in err and "hunter2" not in err
+
+
+@pytest.mark.e2e
+def test_run_installs_a_requirements_file_and_refuses_a_bad_one(tmp_path: Path, capsys) -> None:
+    import json
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "s").mkdir()
+    req = tmp_path / "req.txt"
+    req.write_text("# the app\ntiny-core  # from the local index\n")
+    common = ["run", "--scenario", str(TINY), "--configs", "nocache", "--target", str(tmp_path / "t"),
+              "--tmp", str(tmp_path / "s"), "--no-report", "--quiet"]
+    assert main([*common, "--results", str(tmp_path / "results"), "--requirements", str(req)]) == 0
+    run = only_run_dir(tmp_path / "results")
+    assert json.loads((run / "meta.json").read_text())["scenario"]["packages"] == ["tiny-core"]
+    assert [r["status"] for r in read_csv(run / "trials.csv")] == ["ok"]
+    req.write_text("tiny-core\ntiny_core ===\n")
+    capsys.readouterr()
+    assert main([*common, "--results", str(tmp_path / "bad"), "--requirements", str(req)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{req}:2: 'tiny_core ===': not a requirement" in err[0]
+    assert not (tmp_path / "bad").exists()
