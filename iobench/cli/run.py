@@ -105,7 +105,11 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
 
 def _add_axes(what: argparse._ArgumentGroup) -> None:
     """Axes crossed with the scenario's configs, requirement files and extra indexes (iobench.axes)."""
-    from iobench.axes import matrix_spec
+
+    def matrix_spec(text: str) -> Any:  # iobench.axes imports the scenario code: not for --help
+        from iobench.axes import matrix_spec as parse
+
+        return parse(text)
 
     what.add_argument("--installer", metavar="pip,uv", help="cross every config with these installers")
     what.add_argument("--venv-creator", metavar="C1,C2",
