@@ -121,3 +121,74 @@ def test_chart_with_free_storage_and_a_free_start_uses_a_linear_axis(tmp_path: P
     free = LifeFigures("free", first_s=0, restart_s=0)
     chart = plot_lifecycle([free, REINSTALL], Prices(3.6), tmp_path / "c.png")
     assert chart.path.stat().st_size > 1000 and chart.crossings == ()
+
+
+# ---- strategies in scenarios and the report's section ------------------------------------------
+
+
+def test_a_strategy_key_places_the_venv_and_makes_the_scenario_measure_restarts(tmp_path) -> None:
+    import pytest as _pytest
+
+    from iobench.errors import ScenarioError
+    from iobench.scenario import load_scenario
+
+    base = ('[scenario]\nname = "s"\npackages = ["x"]\nready = "import x"\nrepeats = 1\n'
+            '[defaults]\nvenv = "tmp"\ntmpdir = "tmp"\ncache = "tmp"\n')
+    path = tmp_path / "s.toml"
+    path.write_text(base + '[matrix]\nstrategy = ["reinstall", "persistent-venv", "packed-venv"]\nname = "{strategy}"\n')
+    s = load_scenario(path)
+    assert s.lifecycle
+    assert {c.name: c.venv for c in s.configs} == {"reinstall": "tmp", "persistent-venv": "target", "packed-venv": "tmp"}
+    path.write_text(base + "[configs.a]\n")
+    assert not load_scenario(path).lifecycle  # no strategy: first start only, as before
+    path.write_text(base + '[configs.a]\nstrategy = "frozen-venv"\n')
+    with _pytest.raises(ScenarioError, match=r"configs\.a\.strategy: 'frozen-venv' is not one of reinstall"):
+        load_scenario(path)
+
+
+def _trials() -> object:
+    import pandas as pd
+
+    scratch = "/vol/.iobench-scratch/run-1/packed-venv-r1"
+    rows = [
+        {"config": "reinstall", "strategy": "reinstall", "status": "ok", "first_start_s": 20.0,
+         "restart_s": 18.0, "stored_bytes": 0, "cold_method": "none", "cache_mode": "cold"},
+        {"config": "persistent-venv", "strategy": "persistent-venv", "status": "ok", "first_start_s": 40.0,
+         "restart_s": 6.0, "stored_bytes": 2e9, "cold_method": "lab-flush", "cache_mode": "cold",
+         "restart_target_read_bytes": 5e8},
+        {"config": "packed-venv", "strategy": "packed-venv", "status": "ok", "first_start_s": 25.0,
+         "restart_s": 3.0, "stored_bytes": 1e9, "cold_method": "lab-flush", "cache_mode": "cold",
+         "persist_method": "tar", "persist_command": f"tar -C /tmp/x -cf {scratch}/store/venv.tar venv",
+         "restore_command": f"tar -C /tmp/x -xf {scratch}/store/venv.tar"},
+        {"config": "packed-venv", "strategy": "packed-venv", "status": "failed", "first_start_s": 1.0,
+         "restart_s": None},
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_the_report_section_ranks_at_the_users_starts_and_prints_only_measured_lines() -> None:
+    from iobench.report.lifecycle_report import build_section
+
+    at_100 = build_section(_trials(), 3.6, 100, "runpod")  # type: ignore[arg-type]
+    assert [r["config"] for r in at_100.rows] == ["reinstall", "persistent-venv", "packed-venv"]
+    assert at_100.best == "packed-venv"
+    text = "\n".join(at_100.lines)
+    # packed: 25 s + 99 x 3 s = 322 s at $3.6/h = $0.322, + 1 GB x $0.07
+    assert "packed-venv: $0.392/month (GPU idle $0.322, storage $0.070" in text, text
+    assert "# once, after installing on tmp:  tar -C /tmp/x -cf /vol/store/venv.tar venv" in text
+    assert "# at every start:                 tar -C /tmp/x -xf /vol/store/venv.tar" in text
+    assert ".iobench-scratch" not in text and "python -m venv" not in text
+    assert "Trade-off: lost at restart: the venv on tmp" in text
+    # one start a month: reinstall's 20 s beat packed's 25 s plus its storage
+    assert build_section(_trials(), 3.6, 1, "runpod").best == "reinstall"  # type: ignore[arg-type]
+    no_price = build_section(_trials(), None, 30, None)  # type: ignore[arg-type]
+    assert any("ranked by GPU idle time" in line for line in no_price.lines)
+
+
+def test_a_run_without_restarts_has_no_section() -> None:
+    import pandas as pd
+
+    from iobench.report.lifecycle_report import build_section
+
+    frame = pd.DataFrame([{"config": "naive", "status": "ok", "time_to_ready_s": 3.0}])
+    assert build_section(frame, 2.0, 30, None).rows == []
