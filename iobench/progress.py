@@ -36,6 +36,8 @@ def trial_line(k: int, n: int, row: TrialRow) -> str:
         f"{row.status:<11}",
         f"ready {ttr:7.2f} s" if ttr is not None else "ready       - ",
     ]
+    if getattr(row, "restart_s", None) is not None:  # a start-up strategy: both events side by side
+        parts.append(f"first start {row.first_start_s or 0:.2f} s, restart {row.restart_s:.2f} s ({row.cold_method})")
     if row.status == "ok":
         parts.append("(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")")
         parts.append(f"wrote {fmt_bytes(row.write_bytes)} in {row.write_calls or 0} calls")

@@ -161,6 +161,9 @@ def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
     if not section.rows:
         return page
     result.lifecycle = section.lines
+    from iobench.report.lifecycle_report import write_csv
+
+    result.paths["lifecycle_csv"] = write_csv(section, result.out_dir / "lifecycle.csv")
     chart = None
     if section.prices is not None and len(section.figures) > 1:
         drawn = plot_lifecycle(section.figures, section.prices, result.out_dir / "lifecycle.png",

@@ -9,6 +9,7 @@ printed: the persist and restore lines recorded in the rows.
 
 from __future__ import annotations
 
+import csv
 import html
 import math
 import re
@@ -137,6 +138,27 @@ def build_section(trials: pd.DataFrame, price_usd_per_hour: float | None, starts
     lines = ["Start-up strategies: first start and restart (medians)", *side_by_side(rows), "",
              *summary_lines(rec, figures), *script_lines(best), *notes]
     return LifecycleSection(rows, lines, figures, prices, starts, rec.best.strategy)
+
+
+CSV_COLUMNS = ("config", "strategy", "n", "first_start_s", "restart_s", "stored_bytes",
+               "restart_target_read_bytes", "cache_mode", "cold_method", "monthly_usd", "starts")
+
+
+def write_csv(section: LifecycleSection, path: Path) -> Path:
+    """lifecycle.csv: a line per config, first start and restart side by side, and its month."""
+    from iobench.lifecycle import monthly
+
+    prices = section.prices or Prices(1.0)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for r, fig in zip(section.rows, section.figures):
+            month = monthly(fig, section.starts, prices).total_usd
+            w.writerow([r["config"], r["strategy"], r["n"], f"{r['first_s']:.4f}", f"{r['restart_s']:.4f}",
+                        "" if math.isnan(r["stored_bytes"]) else int(r["stored_bytes"]),
+                        "" if math.isnan(r["target_read"]) else int(r["target_read"]),
+                        r["cache_mode"], r["cold_method"], f"{month:.6f}", f"{section.starts:g}"])
+    return path
 
 
 def html_block(section: LifecycleSection, chart: Path | None) -> str:
