@@ -48,7 +48,11 @@ class Restart:
         self.t = trial
         self.ctx, self.cfg, self.row, self.s = trial.ctx, trial.cfg, trial.row, trial.s
         self.strategy = strategies.get(self.cfg.strategy)
-        self.store = self.ctx.scratch[TARGET].run_root / trial.tid / "store" if TARGET in self.ctx.scratch else None
+        self.store = (
+            self.ctx.scratch[TARGET].run_root / trial.tid / "store"
+            if TARGET in self.ctx.scratch
+            else None
+        )
         self.sampler = Sampler(self.ctx.sample_hz, stall_after=self.ctx.stall_after)
         self.restored: StepResult | None = None
 
@@ -84,13 +88,29 @@ class Restart:
             fill(self.row, first_start_s=first, stored_bytes=self.kept_bytes())
             return
         if self.store is None:
-            raise RestartFailed(f"{self.cfg.strategy} keeps its venv on the target, and this run has no target role")
-        self.store.parent.mkdir(exist_ok=True)  # the trial's target folder, when the config uses no target
-        step = strategies.persist(self.cfg.strategy, self.s.venv, self.store, self.ctx.pack_method,
-                                  run=self.runner("persist"))
+            raise RestartFailed(
+                f"{self.cfg.strategy} keeps its venv on the target, and this run has no target role"
+            )
+        self.store.parent.mkdir(
+            exist_ok=True
+        )  # the trial's target folder, when the config uses no target
+        step = strategies.persist(
+            self.cfg.strategy,
+            self.s.venv,
+            self.store,
+            self.ctx.pack_method,
+            run=self.runner("persist"),
+        )
         assert step is not None
-        fill(self.row, first_start_s=first + step.seconds, persist_method=step.method, persist_tool=step.tool,
-             persist_command=step.command, persist_s=step.seconds, stored_bytes=step.bytes)
+        fill(
+            self.row,
+            first_start_s=first + step.seconds,
+            persist_method=step.method,
+            persist_tool=step.tool,
+            persist_command=step.command,
+            persist_s=step.seconds,
+            stored_bytes=step.bytes,
+        )
 
     def kept_bytes(self) -> int | None:
         """What reinstall (its cache on the target) or persistent-venv (the venv) keeps."""
@@ -106,22 +126,35 @@ class Restart:
 
         self.empty_local_roles()
         cold_path = self.cold_path()
-        cold = (coldcache.make_cold(cold_path, self.ctx.cache_mode) if cold_path is not None
-                else coldcache.ColdResult("none", "", 0.0, "nothing kept on the target"))
+        cold = (
+            coldcache.make_cold(cold_path, self.ctx.cache_mode)
+            if cold_path is not None
+            else coldcache.ColdResult("none", "", 0.0, "nothing kept on the target")
+        )
         fill(self.row, cold_method=cold.method, cold_warm_left=cold.warm_left)
         before = coldcache.lab_counters(cold_path) if cold_path is not None else None
         t0 = time.monotonic()
         if self.cfg.strategy == "reinstall":
             self.reinstall()
         elif self.store is not None:
-            self.restored = strategies.restore(self.cfg.strategy, self.store, self.s.venv, run=self.runner("restore"))
-        r = self.t.phase("restart-import", [str(self.s.venv / "bin" / "python"), "-c", self.ctx.ready],
-                         self.s.env, self.sampler)
+            self.restored = strategies.restore(
+                self.cfg.strategy, self.store, self.s.venv, run=self.runner("restore")
+            )
+        r = self.t.phase(
+            "restart-import",
+            [str(self.s.venv / "bin" / "python"), "-c", self.ctx.ready],
+            self.s.env,
+            self.sampler,
+        )
         self.ok(r, "ready check")
         fill(self.row, restart_s=r.end - t0, restart_import_s=r.seconds)
         if self.restored is not None:
             fill(self.row, restore_s=self.restored.seconds, restore_command=self.restored.command)
-        after = coldcache.lab_counters(cold_path) if before is not None else None
+        after = (
+            coldcache.lab_counters(cold_path)
+            if before is not None and cold_path is not None
+            else None
+        )
         if before is not None and after is not None:
             self.row.restart_target_read_bytes = coldcache.target_reads(before, after)["bytes_read"]
 
@@ -153,15 +186,24 @@ class Restart:
     def reinstall(self) -> None:
         """reinstall's restart: a new venv and the whole install (bytecode included)."""
         t, venv = self.t, self.s.venv
-        self.ok(t.phase("restart-venv", self.ctx.venv_argv(venv), self.s.env, self.sampler), "venv creation")
+        self.ok(
+            t.phase("restart-venv", self.ctx.venv_argv(venv), self.s.env, self.sampler),
+            "venv creation",
+        )
         site = installers.site_packages(venv)
         before = {p.name for p in site.iterdir()}
         log = self.ctx.logs / f"{t.tid}.restart.log"
-        step = t.installer().command(venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env)
+        step = t.installer().command(
+            venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env
+        )
         r = t.phase("restart-install", step.argv, step.env, self.sampler)
         redact.redact_file(log)
         self.ok(r, self.cfg.installer)
-        added = sorted(site / n for n in {p.name for p in site.iterdir()} - before if not n.endswith(".dist-info"))
+        added = sorted(
+            site / n
+            for n in {p.name for p in site.iterdir()} - before
+            if not n.endswith(".dist-info")
+        )
         if self.cfg.compile == "on" and added:
             argv = installers.compile_command(venv, added, parallel=self.cfg.installer == "uv")
             r = t.phase("restart-compile", argv, self.s.env, self.sampler)
@@ -171,6 +213,7 @@ class Restart:
     # ------------------------------------------------------------------ helpers
     def runner(self, name: str) -> strategies.Runner:
         """A strategies runner that runs each command as a sampled, watched trial phase."""
+
         def run(argv: Sequence[str]) -> None:
             r = self.t.phase(name, list(argv), self.s.env, self.sampler)
             if not r.ok:
@@ -180,6 +223,7 @@ class Restart:
                 if stop is not None and stop.status == "interrupted":
                     raise KeyboardInterrupt
                 raise StrategyError(stop.error if stop else f"{argv[0]} failed")
+
         return run
 
     def ok(self, r: object, what: str) -> None:

@@ -40,7 +40,9 @@ def test_break_even_by_hand() -> None:
     # packed: 0.716 + 0.004 N; reinstall: 0.06 N  ->  N = 0.716 / 0.056
     assert lifecycle.break_even(PACKED, REINSTALL, P) == pytest.approx(0.716 / 0.056)
     n = lifecycle.break_even(PACKED, REINSTALL, P)
-    assert lifecycle.monthly(PACKED, n, P).total_usd == pytest.approx(lifecycle.monthly(REINSTALL, n, P).total_usd)
+    assert lifecycle.monthly(PACKED, n, P).total_usd == pytest.approx(
+        lifecycle.monthly(REINSTALL, n, P).total_usd
+    )
     # persistent (1.59 + 0.01 N) is above packed (0.716 + 0.004 N) for every N >= 1
     assert lifecycle.break_even(PERSISTENT, PACKED, P) is None
     same_slope = LifeFigures("x", first_s=1, restart_s=4)
@@ -56,7 +58,10 @@ def test_recommendation_depends_on_starts() -> None:
     assert many.best.total_usd == pytest.approx(0.836)
     lines = lifecycle.summary_lines(many, ALL)
     assert lines[0] == "At 30 starts a month:"
-    assert lines[1] == "  packed-venv: $0.836/month (GPU idle $0.236, storage $0.600; first start 120.0 s, restart 4.0 s)"
+    assert (
+        lines[1]
+        == "  packed-venv: $0.836/month (GPU idle $0.236, storage $0.600; first start 120.0 s, restart 4.0 s)"
+    )
     assert lines[-2:] == [
         "Cheapest: packed-venv.",
         "Break-even with reinstall: 12.8 starts a month (reinstall below it, packed-venv above).",
@@ -132,17 +137,28 @@ def test_a_strategy_key_places_the_venv_and_makes_the_scenario_measure_restarts(
     from iobench.errors import ScenarioError
     from iobench.scenario import load_scenario
 
-    base = ('[scenario]\nname = "s"\npackages = ["x"]\nready = "import x"\nrepeats = 1\n'
-            '[defaults]\nvenv = "tmp"\ntmpdir = "tmp"\ncache = "tmp"\n')
+    base = (
+        '[scenario]\nname = "s"\npackages = ["x"]\nready = "import x"\nrepeats = 1\n'
+        '[defaults]\nvenv = "tmp"\ntmpdir = "tmp"\ncache = "tmp"\n'
+    )
     path = tmp_path / "s.toml"
-    path.write_text(base + '[matrix]\nstrategy = ["reinstall", "persistent-venv", "packed-venv"]\nname = "{strategy}"\n')
+    path.write_text(
+        base
+        + '[matrix]\nstrategy = ["reinstall", "persistent-venv", "packed-venv"]\nname = "{strategy}"\n'
+    )
     s = load_scenario(path)
     assert s.lifecycle
-    assert {c.name: c.venv for c in s.configs} == {"reinstall": "tmp", "persistent-venv": "target", "packed-venv": "tmp"}
+    assert {c.name: c.venv for c in s.configs} == {
+        "reinstall": "tmp",
+        "persistent-venv": "target",
+        "packed-venv": "tmp",
+    }
     path.write_text(base + "[configs.a]\n")
     assert not load_scenario(path).lifecycle  # no strategy: first start only, as before
     path.write_text(base + '[configs.a]\nstrategy = "frozen-venv"\n')
-    with _pytest.raises(ScenarioError, match=r"configs\.a\.strategy: 'frozen-venv' is not one of reinstall"):
+    with _pytest.raises(
+        ScenarioError, match=r"configs\.a\.strategy: 'frozen-venv' is not one of reinstall"
+    ):
         load_scenario(path)
 
 
@@ -151,17 +167,47 @@ def _trials() -> object:
 
     scratch = "/vol/.iobench-scratch/run-1/packed-venv-r1"
     rows = [
-        {"config": "reinstall", "strategy": "reinstall", "status": "ok", "first_start_s": 20.0,
-         "restart_s": 18.0, "stored_bytes": 0, "cold_method": "none", "cache_mode": "cold"},
-        {"config": "persistent-venv", "strategy": "persistent-venv", "status": "ok", "first_start_s": 40.0,
-         "restart_s": 6.0, "stored_bytes": 2e9, "cold_method": "lab-flush", "cache_mode": "cold",
-         "restart_target_read_bytes": 5e8},
-        {"config": "packed-venv", "strategy": "packed-venv", "status": "ok", "first_start_s": 25.0,
-         "restart_s": 3.0, "stored_bytes": 1e9, "cold_method": "lab-flush", "cache_mode": "cold",
-         "persist_method": "tar", "persist_command": f"tar -C /tmp/x -cf {scratch}/store/venv.tar venv",
-         "restore_command": f"tar -C /tmp/x -xf {scratch}/store/venv.tar"},
-        {"config": "packed-venv", "strategy": "packed-venv", "status": "failed", "first_start_s": 1.0,
-         "restart_s": None},
+        {
+            "config": "reinstall",
+            "strategy": "reinstall",
+            "status": "ok",
+            "first_start_s": 20.0,
+            "restart_s": 18.0,
+            "stored_bytes": 0,
+            "cold_method": "none",
+            "cache_mode": "cold",
+        },
+        {
+            "config": "persistent-venv",
+            "strategy": "persistent-venv",
+            "status": "ok",
+            "first_start_s": 40.0,
+            "restart_s": 6.0,
+            "stored_bytes": 2e9,
+            "cold_method": "lab-flush",
+            "cache_mode": "cold",
+            "restart_target_read_bytes": 5e8,
+        },
+        {
+            "config": "packed-venv",
+            "strategy": "packed-venv",
+            "status": "ok",
+            "first_start_s": 25.0,
+            "restart_s": 3.0,
+            "stored_bytes": 1e9,
+            "cold_method": "lab-flush",
+            "cache_mode": "cold",
+            "persist_method": "tar",
+            "persist_command": f"tar -C /tmp/x -cf {scratch}/store/venv.tar venv",
+            "restore_command": f"tar -C /tmp/x -xf {scratch}/store/venv.tar",
+        },
+        {
+            "config": "packed-venv",
+            "strategy": "packed-venv",
+            "status": "failed",
+            "first_start_s": 1.0,
+            "restart_s": None,
+        },
     ]
     return pd.DataFrame(rows)
 

@@ -76,9 +76,25 @@ def quick(tmp_path: Path) -> Iterator[Path]:
     yield from lab(tmp_path, 0.2)  # enough to be a volume the daemon counts, cheap to copy onto
 
 
-def run(scen: Path, target: Path, tmp: Path, results: Path, *extra: str) -> dict[str, dict[str, str]]:
-    rc = main(["run", "--scenario", str(scen), "--target", str(target), "--tmp", str(tmp),
-               "--results", str(results), "--no-report", "--quiet", *extra])
+def run(
+    scen: Path, target: Path, tmp: Path, results: Path, *extra: str
+) -> dict[str, dict[str, str]]:
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(scen),
+            "--target",
+            str(target),
+            "--tmp",
+            str(tmp),
+            "--results",
+            str(results),
+            "--no-report",
+            "--quiet",
+            *extra,
+        ]
+    )
     run_dir = only_run_dir(results)
     rows = read_csv(run_dir / "trials.csv")
     assert rc == 0, rows
@@ -96,7 +112,9 @@ def nothing_left(*roles: Path) -> None:
 
 @pytest.mark.lab
 @pytest.mark.slow  # two venvs built on a volume with 3 ms per request: ~50 s each on 2 loaded cores
-def test_a_persistent_venv_restart_reads_the_volume_and_is_slower_cold(slow: Path, tmpfs: Path, tmp_path: Path) -> None:
+def test_a_persistent_venv_restart_reads_the_volume_and_is_slower_cold(
+    slow: Path, tmpfs: Path, tmp_path: Path
+) -> None:
     scen = scenario(tmp_path, ["persistent-venv"])
     cold = run(scen, slow, tmpfs, tmp_path / "cold")["persistent-venv"]
     warm = run(scen, slow, tmpfs, tmp_path / "warm", "--cache-mode", "warm")["persistent-venv"]
@@ -106,20 +124,27 @@ def test_a_persistent_venv_restart_reads_the_volume_and_is_slower_cold(slow: Pat
     assert (warm["cache_mode"], warm["cold_method"]) == ("warm", "none")
     # the lab daemon counted what the restart read from the volume
     assert int(cold["restart_target_read_bytes"]) > 0
-    assert float(cold["restart_s"]) > float(warm["restart_s"]), (cold["restart_s"], warm["restart_s"])
+    assert float(cold["restart_s"]) > float(warm["restart_s"]), (
+        cold["restart_s"],
+        warm["restart_s"],
+    )
     assert int(cold["stored_bytes"]) > 1_000_000  # the venv itself stays on the volume
     nothing_left(slow, tmpfs)
 
 
 @pytest.mark.lab
-def test_packed_and_copied_venvs_are_restored_ready_and_leave_nothing(quick: Path, tmpfs: Path, tmp_path: Path) -> None:
+def test_packed_and_copied_venvs_are_restored_ready_and_leave_nothing(
+    quick: Path, tmpfs: Path, tmp_path: Path
+) -> None:
     rows = run(scenario(tmp_path, ["packed-venv", "copied-venv"]), quick, tmpfs, tmp_path / "r")
     for name in ("packed-venv", "copied-venv"):
         row = rows[name]
         assert row["status"] == "ok", row["error"]  # the ready check of the restored venv passed
         assert row["venv_role"] == "tmp"
         assert float(row["restore_s"]) > 0 and float(row["restart_s"]) >= float(row["restore_s"])
-        assert float(row["first_start_s"]) > float(row["time_to_ready_s"])  # the persist step counts
+        assert float(row["first_start_s"]) > float(
+            row["time_to_ready_s"]
+        )  # the persist step counts
         assert int(row["stored_bytes"]) > 0 and row["persist_method"]
         assert row["cold_method"] == "lab-flush" and int(row["restart_target_read_bytes"]) > 0
     assert rows["copied-venv"]["persist_method"] == "copy"

@@ -24,13 +24,22 @@ from iobench.stats import median
 
 # the trade-off of each strategy (iobench.strategies' words; report/ imports no measuring module)
 TRADE_OFFS = {
-    "reinstall": ("the whole venv: every start installs again", "nothing: the next start installs the new list"),
-    "persistent-venv": ("nothing on the volume; the caches go cold, so every import reads the volume",
-                        "install into the venv on the volume (pip runs at volume speed)"),
-    "packed-venv": ("the venv on tmp: each restart restores it from the archive",
-                    "install on tmp, then pack again (the archive is one file: rewrite it whole)"),
-    "copied-venv": ("the venv on tmp: each restart copies the tree back file by file",
-                    "install on tmp, then copy the tree out again"),
+    "reinstall": (
+        "the whole venv: every start installs again",
+        "nothing: the next start installs the new list",
+    ),
+    "persistent-venv": (
+        "nothing on the volume; the caches go cold, so every import reads the volume",
+        "install into the venv on the volume (pip runs at volume speed)",
+    ),
+    "packed-venv": (
+        "the venv on tmp: each restart restores it from the archive",
+        "install on tmp, then pack again (the archive is one file: rewrite it whole)",
+    ),
+    "copied-venv": (
+        "the venv on tmp: each restart copies the tree back file by file",
+        "install on tmp, then copy the tree out again",
+    ),
 }
 
 
@@ -47,7 +56,9 @@ class LifecycleSection:
 
 
 def _median(frame: pd.DataFrame, col: str) -> float:
-    values = [float(v) for v in frame.get(col, pd.Series(dtype=float)) if v is not None and not pd.isna(v)]
+    values = [
+        float(v) for v in frame.get(col, pd.Series(dtype=float)) if v is not None and not pd.isna(v)
+    ]
     return median(values) if values else math.nan
 
 
@@ -63,14 +74,22 @@ def config_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
     ok = trials[(trials["status"] == "ok") & trials["restart_s"].notna()]
     out = []
     for config, t in ok.groupby("config", sort=False):
-        out.append({
-            "config": str(config), "strategy": _text(t, "strategy") or str(config), "n": len(t),
-            "first_s": _median(t, "first_start_s"), "restart_s": _median(t, "restart_s"),
-            "stored_bytes": _median(t, "stored_bytes"), "target_read": _median(t, "restart_target_read_bytes"),
-            "cold_method": _text(t, "cold_method"), "cache_mode": _text(t, "cache_mode"),
-            "persist_method": _text(t, "persist_method"), "persist_command": _text(t, "persist_command"),
-            "restore_command": _text(t, "restore_command"),
-        })
+        out.append(
+            {
+                "config": str(config),
+                "strategy": _text(t, "strategy") or str(config),
+                "n": len(t),
+                "first_s": _median(t, "first_start_s"),
+                "restart_s": _median(t, "restart_s"),
+                "stored_bytes": _median(t, "stored_bytes"),
+                "target_read": _median(t, "restart_target_read_bytes"),
+                "cold_method": _text(t, "cold_method"),
+                "cache_mode": _text(t, "cache_mode"),
+                "persist_method": _text(t, "persist_method"),
+                "persist_command": _text(t, "persist_command"),
+                "restore_command": _text(t, "restore_command"),
+            }
+        )
     return out
 
 
@@ -78,24 +97,34 @@ def prices_for(price_usd_per_hour: float | None, storage: str | None) -> tuple[P
     """The prices to rank by, and lines saying where they came from."""
     notes = []
     if price_usd_per_hour is None:
-        notes.append("No GPU price (--gpu or --gpu-price): ranked by GPU idle time, shown as if $1/hour.")
+        notes.append(
+            "No GPU price (--gpu or --gpu-price): ranked by GPU idle time, shown as if $1/hour."
+        )
         price_usd_per_hour = 1.0
     if storage is None:
-        notes.append("Storage not priced (--storage PRESET, e.g. runpod, efs, gp3): what each strategy keeps costs $0 here.")
+        notes.append(
+            "Storage not priced (--storage PRESET, e.g. runpod, efs, gp3): what each strategy keeps costs $0 here."
+        )
         return Prices(price_usd_per_hour), notes
     preset = find_storage_preset(storage)
-    notes.append(f"Storage: {preset.name} at ${preset.usd_per_gb_month:g}/GB-month ({preset.provider}, {preset.date}).")
+    notes.append(
+        f"Storage: {preset.name} at ${preset.usd_per_gb_month:g}/GB-month ({preset.provider}, {preset.date})."
+    )
     return preset.prices(price_usd_per_hour), notes
 
 
 def side_by_side(rows: list[dict[str, Any]]) -> list[str]:
     """The console table: first start and restart of each config, with the cold method."""
-    out = [f"{'config':<18} {'first start':>11} {'restart':>9} {'kept on target':>15}  restart read from target / cold"]
+    out = [
+        f"{'config':<18} {'first start':>11} {'restart':>9} {'kept on target':>15}  restart read from target / cold"
+    ]
     for r in rows:
         read = "—" if math.isnan(r["target_read"]) else f"{r['target_read'] / 1e6:,.1f} MB"
         kept = "—" if math.isnan(r["stored_bytes"]) else f"{r['stored_bytes'] / 1e6:,.1f} MB"
-        out.append(f"{r['config']:<18} {r['first_s']:>9.2f} s {r['restart_s']:>7.2f} s {kept:>15}  "
-                   f"{read} / {r['cache_mode']} ({r['cold_method']})")
+        out.append(
+            f"{r['config']:<18} {r['first_s']:>9.2f} s {r['restart_s']:>7.2f} s {kept:>15}  "
+            f"{read} / {r['cache_mode']} ({r['cold_method']})"
+        )
     return out
 
 
@@ -110,7 +139,9 @@ def user_line(command: str) -> str:
 def script_lines(row: dict[str, Any]) -> list[str]:
     """The cheapest strategy's start script: only the lines a trial ran (in the roles' folders)."""
     lost, redo = TRADE_OFFS.get(row["strategy"], ("", ""))
-    out = [f"Start script ({row['strategy']}; restore to the path the venv was built at — venvs hold absolute paths):"]
+    out = [
+        f"Start script ({row['strategy']}; restore to the path the venv was built at — venvs hold absolute paths):"
+    ]
     if row["persist_command"]:
         out.append(f"  # once, after installing on tmp:  {user_line(row['persist_command'])}")
     if row["restore_command"]:
@@ -118,30 +149,57 @@ def script_lines(row: dict[str, Any]) -> list[str]:
     elif not row["persist_command"]:
         out.append("  # no persist or restore step: the start script of the config above")
     if row["persist_method"] and not row["persist_command"]:
-        out.append(f"  # ({row['persist_method']} ran through a Python module here: no shell line was measured)")
+        out.append(
+            f"  # ({row['persist_method']} ran through a Python module here: no shell line was measured)"
+        )
     if lost:
         out.append(f"Trade-off: lost at restart: {lost}. After changing packages: {redo}.")
     return out
 
 
-def build_section(trials: pd.DataFrame, price_usd_per_hour: float | None, starts: float,
-                  storage: str | None) -> LifecycleSection:
+def build_section(
+    trials: pd.DataFrame, price_usd_per_hour: float | None, starts: float, storage: str | None
+) -> LifecycleSection:
     """Everything the report says about strategies, from the trials' rows."""
     rows = config_rows(trials)
     if not rows:
         return LifecycleSection()
     prices, notes = prices_for(price_usd_per_hour, storage)
-    figures = [LifeFigures(r["config"], r["first_s"], r["restart_s"],
-                           0.0 if math.isnan(r["stored_bytes"]) else r["stored_bytes"]) for r in rows]
+    figures = [
+        LifeFigures(
+            r["config"],
+            r["first_s"],
+            r["restart_s"],
+            0.0 if math.isnan(r["stored_bytes"]) else r["stored_bytes"],
+        )
+        for r in rows
+    ]
     rec = recommend(figures, starts, prices)
     best = next(r for r in rows if r["config"] == rec.best.strategy)
-    lines = ["Start-up strategies: first start and restart (medians)", *side_by_side(rows), "",
-             *summary_lines(rec, figures), *script_lines(best), *notes]
+    lines = [
+        "Start-up strategies: first start and restart (medians)",
+        *side_by_side(rows),
+        "",
+        *summary_lines(rec, figures),
+        *script_lines(best),
+        *notes,
+    ]
     return LifecycleSection(rows, lines, figures, prices, starts, rec.best.strategy)
 
 
-CSV_COLUMNS = ("config", "strategy", "n", "first_start_s", "restart_s", "stored_bytes",
-               "restart_target_read_bytes", "cache_mode", "cold_method", "monthly_usd", "starts")
+CSV_COLUMNS = (
+    "config",
+    "strategy",
+    "n",
+    "first_start_s",
+    "restart_s",
+    "stored_bytes",
+    "restart_target_read_bytes",
+    "cache_mode",
+    "cold_method",
+    "monthly_usd",
+    "starts",
+)
 
 
 def write_csv(section: LifecycleSection, path: Path) -> Path:
@@ -154,10 +212,21 @@ def write_csv(section: LifecycleSection, path: Path) -> Path:
         w.writerow(CSV_COLUMNS)
         for r, fig in zip(section.rows, section.figures):
             month = monthly(fig, section.starts, prices).total_usd
-            w.writerow([r["config"], r["strategy"], r["n"], f"{r['first_s']:.4f}", f"{r['restart_s']:.4f}",
-                        "" if math.isnan(r["stored_bytes"]) else int(r["stored_bytes"]),
-                        "" if math.isnan(r["target_read"]) else int(r["target_read"]),
-                        r["cache_mode"], r["cold_method"], f"{month:.6f}", f"{section.starts:g}"])
+            w.writerow(
+                [
+                    r["config"],
+                    r["strategy"],
+                    r["n"],
+                    f"{r['first_s']:.4f}",
+                    f"{r['restart_s']:.4f}",
+                    "" if math.isnan(r["stored_bytes"]) else int(r["stored_bytes"]),
+                    "" if math.isnan(r["target_read"]) else int(r["target_read"]),
+                    r["cache_mode"],
+                    r["cold_method"],
+                    f"{month:.6f}",
+                    f"{section.starts:g}",
+                ]
+            )
     return path
 
 
@@ -169,11 +238,18 @@ def html_block(section: LifecycleSection, chart: Path | None) -> str:
     body = "".join(
         f"<tr><td>{html.escape(r['config'])}</td><td>{r['first_s']:.2f}</td><td>{r['restart_s']:.2f}</td>"
         f"<td>{r['stored_bytes'] / 1e6:,.1f}</td><td>{html.escape(r['cache_mode'])} ({html.escape(r['cold_method'])})</td></tr>"
-        for r in section.rows)
-    words = "<br>".join(html.escape(line) for line in section.lines[len(section.rows) + 2:])
-    img = f'<img src="{html.escape(chart.name)}" alt="monthly cost against starts per month">' if chart else ""
-    return (f'<section id="lifecycle"><h2>Start-up strategies</h2><table>{head}{body}</table>'
-            f"<p>{words}</p>{img}</section>")
+        for r in section.rows
+    )
+    words = "<br>".join(html.escape(line) for line in section.lines[len(section.rows) + 2 :])
+    img = (
+        f'<img src="{html.escape(chart.name)}" alt="monthly cost against starts per month">'
+        if chart
+        else ""
+    )
+    return (
+        f'<section id="lifecycle"><h2>Start-up strategies</h2><table>{head}{body}</table>'
+        f"<p>{words}</p>{img}</section>"
+    )
 
 
 __all__ = ["LifecycleSection", "build_section", "html_block"]
