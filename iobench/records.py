@@ -154,7 +154,9 @@ class TrialRow:
         "the run measured restarts",
         "s",
     )
-    persist_method: str = text("how the first start kept the venv: `tar`, `tar+zstd`, `squashfs`, `copy`")
+    persist_method: str = text(
+        "how the first start kept the venv: `tar`, `tar+zstd`, `squashfs`, `copy`"
+    )
     persist_tool: str = text("what ran the persist step (e.g. `zstd binary`, `squashfuse`, `cp`)")
     persist_command: str = text("the persist step's shell line, as a start script would run it")
     persist_s: float | None = column("the persist step (pack or copy-out)", "s")
@@ -176,7 +178,8 @@ class TrialRow:
     )
     cold_warm_left: str = text("what stayed warm after that method")
     restart_read_bytes: int | None = column(
-        "bytes the restart's processes passed to read() (`rchar`, page cache hits included)", "bytes"
+        "bytes the restart's processes passed to read() (`rchar`, page cache hits included)",
+        "bytes",
     )
     restart_target_read_bytes: int | None = column(
         "bytes the lab volume's daemon served during the restart (empty when the target is not "
@@ -192,7 +195,9 @@ class TrialRow:
         "what the installed files are, read from disk: `hardlink` (the cache's inode), `symlink`, "
         "`clone` (own inode, no fall-back reported), `copy`, or `mixed`"
     )
-    link_fallback: str = text("uv's fall-back warning, when it printed one (e.g. failed to hardlink)")
+    link_fallback: str = text(
+        "uv's fall-back warning, when it printed one (e.g. failed to hardlink)"
+    )
     error: str = text("one line: why the trial failed, with the last lines of the output")
 
     # transition: callers that still index rows by column name (``row["status"]``) while

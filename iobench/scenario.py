@@ -41,7 +41,16 @@ INSTALLERS = ("pip", "uv")
 CACHE_STATES = ("cold", "warm")
 ON_OFF = ("on", "off")
 KINDS = ("install",)
-_CONFIG_KEYS = {"venv", "tmpdir", "cache", "cache_state", "installer", "compile", "description", "strategy"}
+_CONFIG_KEYS = {
+    "venv",
+    "tmpdir",
+    "cache",
+    "cache_state",
+    "installer",
+    "compile",
+    "description",
+    "strategy",
+}
 _CONFIG_KEYS |= {"venv_creator", "link_mode"}  # iobench.installers: VENV_CREATORS, LINK_MODES
 # the schema: what each table may hold (anything else is an error naming file and key)
 _TABLES = ("scenario", "defaults", "configs", "matrix")
@@ -275,8 +284,12 @@ def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
 
     link = _choice(t.get("link_mode", "default"), LINK_MODES, src, f"{key}.link_mode")
     if link != "default" and t.get("installer", "pip") != "uv":
-        raise ScenarioError(f"{_where(src, key + '.link_mode')}: {link!r} is uv's; pip always copies")
-    creator = _choice(t.get("venv_creator", "virtualenv"), VENV_CREATORS, src, f"{key}.venv_creator")
+        raise ScenarioError(
+            f"{_where(src, key + '.link_mode')}: {link!r} is uv's; pip always copies"
+        )
+    creator = _choice(
+        t.get("venv_creator", "virtualenv"), VENV_CREATORS, src, f"{key}.venv_creator"
+    )
     return {"venv_creator": creator, "link_mode": link}
 
 

@@ -72,7 +72,8 @@ def test_columns_come_from_the_fields_and_keep_the_old_order() -> None:
         "iowait_mean_pct",
     )
     # later columns were added (schema 2's `position`, then before `error`): the old ones keep their order
-    assert [c for c in TRIAL_COLUMNS if c in OLD_HEADER] == OLD_HEADER and TRIAL_COLUMNS[-1] == "error"
+    assert [c for c in TRIAL_COLUMNS if c in OLD_HEADER] == OLD_HEADER
+    assert TRIAL_COLUMNS[-1] == "error"
     for record in (TrialRow, Sample, Stall):
         for f in dataclasses.fields(record):
             assert f.metadata["doc"].strip(), f.name
