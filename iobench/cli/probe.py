@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,8 +122,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from iobench.probe import median_file_bytes, probe, results_to_dict
     from iobench.scratch import check_role_dir
 
-    if args.write_mb < 0 or args.write_seconds <= 0 or args.seconds <= 0:
-        raise UsageError("--seconds and --write-seconds must be > 0 and --write-mb >= 0")
+    for flag, value, ok, what in (
+        ("--seconds", args.seconds, 0 < args.seconds <= 600, "> 0 and at most 600"),
+        ("--write-seconds", args.write_seconds, 0 < args.write_seconds <= 600, "> 0 and at most 600"),
+        ("--write-mb", args.write_mb, 0 <= args.write_mb <= 1e6, "0 (skip) to 1e6"),
+    ):
+        if not (math.isfinite(value) and ok):
+            raise UsageError(f"{flag} {value:g}: expected a number {what}")
     for d in args.dirs:
         check_role_dir("probe", d)
     size = median_file_bytes(args.profile)
