@@ -134,11 +134,19 @@ def default_trial_timeout(scenario: Scenario) -> float:
 
 
 # ---------------------------------------------------------------- options
+#: the most trials per config a run takes (the scenario schema's own bound)
+MAX_REPEATS = 1000
+
+
 def _check_options(args: argparse.Namespace) -> None:
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise UsageError(f"--wheelhouse: {args.wheelhouse} is not a folder")
     if args.sample_hz > 100:
         raise UsageError(f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)")
+    if args.sample_hz < 0.1:
+        raise UsageError(f"--sample-hz {args.sample_hz:g}: at least 0.1 (slower sampling misses whole phases)")
+    if args.repeats is not None and args.repeats > MAX_REPEATS:
+        raise UsageError(f"--repeats {args.repeats}: at most {MAX_REPEATS}")
     for flag in ("stall_after", "stall_timeout", "trial_timeout", "lock_wait"):
         value = getattr(args, flag)
         if value is not None and math.isfinite(value) and value > MAX_SECONDS:
