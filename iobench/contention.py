@@ -95,8 +95,12 @@ class ContentionWatch:
             if io is None:
                 unreadable += 1
                 continue
-            seen[info["pid"]] = _Seen(str(info.get("name") or "?"), info.get("create_time"),
-                                      int(io.read_bytes), int(io.write_bytes))
+            seen[info["pid"]] = _Seen(
+                str(info.get("name") or "?"),
+                info.get("create_time"),
+                int(io.read_bytes),
+                int(io.write_bytes),
+            )
         self.unreadable = unreadable
         self.scan_s += time.perf_counter() - t0
         return seen

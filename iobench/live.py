@@ -154,14 +154,18 @@ class LiveProgress:
         head.add_column(width=30)
         head.add_column(no_wrap=True)
         eta = self.eta_s(now, t)
-        late = bool(self.durations and t is not None
-                    and now - t.t0 > sum(self.durations) / len(self.durations))
+        late = bool(
+            self.durations
+            and t is not None
+            and now - t.t0 > sum(self.durations) / len(self.durations)
+        )
         head.add_row(
             ProgressBar(total=max(self.n_trials, 1), completed=completed, width=30),
             Text.assemble(
                 (f"{completed}/{self.n_trials} trials", "bold"),
                 f" · run {fmt_duration(now - self.run_t0)}",
-                f" · ETA {fmt_duration(eta)}{'+' if late else ''}" if eta is not None
+                f" · ETA {fmt_duration(eta)}{'+' if late else ''}"
+                if eta is not None
                 else " · ETA after the first trial",
             ),
         )
@@ -173,7 +177,11 @@ class LiveProgress:
         line.add_row(self._spinner, self.trial_text(t, now))
         parts: list[RenderableType] = [head, line]
         if t.stall_s > 0:
-            parts.append(Text(self.stall_text(t), style="bold white on red", no_wrap=True, overflow="ellipsis"))
+            parts.append(
+                Text(
+                    self.stall_text(t), style="bold white on red", no_wrap=True, overflow="ellipsis"
+                )
+            )
         return Group(*parts)
 
     def trial_text(self, t: _Trial, now: float) -> Text:
@@ -226,7 +234,9 @@ class LiveProgress:
             self._print(f"  {trial_id}: {phase}")
         self._redraw()
 
-    def tick(self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float) -> None:
+    def tick(
+        self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float
+    ) -> None:
         t = self.trial
         if t is None or t.trial_id != trial_id:
             return
@@ -247,7 +257,12 @@ class LiveProgress:
         t.stall_s = stall_s
         if stall_s > 0 and not t.stall_warned:
             t.stall_warned = True
-            self._print(Text(f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)", style="red"))
+            self._print(
+                Text(
+                    f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)",
+                    style="red",
+                )
+            )
         self._redraw()
 
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
@@ -264,7 +279,9 @@ class LiveProgress:
 
     def run_finished(self) -> None:
         self.close()
-        self._print(f"iobench: {self.finished} trial(s) in {fmt_duration(time.monotonic() - self.run_t0)}")
+        self._print(
+            f"iobench: {self.finished} trial(s) in {fmt_duration(time.monotonic() - self.run_t0)}"
+        )
 
 
 def demo(seconds: float = 10.0, trials: int = 3, console: Console | None = None) -> None:
@@ -283,12 +300,29 @@ def demo(seconds: float = 10.0, trials: int = 3, console: Console | None = None)
             if not stalled:
                 written += 3_000_000
                 calls += 700
-            sample = {"t": el, "tree_write_bytes": written, "tree_write_calls": calls,
-                      "iowait_pct": 40.0 if stalled else 3.0, "tree_dstate": 1 if stalled else 0}
+            sample = {
+                "t": el,
+                "tree_write_bytes": written,
+                "tree_write_calls": calls,
+                "iowait_pct": 40.0 if stalled else 3.0,
+                "tree_dstate": 1 if stalled else 0,
+            }
             p.tick(tid, "install", el, sample, 30 + el - per / 2 if stalled else 0.0)
             time.sleep(0.1)
-        p.trial_finished(k, trials, TrialRow(run_id="demo", trial_id=tid, config="demo", repeat=k, status="ok",
-                                             time_to_ready_s=per, write_bytes=written, write_calls=calls))
+        p.trial_finished(
+            k,
+            trials,
+            TrialRow(
+                run_id="demo",
+                trial_id=tid,
+                config="demo",
+                repeat=k,
+                status="ok",
+                time_to_ready_s=per,
+                write_bytes=written,
+                write_calls=calls,
+            ),
+        )
     p.run_finished()
 
 

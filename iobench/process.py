@@ -119,12 +119,24 @@ def run_phase(
         start_wall, start = time.time(), time.monotonic()
         try:
             proc = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
+                argv,
+                env=env,
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
             )
         except OSError as exc:
-            return PhaseResult(phase, start_wall, start, time.monotonic(), None,
-                               error=f"cannot start {argv[0]}: {exc.strerror or exc}")
+            return PhaseResult(
+                phase,
+                start_wall,
+                start,
+                time.monotonic(),
+                None,
+                error=f"cannot start {argv[0]}: {exc.strerror or exc}",
+            )
         sampler.watch(proc.pid, phase)
         try:
             stopped, why = _wait(proc.pid, sampler, limits, start, on_tick)
@@ -134,7 +146,9 @@ def run_phase(
         end = time.monotonic()
         counters, returncode = _finish(proc, sampler, bool(stopped), keep)
         out.seek(max(0, out.seek(0, os.SEEK_END) - OUTPUT_KEEP))
-        output = redact.redact_text(out.read().decode(errors="replace"))  # it reaches rows and messages
+        output = redact.redact_text(
+            out.read().decode(errors="replace")
+        )  # it reaches rows and messages
     result = PhaseResult(phase, start_wall, start, end, returncode, output, counters, stopped, why)
     if returncode is None:  # stuck in the kernel, e.g. on a stopped FUSE daemon: not waited for
         left = f"pid {proc.pid} did not exit after SIGKILL (a hung volume?) and was left behind"
@@ -166,7 +180,11 @@ def _finish(
 
 
 def _wait(
-    pid: int, sampler: Sampler, limits: Limits, start: float, on_tick: Callable[[float], None] | None
+    pid: int,
+    sampler: Sampler,
+    limits: Limits,
+    start: float,
+    on_tick: Callable[[float], None] | None,
 ) -> tuple[str, str]:
     """Block until the root exits (left unreaped) -> ("", ""), or until a limit passes ->
     ("stalled" | "timeout" | "interrupted", the sentence)."""
@@ -189,11 +207,15 @@ def _wait(
                 on_tick(now - start)
             quiet = sampler.since_progress_s()
             if limits.stall_timeout_s is not None and quiet >= limits.stall_timeout_s:
-                return "stalled", (f"no read or write progress for {quiet:.0f} s (--stall-timeout "
-                                   f"{limits.stall_timeout_s:g}); its process tree was ended")
+                return "stalled", (
+                    f"no read or write progress for {quiet:.0f} s (--stall-timeout "
+                    f"{limits.stall_timeout_s:g}); its process tree was ended"
+                )
             if limits.deadline is not None and now >= limits.deadline:
-                return "timeout", (f"still running after {now - start:.0f} s, past the trial's time "
-                                   "limit (--trial-timeout); its process tree was ended")
+                return "timeout", (
+                    f"still running after {now - start:.0f} s, past the trial's time "
+                    "limit (--trial-timeout); its process tree was ended"
+                )
     finally:
         if pidfd is not None:
             os.close(pidfd)

@@ -24,7 +24,9 @@ def fmt_bytes(n: float | int | None) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    return "?" if value is None else f"{value:.2f}"  # None: unknown (e.g. the installer's log had no mark)
+    return (
+        "?" if value is None else f"{value:.2f}"
+    )  # None: unknown (e.g. the installer's log had no mark)
 
 
 def trial_line(k: int, n: int, row: TrialRow) -> str:
@@ -37,9 +39,13 @@ def trial_line(k: int, n: int, row: TrialRow) -> str:
         f"ready {ttr:7.2f} s" if ttr is not None else "ready       - ",
     ]
     if getattr(row, "restart_s", None) is not None:  # a start-up strategy: both events side by side
-        parts.append(f"first start {row.first_start_s or 0:.2f} s, restart {row.restart_s:.2f} s ({row.cold_method})")
+        parts.append(
+            f"first start {row.first_start_s or 0:.2f} s, restart {row.restart_s:.2f} s ({row.cold_method})"
+        )
     if row.status == "ok":
-        parts.append("(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")")
+        parts.append(
+            "(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")"
+        )
         parts.append(f"wrote {fmt_bytes(row.write_bytes)} in {row.write_calls or 0} calls")
     elif row.error:
         parts.append(row.error[:160])
@@ -52,7 +58,9 @@ class Progress(Protocol):
     def run_started(self, run_dir: str, n_trials: int, done: int) -> None: ...
     def trial_started(self, k: int, n: int, trial_id: str) -> None: ...
     def phase(self, trial_id: str, phase: str) -> None: ...
-    def tick(self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float) -> None: ...
+    def tick(
+        self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float
+    ) -> None: ...
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None: ...
     def message(self, text: str) -> None: ...
     def run_finished(self) -> None: ...
@@ -61,7 +69,9 @@ class Progress(Protocol):
 class PlainProgress:
     """Line-oriented output: one line per trial, nothing animated."""
 
-    def __init__(self, stream: TextIO | None = None, verbose: bool = False, quiet: bool = False) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, verbose: bool = False, quiet: bool = False
+    ) -> None:
         self.stream = stream or sys.stdout
         self.verbose = verbose
         self.quiet = quiet
@@ -83,10 +93,14 @@ class PlainProgress:
         if self.verbose:
             self._print(f"  {trial_id}: {phase}")
 
-    def tick(self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float) -> None:
+    def tick(
+        self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float
+    ) -> None:
         if stall_s > 0 and trial_id not in self._warned_stall:
             self._warned_stall.add(trial_id)
-            self._print(f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)")
+            self._print(
+                f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)"
+            )
 
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         if not self.quiet or row.get("status") != "ok":

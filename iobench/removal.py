@@ -62,7 +62,9 @@ def bounded(fn: Callable[[], object], quiet_s: float = QUIET_S) -> str:
     while worker.is_alive():
         try:
             worker.join(_POLL_S)
-        except KeyboardInterrupt:  # a removal under way is finished first, then the interrupt goes on
+        except (
+            KeyboardInterrupt
+        ):  # a removal under way is finished first, then the interrupt goes on
             interrupted = True
         now = _activity(tids[0] if tids else None)
         if now is None or now != last:

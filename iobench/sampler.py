@@ -69,7 +69,9 @@ FS_WAIT = re.compile(
 )
 
 
-def read_process(pid: int, include_children: bool = True, waits: bool = True) -> tuple[TreeCounters, int, int]:
+def read_process(
+    pid: int, include_children: bool = True, waits: bool = True
+) -> tuple[TreeCounters, int, int]:
     """Counters, D-state thread count and RSS of one process (children reaped by it included).
 
     Works on a zombie that has not been reaped yet: the kernel has then folded every

@@ -53,9 +53,18 @@ _EXT_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _MISSING = object()
 # kinds of file, by how an installer and an import treat them
 _KIND_BY_EXT = {
-    "py": "python", "pyi": "python",
-    "so": "binary", "pyd": "binary", "dll": "binary", "dylib": "binary", "a": "binary",
-    "h": "header", "hpp": "header", "cuh": "header", "hxx": "header", "inc": "header",
+    "py": "python",
+    "pyi": "python",
+    "so": "binary",
+    "pyd": "binary",
+    "dll": "binary",
+    "dylib": "binary",
+    "a": "binary",
+    "h": "header",
+    "hpp": "header",
+    "cuh": "header",
+    "hxx": "header",
+    "inc": "header",
 }
 
 
@@ -212,7 +221,9 @@ def _get(table: dict, key: str, where: str, kind: str, default: object = _MISSIN
         ok = isinstance(value, int) and not isinstance(value, bool)
         want = "an integer"
     elif kind == "number":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        )
         want = "a finite number"
     else:  # list
         ok = isinstance(value, list)
@@ -257,7 +268,9 @@ def profile_from_dict(data: dict, where: str) -> Profile:
         requires = _get(d, "requires", w, "list", [])
         if not all(isinstance(r, str) for r in requires):
             raise _bad(f"{w}.requires", "expected a list of requirement strings")
-        groups = [_file_group(g, f"{w}.files[{j}]") for j, g in enumerate(_get(d, "files", w, "list"))]
+        groups = [
+            _file_group(g, f"{w}.files[{j}]") for j, g in enumerate(_get(d, "files", w, "list"))
+        ]
         dists.append(
             DistProfile(
                 name=dname,
@@ -297,7 +310,9 @@ def _file_group(g: object, gw: str) -> FileGroup:
     ratio = float(_get(g, "compress_ratio", gw, "number", 0.3))
     if not 0.02 <= ratio <= 1.0:
         raise _bad(f"{gw}.compress_ratio", f"{ratio} is outside 0.02..1.0")
-    return FileGroup(ext=ext, count=count, median_bytes=med, total_bytes=total, sigma=sigma, compress_ratio=ratio)
+    return FileGroup(
+        ext=ext, count=count, median_bytes=med, total_bytes=total, sigma=sigma, compress_ratio=ratio
+    )
 
 
 def _compile_cost(d: dict, w: str) -> CompileCost | None:
@@ -324,7 +339,9 @@ def _fanout(d: dict, w: str) -> ImportFanout | None:
     iw = f"{w}.imports"
     t = _table(d["imports"], iw)
     values = {}
-    for key in [f"{k}_{u}" for k in IMPORT_KINDS for u in ("files", "bytes")] + ["so_resident_bytes"]:
+    for key in [f"{k}_{u}" for k in IMPORT_KINDS for u in ("files", "bytes")] + [
+        "so_resident_bytes"
+    ]:
         v = int(_get(t, key, iw, "int", 0))
         if v < 0:
             raise _bad(f"{iw}.{key}", "must be >= 0")
@@ -346,7 +363,9 @@ def load_profile(name_or_path: str) -> Profile:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); a profile is a TOML file") from None
+        raise UsageError(
+            f"{path}: not UTF-8 text (byte {exc.start}); a profile is a TOML file"
+        ) from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
@@ -420,7 +439,12 @@ def profile_of_wheels(wheels: list[Path], name: str, seed: int = 1) -> Profile:
                 }
             )
     return profile_from_dict(
-        {"name": name, "seed": seed, "source": "measured from " + ", ".join(w.name for w in wheels), "dist": dists},
+        {
+            "name": name,
+            "seed": seed,
+            "source": "measured from " + ", ".join(w.name for w in wheels),
+            "dist": dists,
+        },
         "measured profile",
     )
 
@@ -456,7 +480,7 @@ def profile_to_toml(profile: Profile) -> str:
         out.append("files = [")
         for g in d.files:
             out.append(
-                f'  {{ ext = {json.dumps(g.ext)}, count = {g.count}, median_bytes = {g.median_bytes}, '
+                f"  {{ ext = {json.dumps(g.ext)}, count = {g.count}, median_bytes = {g.median_bytes}, "
                 f"total_bytes = {g.total_bytes}, sigma = {g.sigma}, compress_ratio = {g.compress_ratio} }},"
             )
         out.append("]")
@@ -499,14 +523,18 @@ def _content(size: int, ratio: float, rng: random.Random) -> bytes:
     """
     if size <= 0:
         return b""
-    k, top = next(((k, r) for k, r in _ALPHABET_RATIO if r >= min(1.0, ratio * _SPREAD)), _ALPHABET_RATIO[-1])
+    k, top = next(
+        ((k, r) for k, r in _ALPHABET_RATIO if r >= min(1.0, ratio * _SPREAD)), _ALPHABET_RATIO[-1]
+    )
     # deflated: ~_DEFLATE_OVERHEAD bytes a member (block header, the filler's first line),
     # ``top`` a random byte, 0.02 a filler byte; solved for the random bytes
     want = ratio * size - _DEFLATE_OVERHEAD - 0.02 * size
     n_rand = size if ratio >= top else min(size, max(0, int(want / (top - 0.02))))
     table = bytes((b % k) * 37 % 256 for b in range(256))
     # in chunks: randbytes takes at most 2**28 bytes at once (torch has a 434 MB library)
-    body = b"".join(rng.randbytes(min(_CHUNK, n_rand - i)).translate(table) for i in range(0, n_rand, _CHUNK))
+    body = b"".join(
+        rng.randbytes(min(_CHUNK, n_rand - i)).translate(table) for i in range(0, n_rand, _CHUNK)
+    )
     fill = size - len(body)
     if fill > 0:
         body += (_FILLER * (fill // len(_FILLER) + 1))[:fill]
@@ -518,7 +546,14 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
-_PYC_PER_SOURCE = ((0.02, 0.114), (0.1, 0.393), (0.25, 0.908), (0.5, 1.383), (0.75, 1.56), (1.0, 1.771))
+_PYC_PER_SOURCE = (
+    (0.02, 0.114),
+    (0.1, 0.393),
+    (0.25, 0.908),
+    (0.5, 1.383),
+    (0.75, 1.56),
+    (1.0, 1.771),
+)
 _PYC_OVERHEAD = 200  # header, code object and the VALUE/f head of every module
 _DEFAULT_CODE_FRACTION = 0.5  # profiles measured before compile costs were
 
@@ -582,7 +617,9 @@ def _pick(weights: list[float], n: int, target: float) -> list[int]:
             lo = mid + 1
         else:
             hi = mid
-    if lo > 0 and abs(prefix[lo - 1 + n] - prefix[lo - 1] - target) < abs(prefix[lo + n] - prefix[lo] - target):
+    if lo > 0 and abs(prefix[lo - 1 + n] - prefix[lo - 1] - target) < abs(
+        prefix[lo + n] - prefix[lo] - target
+    ):
         lo -= 1
     return sorted(order[lo : lo + n])
 
@@ -596,7 +633,9 @@ class _ImportPlan:
     maps: list[tuple[str, int, int]]  # (relative path, bytes to map, bytes of them to touch)
 
 
-def _import_plan(dist: DistProfile, members: list[_Member], rng: random.Random, fraction: float) -> _ImportPlan:
+def _import_plan(
+    dist: DistProfile, members: list[_Member], rng: random.Random, fraction: float
+) -> _ImportPlan:
     py = [m for m in members if m.group.ext == "py"]
     fan = dist.imports
     if fan is None:  # an older profile: only a module count
@@ -604,7 +643,11 @@ def _import_plan(dist: DistProfile, members: list[_Member], rng: random.Random, 
         return _ImportPlan([m.module for m in chosen], [], [])
     pkg = dist.import_name + "/"
     # the package's own __init__ is one of the .pyc files the import opens
-    mods = _pick([_pyc_estimate(m.size, fraction) for m in py], fan.pyc_files - 1, fan.pyc_bytes - _PYC_OVERHEAD)
+    mods = _pick(
+        [_pyc_estimate(m.size, fraction) for m in py],
+        fan.pyc_files - 1,
+        fan.pyc_bytes - _PYC_OVERHEAD,
+    )
     sources = _pick([m.size for m in py], fan.py_files, fan.py_bytes)
     binary = [m for m in members if m.group.kind == "binary" and m.size > 0]
     other = [m for m in members if m.group.kind != "binary" and m.group.ext != "py"]
@@ -615,10 +658,12 @@ def _import_plan(dist: DistProfile, members: list[_Member], rng: random.Random, 
     maps = []
     for m in big:
         extent = min(m.size, round(fan.so_bytes * m.size / total))
-        maps.append((m.path[len(pkg):], extent, min(extent, round(fan.so_resident_bytes * m.size / total))))
+        maps.append(
+            (m.path[len(pkg) :], extent, min(extent, round(fan.so_resident_bytes * m.size / total)))
+        )
     return _ImportPlan(
         [py[i].module for i in mods],
-        [py[i].path[len(pkg):] for i in sources] + [other[i].path[len(pkg):] for i in data],
+        [py[i].path[len(pkg) :] for i in sources] + [other[i].path[len(pkg) :] for i in data],
         maps,
     )
 
@@ -681,7 +726,9 @@ def _dist_info(dist: DistProfile, entries: list[tuple[str, bytes]]) -> list[tupl
         f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.version}\n"
         f"Summary: iobench synthetic wheel ({dist.file_count} files)\n{requires}"
     ).encode()
-    wheel_meta = b"Wheel-Version: 1.0\nGenerator: iobench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    wheel_meta = (
+        b"Wheel-Version: 1.0\nGenerator: iobench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     meta = [
         (f"{dist_info}/METADATA", metadata),
         (f"{dist_info}/WHEEL", wheel_meta),
@@ -701,15 +748,18 @@ def _write_wheel(entries: list[tuple[str, bytes]], path: Path, out_dir: Path) ->
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=out_dir)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(
-            fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1
-        ) as zf:
+        with (
+            os.fdopen(fd, "wb") as fh,
+            zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf,
+        ):
             for name, data in entries:
                 info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
                 info.external_attr = 0o644 << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
                 zf.writestr(info, data, compresslevel=1)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a wheelhouse is read by other users' installers
+        os.chmod(
+            tmp, 0o644
+        )  # mkstemp makes it 0600; a wheelhouse is read by other users' installers
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -727,7 +777,9 @@ def synthesize(profile: Profile, out_dir: Path) -> list[Path]:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise UsageError(f"{out_dir}: exists and is not a folder (give a folder for the wheels)") from None
+        raise UsageError(
+            f"{out_dir}: exists and is not a folder (give a folder for the wheels)"
+        ) from None
     except NotADirectoryError:
         raise UsageError(f"{out_dir}: a part of this path is a file, not a folder") from None
     except OSError as exc:
@@ -763,10 +815,14 @@ def cached_wheels(profile: Profile, cache_dir: Path | None = None) -> Path:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=parent))
     except OSError as exc:
-        raise UsageError(f"wheel cache {parent}: cannot create a folder there ({exc.strerror or exc})") from None
+        raise UsageError(
+            f"wheel cache {parent}: cannot create a folder there ({exc.strerror or exc})"
+        ) from None
     try:
         synthesize(profile, tmp)
-        (tmp / ".complete").write_text(json.dumps({"profile": profile.name, "files": profile.file_count}))
+        (tmp / ".complete").write_text(
+            json.dumps({"profile": profile.name, "files": profile.file_count})
+        )
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
         for _ in range(5):
             try:
@@ -778,9 +834,13 @@ def cached_wheels(profile: Profile, cache_dir: Path | None = None) -> Path:
                 if not root.exists():
                     continue  # it vanished between our rename and the check: try again
                 _discard_stale(root, parent)
-        raise UsageError(f"wheel cache {root}: cannot be put in place (is another process removing it?)")
+        raise UsageError(
+            f"wheel cache {root}: cannot be put in place (is another process removing it?)"
+        )
     except OSError as exc:
-        raise UsageError(f"wheel cache {parent}: cannot write there ({exc.strerror or exc})") from None
+        raise UsageError(
+            f"wheel cache {parent}: cannot write there ({exc.strerror or exc})"
+        ) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -802,7 +862,9 @@ def _discard_stale(root: Path, parent: Path) -> None:
 
 def describe(profile: Profile) -> list[str]:
     """Lines summarising a profile (returned, not printed)."""
-    lines = [f"profile {profile.name}: {profile.file_count} files, {profile.total_bytes / 1e6:.1f} MB"]
+    lines = [
+        f"profile {profile.name}: {profile.file_count} files, {profile.total_bytes / 1e6:.1f} MB"
+    ]
     if profile.source:
         lines.append(f"  source: {profile.source}")
     for d in profile.dists:
@@ -813,7 +875,9 @@ def describe(profile: Profile) -> list[str]:
         if d.compile is not None:
             c = d.compile
             wrote = f", wrote {c.pyc_files} .pyc, {c.pyc_bytes / 1e6:.1f} MB" if c.pyc_files else ""
-            lines.append(f"    compile: {c.s_per_mb:.3f} CPU s/MB of source (code share {c.code_fraction:.2f}){wrote}")
+            lines.append(
+                f"    compile: {c.s_per_mb:.3f} CPU s/MB of source (code share {c.code_fraction:.2f}){wrote}"
+            )
         if d.imports is not None:
             parts = ", ".join(
                 f"{getattr(d.imports, k + '_files')} .{k} {getattr(d.imports, k + '_bytes') / 1e6:.1f} MB"
@@ -844,4 +908,3 @@ __all__ = [
     "profile_to_toml",
     "synthesize",
 ]
-

@@ -51,12 +51,25 @@ class Procs:
 
     def start(self, name: str, before: int, after: int, detached: bool = True) -> tuple[int, Path]:
         flags = self.tmp / name
-        argv = [sys.executable, "-c", WRITER, str(self.tmp / f"{name}.data"), str(before), str(after), str(flags)]
+        argv = [
+            sys.executable,
+            "-c",
+            WRITER,
+            str(self.tmp / f"{name}.data"),
+            str(before),
+            str(after),
+            str(flags),
+        ]
         if detached:  # a short-lived parent starts it and exits: it is reparented away from us
-            spawn = ("import subprocess, sys; print(subprocess.Popen(sys.argv[1:], start_new_session=True,"
-                     " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
-            pid = int(subprocess.run([sys.executable, "-c", spawn, *argv], capture_output=True,
-                                     text=True, check=True).stdout)
+            spawn = (
+                "import subprocess, sys; print(subprocess.Popen(sys.argv[1:], start_new_session=True,"
+                " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+            )
+            pid = int(
+                subprocess.run(
+                    [sys.executable, "-c", spawn, *argv], capture_output=True, text=True, check=True
+                ).stdout
+            )
         else:
             child = subprocess.Popen(argv)
             self.children.append(child)
@@ -93,7 +106,9 @@ def test_busy_neighbours_are_named_idle_and_own_are_not(procs: Procs, tmp_path: 
     quiet_pid, quiet = procs.start("quiet", before=30, after=1)
     noisy_pid, noisy = procs.start("noisy", before=0, after=20)
     idle_pid, idle = procs.start("idle", before=0, after=0)
-    _wait_for([quiet.with_suffix(".ready"), noisy.with_suffix(".ready"), idle.with_suffix(".ready")])
+    _wait_for(
+        [quiet.with_suffix(".ready"), noisy.with_suffix(".ready"), idle.with_suffix(".ready")]
+    )
     assert noisy_pid not in {p.pid for p in psutil.Process().children(recursive=True)}
 
     late: list[int] = []
@@ -118,8 +133,12 @@ def test_busy_neighbours_are_named_idle_and_own_are_not(procs: Procs, tmp_path: 
 
 
 def test_format_and_parse_contended() -> None:
-    cs = [Contender("dd", 10, 0, 52_400_000), Contender("python3", 11, 1_000_000, 5_500_000),
-          Contender("python3", 12, 0, 6_000_000), Contender("we:ird;name", 13, 0, 7_000_000)]
+    cs = [
+        Contender("dd", 10, 0, 52_400_000),
+        Contender("python3", 11, 1_000_000, 5_500_000),
+        Contender("python3", 12, 0, 6_000_000),
+        Contender("we:ird;name", 13, 0, 7_000_000),
+    ]
     text = format_contended(cs)
     assert text == "dd:52;python3:12;we_ird_name:7.0"
     assert parse_contended(text) == [("dd", 52.0), ("python3", 12.0), ("we_ird_name", 7.0)]

@@ -54,11 +54,25 @@ def test_tmpdir_and_cache_really_used(tmpfs, tmp_path: Path, monkeypatch) -> Non
     scenario.write_text(SCENARIO)
     whl_bytes, _ = _wheel_bytes()
     cache_before = _used(cachefs)
-    rc = main([
-        "run", "--scenario", str(scenario), "--target", str(target), "--tmp", str(tmp),
-        "--path", f"cachefs={cachefs}", "--results", str(tmp_path / "r"), "--sample-hz", "50",
-        "--no-report", "--quiet",
-    ])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(scenario),
+            "--target",
+            str(target),
+            "--tmp",
+            str(tmp),
+            "--path",
+            f"cachefs={cachefs}",
+            "--results",
+            str(tmp_path / "r"),
+            "--sample-hz",
+            "50",
+            "--no-report",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     rows = {r["config"]: r for r in read_csv(only_run_dir(tmp_path / "r") / "trials.csv")}
     assert all(r["status"] == "ok" for r in rows.values()), rows
@@ -84,10 +98,28 @@ def test_uv_installer_cold_and_warm(tmp_path: Path) -> None:
 
         pytest.skip("uv is not installed (pip install 'iobench[uv]')")
     scenario = tmp_path / "uv.toml"
-    scenario.write_text(SCENARIO.replace('cache = "cachefs"', 'cache = "target"').replace(
-        '[configs.cold]', '[configs.cold]\ninstaller = "uv"').replace('cache_state = "warm"', 'cache_state = "warm"\ninstaller = "uv"'))
-    rc = main(["run", "--scenario", str(scenario), "--configs", "cold,warm", "--target", str(tmp_path),
-               "--tmp", str(tmp_path), "--results", str(tmp_path / "r"), "--no-report", "--quiet"])
+    scenario.write_text(
+        SCENARIO.replace('cache = "cachefs"', 'cache = "target"')
+        .replace("[configs.cold]", '[configs.cold]\ninstaller = "uv"')
+        .replace('cache_state = "warm"', 'cache_state = "warm"\ninstaller = "uv"')
+    )
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(scenario),
+            "--configs",
+            "cold,warm",
+            "--target",
+            str(tmp_path),
+            "--tmp",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-report",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     rows = {r["config"]: r for r in read_csv(only_run_dir(tmp_path / "r") / "trials.csv")}
     whl_bytes, _ = _wheel_bytes()
@@ -95,4 +127,6 @@ def test_uv_installer_cold_and_warm(tmp_path: Path) -> None:
     assert int(rows["cold"]["index_bytes"]) == whl_bytes and int(rows["warm"]["index_bytes"]) == 0
     for r in rows.values():
         assert r["status"] == "ok", r["error"]
-        assert float(r["install_s"]) > 0 and float(r["download_s"]) > 0 and float(r["compile_s"]) > 0
+        assert (
+            float(r["install_s"]) > 0 and float(r["download_s"]) > 0 and float(r["compile_s"]) > 0
+        )

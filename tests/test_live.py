@@ -20,14 +20,25 @@ from iobench.records import TrialRow
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
-
 def _row(trial_id: str, status: str, **columns: object) -> TrialRow:
-    return TrialRow(run_id="r", trial_id=trial_id, config=trial_id.rsplit("-r", 1)[0], repeat=1, status=status,
-                    **columns)
+    return TrialRow(
+        run_id="r",
+        trial_id=trial_id,
+        config=trial_id.rsplit("-r", 1)[0],
+        repeat=1,
+        status=status,
+        **columns,
+    )
+
 
 def _sample(t: float, mb: int, calls: int, iowait: float = 2.0, dstate: int = 0) -> dict:
-    return {"t": t, "tree_write_bytes": mb * 1_000_000, "tree_write_calls": calls,
-            "iowait_pct": iowait, "tree_dstate": dstate}
+    return {
+        "t": t,
+        "tree_write_bytes": mb * 1_000_000,
+        "tree_write_calls": calls,
+        "iowait_pct": iowait,
+        "tree_dstate": dstate,
+    }
 
 
 def _live(buf: io.StringIO) -> LiveProgress:
@@ -70,11 +81,15 @@ def test_ticks_move_the_numbers_and_finished_trials_stay() -> None:
     start = len(buf.getvalue())
     p.tick("naive-r1", "install", 31.0, _sample(31.0, 40, 400, iowait=55.0, dstate=3), 30.0)
     stalled = ANSI.sub("", buf.getvalue()[start:])
-    assert "STALL: no read or write progress for 30 s in install (D-state 3, iowait 55 %)" in stalled
+    assert (
+        "STALL: no read or write progress for 30 s in install (D-state 3, iowait 55 %)" in stalled
+    )
     assert "0.0 kB/s" in stalled or "0 B/s" in stalled  # rate fell to zero
     assert stalled.count("naive-r1: no read or write progress") == 1
 
-    p.trial_finished(1, 2, _row("naive-r1", "ok", time_to_ready_s=1.5, write_bytes=40_000_000, write_calls=400))
+    p.trial_finished(
+        1, 2, _row("naive-r1", "ok", time_to_ready_s=1.5, write_bytes=40_000_000, write_calls=400)
+    )
     start = len(buf.getvalue())
     p.trial_started(2, 2, "naive-r2")
     last = ANSI.sub("", buf.getvalue()[start:])
@@ -123,8 +138,9 @@ def _run_in_pty(code: str, timeout: float = 8.0) -> tuple[int, str]:
     master, slave = pty.openpty()
     env = {**os.environ, "COLUMNS": "150", "LINES": "30", "TERM": "xterm-256color"}
     env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=slave, stderr=slave,
-                            stdin=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=env
+    )
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -153,7 +169,9 @@ def test_live_progress_moves_on_a_real_terminal() -> None:
     # the production path: rich's own refresh thread, stdout a real tty
     rc, out = _run_in_pty("from iobench.live import demo; demo(seconds=1.8, trials=2)")
     assert rc == 0, out
-    assert "\x1b[?25l" in out and out.rstrip().endswith("trial(s) in 0:02")  # live area, then closed
+    assert "\x1b[?25l" in out and out.rstrip().endswith(
+        "trial(s) in 0:02"
+    )  # live area, then closed
     frames = _frames(out)
     written = {m for f in frames for m in re.findall(r"wrote (\d+\.\d MB)", f)}
     assert len(written) >= 4, written  # the MB figure changed between refreshes
@@ -178,10 +196,22 @@ def test_plain_progress_on_a_real_terminal_has_no_escape_codes() -> None:
 
 
 def test_trial_line_says_unknown_phases_are_unknown() -> None:
-    row = _row("naive-r1", "ok", time_to_ready_s=2.0, venv_s=0.5, download_s=None, install_s=None, compile_s=0.25,
-               import_s=0.1, write_bytes=1_500_000, write_calls=30)
+    row = _row(
+        "naive-r1",
+        "ok",
+        time_to_ready_s=2.0,
+        venv_s=0.5,
+        download_s=None,
+        install_s=None,
+        compile_s=0.25,
+        import_s=0.1,
+        write_bytes=1_500_000,
+        write_calls=30,
+    )
     line = trial_line(3, 4, row)
     assert line.startswith("[3/4] naive-r1 ") and "ready    2.00 s" in line
     assert "(venv 0.50 + download ? + install ? + compile 0.25 + import 0.10)" in line
     assert "wrote 1.5 MB in 30 calls" in line
-    assert trial_line(1, 1, _row("x-r1", "failed", error="pip failed")).endswith("ready       -  pip failed")
+    assert trial_line(1, 1, _row("x-r1", "failed", error="pip failed")).endswith(
+        "ready       -  pip failed"
+    )

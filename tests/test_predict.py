@@ -93,8 +93,12 @@ def test_formula_with_hand_made_numbers() -> None:
     assert p2.phases["venv"] == pytest.approx(1.01) and p2.phases["download"] == pytest.approx(2.0)
     # on a machine (or at a moment) twice as slow as when the fast times were measured
     mix = MIX | {"fast_cpu_s": {"p": 0.5}}
-    p3 = predict.predict_config("x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", mix, cpu_s=1.0)
-    assert p3.phases["install"] == pytest.approx(6.0 + 0.1 + 0.099) and p3.phases["venv"] == pytest.approx(2.01)
+    p3 = predict.predict_config(
+        "x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", mix, cpu_s=1.0
+    )
+    assert p3.phases["install"] == pytest.approx(6.0 + 0.1 + 0.099) and p3.phases[
+        "venv"
+    ] == pytest.approx(2.01)
     # a folder faster than the reference costs nothing extra (never negative)
     quick = predict.Costs({"create": 0.0}, 5000.0, 5000.0)
     assert predict.predict_config("x", {"venv": quick}, "cold", MIX).phases["install"] == 3.0

@@ -20,12 +20,25 @@ from iobench.sampler import Sampler
 PY = sys.executable
 
 
-def _phase(tmp_path: Path, code: str, limits: Limits | None = None, hz: float = 20.0, stall_after: float = 0.5):
+def _phase(
+    tmp_path: Path,
+    code: str,
+    limits: Limits | None = None,
+    hz: float = 20.0,
+    stall_after: float = 0.5,
+):
     limits = limits or Limits()
     sampler = Sampler(hz, stall_after=stall_after).start()
     try:
-        return run_phase("test", [PY, "-c", textwrap.dedent(code)], dict(os.environ), tmp_path, sampler,
-                         tmp_path / "test.out", limits)
+        return run_phase(
+            "test",
+            [PY, "-c", textwrap.dedent(code)],
+            dict(os.environ),
+            tmp_path,
+            sampler,
+            tmp_path / "test.out",
+            limits,
+        )
     finally:
         sampler.stop()
 
@@ -57,7 +70,15 @@ def test_a_failing_phase_keeps_its_output_file(tmp_path: Path) -> None:
 def test_an_unstartable_phase_is_a_result_not_an_exception(tmp_path: Path) -> None:
     sampler = Sampler(10).start()
     try:
-        r = run_phase("x", [str(tmp_path / "no-such-program")], {}, tmp_path, sampler, tmp_path / "x.out", Limits())
+        r = run_phase(
+            "x",
+            [str(tmp_path / "no-such-program")],
+            {},
+            tmp_path,
+            sampler,
+            tmp_path / "x.out",
+            Limits(),
+        )
     finally:
         sampler.stop()
     assert not r.ok and r.returncode is None and "cannot start" in r.error
@@ -129,7 +150,8 @@ def test_installer_dies_when_iobench_is_killed(tmp_path: Path) -> None:
     """SIGKILL of iobench must not leave its installer running (PR_SET_PDEATHSIG)."""
     pidfile = tmp_path / "phase.pid"
     driver = tmp_path / "driver.py"
-    driver.write_text(textwrap.dedent(f"""
+    driver.write_text(
+        textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
         from iobench.process import Limits, run_phase
@@ -137,8 +159,9 @@ def test_installer_dies_when_iobench_is_killed(tmp_path: Path) -> None:
         s = Sampler(10).start()
         code = "import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
         run_phase('install', [sys.executable, '-c', code], dict(os.environ), Path({str(tmp_path)!r}), s,
-                  Path({str(tmp_path / 'p.out')!r}), Limits())
-    """))
+                  Path({str(tmp_path / "p.out")!r}), Limits())
+    """)
+    )
     proc = subprocess.Popen([PY, str(driver)])
     try:
         deadline = time.monotonic() + 30
@@ -170,7 +193,16 @@ def test_ctrl_c_ends_the_tree_and_is_raised_again(tmp_path: Path, signum: int) -
 
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_phase("x", [PY, "-c", code], dict(os.environ), tmp_path, sampler, tmp_path / "x.out", Limits(), tick)
+            run_phase(
+                "x",
+                [PY, "-c", code],
+                dict(os.environ),
+                tmp_path,
+                sampler,
+                tmp_path / "x.out",
+                Limits(),
+                tick,
+            )
     finally:
         sampler.stop()
     assert _wait_gone(int(pidfile.read_text()))

@@ -44,10 +44,27 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
     target.mkdir()
     tmp.mkdir()
     (target / "user-file").write_text("mine")
-    argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(TINY), "--target", str(target),
-            "--tmp", str(tmp), "--results", str(results), "--no-report", "--index-mbps", "6"]
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--scenario",
+        str(TINY),
+        "--target",
+        str(target),
+        "--tmp",
+        str(tmp),
+        "--results",
+        str(results),
+        "--no-report",
+        "--index-mbps",
+        "6",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     deadline = time.monotonic() + 120
     trials = None
     while time.monotonic() < deadline:
@@ -59,8 +76,16 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
     assert trials is not None, proc.communicate(timeout=30)
     first = read_csv(trials)[0]["trial_id"]
     # inside the second trial's install (its download alone takes ~1.7 s at 6 Mbit/s)
-    _wait_for(lambda: [p for p in trials.parent.glob("logs/*.install.out") if not p.name.startswith(first + ".")],
-              120, "the second trial's install", proc)
+    _wait_for(
+        lambda: [
+            p
+            for p in trials.parent.glob("logs/*.install.out")
+            if not p.name.startswith(first + ".")
+        ],
+        120,
+        "the second trial's install",
+        proc,
+    )
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
@@ -88,15 +113,33 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
 
     table = "\n".join(console_summary(rows))
     lines = table.splitlines()[1:5]
-    assert len(lines) == 4 and not any(re.search(r"\s\d+$", line.rstrip()) for line in lines), table  # none failed
+    assert len(lines) == 4 and not any(re.search(r"\s\d+$", line.rstrip()) for line in lines), (
+        table
+    )  # none failed
 
 
 def test_resume_refuses_changed_roles(tmp_path: Path, capsys) -> None:
     target = tmp_path / "t"
     target.mkdir()
     s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="tmp"\n')
-    assert main(["run", "--scenario", str(s), "--target", str(target), "--tmp", str(tmp_path),
-                 "--results", str(tmp_path / "r"), "--no-report", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--scenario",
+                str(s),
+                "--target",
+                str(target),
+                "--tmp",
+                str(tmp_path),
+                "--results",
+                str(tmp_path / "r"),
+                "--no-report",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     run = only_run_dir(tmp_path / "r")
     other = tmp_path / "other"
     other.mkdir()
@@ -109,9 +152,15 @@ def test_resume_refuses_changed_roles(tmp_path: Path, capsys) -> None:
 def test_real_stall_is_detected_then_killed(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    head = HEAD.replace('ready = "import tiny_core; tiny_core.check()"', f'ready = "open({str(fifo)!r}).read()"')
-    s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\ncompile="off"\n'
-                  '[configs.b]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\ncompile="off"\n', head)
+    head = HEAD.replace(
+        'ready = "import tiny_core; tiny_core.check()"', f'ready = "open({str(fifo)!r}).read()"'
+    )
+    s = _scenario(
+        tmp_path,
+        '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\ncompile="off"\n'
+        '[configs.b]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\ncompile="off"\n',
+        head,
+    )
 
     def release_second_trial() -> None:
         # the first trial stays blocked until killed; the second is released after ~2.5 s of silence
@@ -131,9 +180,25 @@ def test_real_stall_is_detected_then_killed(tmp_path: Path) -> None:
 
     t = threading.Thread(target=release_second_trial, daemon=True)
     t.start()
-    rc = main(["run", "--scenario", str(s), "--target", str(tmp_path), "--tmp", str(tmp_path),
-               "--results", str(tmp_path / "r"), "--no-report", "--quiet",
-               "--stall-after", "1", "--stall-timeout", "6"])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(s),
+            "--target",
+            str(tmp_path),
+            "--tmp",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-report",
+            "--quiet",
+            "--stall-after",
+            "1",
+            "--stall-timeout",
+            "6",
+        ]
+    )
     t.join(timeout=30)
     rows = read_csv(only_run_dir(tmp_path / "r") / "trials.csv")
     a, b = rows
@@ -145,33 +210,78 @@ def test_real_stall_is_detected_then_killed(tmp_path: Path) -> None:
     assert not subprocess.run(["pgrep", "-f", str(fifo)], capture_output=True).stdout
     stalls = read_csv(only_run_dir(tmp_path / "r") / "stalls.csv")
     # in the order the trials ran (their order is shuffled): the first was killed, the second released
-    assert [(s["trial_id"], s["phase"]) for s in stalls] == [(a["trial_id"], "import"), (b["trial_id"], "import")]
+    assert [(s["trial_id"], s["phase"]) for s in stalls] == [
+        (a["trial_id"], "import"),
+        (b["trial_id"], "import"),
+    ]
     assert float(stalls[0]["length_s"]) == float(a["stall_longest_s"])
-    assert all(int(s["dstate_max"]) >= 0 and 0 <= float(s["iowait_mean_pct"]) <= 100 for s in stalls)
+    assert all(
+        int(s["dstate_max"]) >= 0 and 0 <= float(s["iowait_mean_pct"]) <= 100 for s in stalls
+    )
 
 
 def test_disk_full_mid_trial_is_recorded_and_run_goes_on(tmpfs, tmp_path: Path) -> None:
-    small = tmpfs(size="6m", name="small")  # passes the (declared 1 MB) space check, fills mid-trial
-    s = _scenario(tmp_path, '[configs.full]\nvenv="target"\ntmpdir="tmp"\ncache="off"\n'
-                  '[configs.fine]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
-    rc = main(["run", "--scenario", str(s), "--target", str(small), "--tmp", str(tmp_path),
-               "--results", str(tmp_path / "r"), "--no-report", "--quiet"])
+    small = tmpfs(
+        size="6m", name="small"
+    )  # passes the (declared 1 MB) space check, fills mid-trial
+    s = _scenario(
+        tmp_path,
+        '[configs.full]\nvenv="target"\ntmpdir="tmp"\ncache="off"\n'
+        '[configs.fine]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n',
+    )
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(s),
+            "--target",
+            str(small),
+            "--tmp",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-report",
+            "--quiet",
+        ]
+    )
     rows = {r["config"]: r for r in read_csv(only_run_dir(tmp_path / "r") / "trials.csv")}
     assert rows["full"]["status"] == "failed"
     assert "ENOSPC" in rows["full"]["error"] and "No space left" in rows["full"]["error"]
     assert rows["fine"]["status"] == "ok"
     assert rc == 1  # a trial did not succeed
-    assert {p.name for p in (small / ".iobench-scratch").iterdir()} <= {".iobench-sentinel", "lock.json"}
+    assert {p.name for p in (small / ".iobench-scratch").iterdir()} <= {
+        ".iobench-sentinel",
+        "lock.json",
+    }
     st = os.statvfs(small)
     assert (st.f_blocks - st.f_bfree) * st.f_frsize < 512 * 1024  # the venv was removed
 
 
 def test_failing_installer_recorded_with_output_tail(tmp_path: Path) -> None:
-    head = HEAD.replace('packages = ["tiny-core"]', 'packages = ["tiny-core", "no-such-package==9.9"]')
-    s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n'
-                  '[configs.b]\nvenv="target"\ntmpdir="tmp"\ncache="off"\n', head)
-    rc = main(["run", "--scenario", str(s), "--target", str(tmp_path), "--tmp", str(tmp_path),
-               "--results", str(tmp_path / "r"), "--no-report", "--quiet"])
+    head = HEAD.replace(
+        'packages = ["tiny-core"]', 'packages = ["tiny-core", "no-such-package==9.9"]'
+    )
+    s = _scenario(
+        tmp_path,
+        '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n'
+        '[configs.b]\nvenv="target"\ntmpdir="tmp"\ncache="off"\n',
+        head,
+    )
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(s),
+            "--target",
+            str(tmp_path),
+            "--tmp",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-report",
+            "--quiet",
+        ]
+    )
     rows = read_csv(only_run_dir(tmp_path / "r") / "trials.csv")
     assert [r["status"] for r in rows] == ["failed", "failed"]  # recorded, and the run went on
     assert "pip failed (exit 1)" in rows[0]["error"] and "no-such-package" in rows[0]["error"]
@@ -179,8 +289,19 @@ def test_failing_installer_recorded_with_output_tail(tmp_path: Path) -> None:
 
 
 def test_unreachable_index_fails_early(tmp_path: Path, capsys) -> None:
-    rc = main(["run", "--scenario", "torch", "--index-url", "http://127.0.0.1:9/simple/",
-               "--target", str(tmp_path), "--results", str(tmp_path / "r")])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            "torch",
+            "--index-url",
+            "http://127.0.0.1:9/simple/",
+            "--target",
+            str(tmp_path),
+            "--results",
+            str(tmp_path / "r"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "cannot be reached" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
@@ -192,7 +313,17 @@ def test_second_run_on_same_target_is_refused_with_holder(tmp_path: Path, capsys
 
     scratch = Scratch(tmp_path).ensure()
     with TargetLock(scratch.root, "other-run", heartbeat=False):
-        rc = main(["run", "--scenario", str(TINY), "--target", str(tmp_path), "--results", str(tmp_path / "r")])
+        rc = main(
+            [
+                "run",
+                "--scenario",
+                str(TINY),
+                "--target",
+                str(tmp_path),
+                "--results",
+                str(tmp_path / "r"),
+            ]
+        )
         err = capsys.readouterr().err
         assert rc == 1 and "in use by another iobench run" in err and "other-run" in err
         assert not (tmp_path / "r").exists()
@@ -207,13 +338,31 @@ def test_noisy_neighbour_is_recorded(tmp_path: Path) -> None:
     # that it is nobody's child here (iobench never blames its own descendants)
     noise = tmp_path / "noise"
     subprocess.run(
-        ["bash", "-c", "(while :; do head -c 1048576 /dev/zero; sleep 0.05; done | "
-         f"dd of={noise} bs=1M iflag=fullblock oflag=direct) >/dev/null 2>&1 &"],
-        check=True, start_new_session=True,
+        [
+            "bash",
+            "-c",
+            "(while :; do head -c 1048576 /dev/zero; sleep 0.05; done | "
+            f"dd of={noise} bs=1M iflag=fullblock oflag=direct) >/dev/null 2>&1 &",
+        ],
+        check=True,
+        start_new_session=True,
     )
     try:
-        rc = main(["run", "--scenario", str(s), "--target", str(tmp_path), "--tmp", str(tmp_path),
-                   "--results", str(tmp_path / "r"), "--no-report", "--quiet"])
+        rc = main(
+            [
+                "run",
+                "--scenario",
+                str(s),
+                "--target",
+                str(tmp_path),
+                "--tmp",
+                str(tmp_path),
+                "--results",
+                str(tmp_path / "r"),
+                "--no-report",
+                "--quiet",
+            ]
+        )
     finally:
         subprocess.run(["pkill", "-f", f"of={noise}"])
         subprocess.run(["pkill", "-f", "head -c 1048576 /dev/zero; sleep 0.05"])
@@ -247,20 +396,43 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
         pytest.skip(reason)
     tmp, results, vol = tmp_path / "tmp", tmp_path / "results", tmp_path / "vol"
     tmp.mkdir()
-    s = _scenario(tmp_path, '[configs.naive]\nvenv="target"\ntmpdir="target"\ncache="off"\n'
-                  '[configs.local]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
+    s = _scenario(
+        tmp_path,
+        '[configs.naive]\nvenv="target"\ntmpdir="target"\ncache="off"\n'
+        '[configs.local]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n',
+    )
     lab = manage.up(vol, options=VolumeOptions(latency_ms=2))
     proc = switch = None
     try:
-        argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(s), "--configs", "naive,local",
-                "--target", str(vol), "--tmp", str(tmp), "--results", str(results), "--no-report",
-                "--trial-timeout", "20"]
+        argv = [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--scenario",
+            str(s),
+            "--configs",
+            "naive,local",
+            "--target",
+            str(vol),
+            "--tmp",
+            str(tmp),
+            "--results",
+            str(results),
+            "--no-report",
+            "--trial-timeout",
+            "20",
+        ]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        _wait_for(lambda: list(results.glob("*/logs/naive-r1.install.out")), 120, "naive's install", proc)
+        _wait_for(
+            lambda: list(results.glob("*/logs/naive-r1.install.out")), 120, "naive's install", proc
+        )
         time.sleep(0.3)
         # a dead man's switch: the daemon continues after 200 s even if this test is killed
         # (a stopped daemon would hang every later walk of the temp folder)
-        switch = subprocess.Popen(["sh", "-c", f"sleep 200; kill -CONT {lab.pid}"], start_new_session=True)
+        switch = subprocess.Popen(
+            ["sh", "-c", f"sleep 200; kill -CONT {lab.pid}"], start_new_session=True
+        )
         os.kill(lab.pid, signal.SIGSTOP)
         t0 = time.monotonic()
         out, _ = proc.communicate(timeout=150)
@@ -294,11 +466,28 @@ def test_cleanup_finishes_whatever_signals_arrive(tmp_path: Path) -> None:
     target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
     target.mkdir()
     tmp.mkdir()
-    argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(TINY), "--target", str(target),
-            "--tmp", str(tmp), "--results", str(results), "--no-report", "--index-mbps", "6"]
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--scenario",
+        str(TINY),
+        "--target",
+        str(target),
+        "--tmp",
+        str(tmp),
+        "--results",
+        str(results),
+        "--no-report",
+        "--index-mbps",
+        "6",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _wait_for(lambda: [f for f in results.glob("*/logs/*.install.out")], 120, "an install", proc)
+        _wait_for(
+            lambda: [f for f in results.glob("*/logs/*.install.out")], 120, "an install", proc
+        )
         proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 60
         while proc.poll() is None and time.monotonic() < deadline:
@@ -338,13 +527,29 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
     target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
     target.mkdir()
     tmp.mkdir()
-    args = build_parser().parse_args(["run", "--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-                                      "--results", str(results), "--no-report"])
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--scenario",
+            str(TINY),
+            "--target",
+            str(target),
+            "--tmp",
+            str(tmp),
+            "--results",
+            str(results),
+            "--no-report",
+        ]
+    )
     runner = Runner(preflight.check(args), PlainProgress(stream=io.StringIO()))
     thieves: list[TargetLock] = []
 
     def take_over() -> None:
-        _wait_for(lambda: runner.lock is not None and list(results.glob("*/logs/*.install.out")), 120, "a trial")
+        _wait_for(
+            lambda: runner.lock is not None and list(results.glob("*/logs/*.install.out")),
+            120,
+            "a trial",
+        )
         ours = runner.lock
         os.unlink(ours.path)
         thieves.append(TargetLock(ours.root, "thief-run", heartbeat=False).acquire())
@@ -396,8 +601,21 @@ def test_full_results_disk_keeps_the_row(tmpfs, tmp_path: Path) -> None:
     last update are what is lost, and iobench says so."""
     results = tmpfs(size="4m", name="results")
     s = _scenario(tmp_path, '[configs.a]\nvenv="tmp"\ntmpdir="tmp"\ncache="off"\n')
-    argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(s), "--target", str(tmp_path),
-            "--tmp", str(tmp_path), "--results", str(results), "--no-report"]
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--scenario",
+        str(s),
+        "--target",
+        str(tmp_path),
+        "--tmp",
+        str(tmp_path),
+        "--results",
+        str(results),
+        "--no-report",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_for(lambda: list(results.glob("*/meta.json")), 120, "the run folder", proc)
@@ -413,6 +631,8 @@ def test_full_results_disk_keeps_the_row(tmpfs, tmp_path: Path) -> None:
     assert [r["trial_id"] for r in rows] == ["a-r1"], out
     assert rows[0]["status"] in ("ok", "failed"), out
     if rows[0]["status"] == "ok":  # pip's log could not be written: the split is unknown, not zero
-        assert rows[0]["download_s"] == rows[0]["install_s"] == "" or float(rows[0]["install_s"]) > 0
+        assert (
+            rows[0]["download_s"] == rows[0]["install_s"] == "" or float(rows[0]["install_s"]) > 0
+        )
     assert "samples of a-r1 not saved" in out or not (run / "samples" / "a-r1.csv").exists()
     assert "Traceback" not in out

@@ -44,14 +44,27 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     disk_fs = fstype_of(disk_dir)
     results = tmp_path / "results"
     cwd_folders = set(Path(tempfile.gettempdir()).glob("iobench-cwd-*"))
-    rc = _run(["--target", str(target), "--tmp", str(disk_dir), "--results", str(results), "--sample-hz", "20"])
+    rc = _run(
+        [
+            "--target",
+            str(target),
+            "--tmp",
+            str(disk_dir),
+            "--results",
+            str(results),
+            "--sample-hz",
+            "20",
+        ]
+    )
     assert rc == 0
     # phases ran in an empty folder inside the tmp role's scratch, not a /tmp/iobench-cwd-* left behind
     assert set(Path(tempfile.gettempdir()).glob("iobench-cwd-*")) <= cwd_folders
     run = only_run_dir(results)
     rows = read_csv(run / "trials.csv")
     assert list(rows[0].keys()) == list(TRIAL_COLUMNS)
-    assert sorted(r["trial_id"] for r in rows) == sorted(["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"])
+    assert sorted(r["trial_id"] for r in rows) == sorted(
+        ["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"]
+    )
     assert [int(r["position"]) for r in rows] == [0, 1, 2, 3]  # one round, in its shuffled order
     whl_bytes, whl_files = _wheel_bytes()
     meta = json.loads((run / "meta.json").read_text())
@@ -61,8 +74,12 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     assert meta["roles"]["target"]["free_bytes"] > 0 and meta["roles"]["target"]["mount_options"]
     assert meta["pip_config"]["isolated"] is True
     assert meta["index"]["kind"] == "local"
-    assert isinstance(meta["order_seed"], int) and meta["same_storage"] == []  # tmpfs vs disk: not one filesystem
-    assert meta["trial_timeout_s"] == 600 + 2 * 10  # the default: 10 minutes + 2 s per MB (size_mb 10)
+    assert (
+        isinstance(meta["order_seed"], int) and meta["same_storage"] == []
+    )  # tmpfs vs disk: not one filesystem
+    assert (
+        meta["trial_timeout_s"] == 600 + 2 * 10
+    )  # the default: 10 minutes + 2 s per MB (size_mb 10)
     for r in rows:
         tid = r["trial_id"]
         assert r["status"] == "ok", r["error"]
@@ -89,7 +106,9 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
         assert int(r["write_calls"]) > int(r["files_installed"])
         assert int(r["read_bytes"]) > 0 and int(r["read_calls"]) > 0
         assert 0 < float(r["cpu_s"]) < ttr * os.cpu_count()
-        assert float(r["offcpu_frac"]) == pytest.approx(max(0.0, 1 - float(r["cpu_s"]) / ttr), abs=2e-3)
+        assert float(r["offcpu_frac"]) == pytest.approx(
+            max(0.0, 1 - float(r["cpu_s"]) / ttr), abs=2e-3
+        )
         assert int(r["rss_max_bytes"]) > 5_000_000
         assert int(r["stalls"]) == 0
         assert float(r["sampler_cpu_s"]) > 0
@@ -128,13 +147,30 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     # nothing left behind in either role but the sentinel-marked scratch folder
     for role_dir in (target, disk_dir):
         assert [p.name for p in role_dir.iterdir()] == [".iobench-scratch"]
-        assert {p.name for p in (role_dir / ".iobench-scratch").iterdir()} <= {".iobench-sentinel", "lock.json"}
+        assert {p.name for p in (role_dir / ".iobench-scratch").iterdir()} <= {
+            ".iobench-sentinel",
+            "lock.json",
+        }
 
 
 def test_relative_results_folder_keeps_logs_and_phase_split(tmp_path: Path, monkeypatch) -> None:
     """Phases run in the trial's folder; a relative --results must still receive the logs."""
     monkeypatch.chdir(tmp_path)
-    assert _run(["--configs", "venv-on-tmp", "--target", ".", "--tmp", str(tmp_path), "--results", "res"]) == 0
+    assert (
+        _run(
+            [
+                "--configs",
+                "venv-on-tmp",
+                "--target",
+                ".",
+                "--tmp",
+                str(tmp_path),
+                "--results",
+                "res",
+            ]
+        )
+        == 0
+    )
     run = only_run_dir(tmp_path / "res")
     row = read_csv(run / "trials.csv")[0]
     assert float(row["install_s"]) > 0 and float(row["download_s"]) > 0

@@ -32,7 +32,9 @@ def _run_and_read(argv: list[str]) -> tuple:
 def test_exact_counters_include_reaped_grandchildren(tmp_path: Path) -> None:
     out = tmp_path / "f"
     base, _, _ = _run_and_read(["bash", "-c", f'{sys.executable} -c "$0" {out} 0 0; true', WRITER])
-    many, _, _ = _run_and_read(["bash", "-c", f'{sys.executable} -c "$0" {out} 500 0; true', WRITER])
+    many, _, _ = _run_and_read(
+        ["bash", "-c", f'{sys.executable} -c "$0" {out} 500 0; true', WRITER]
+    )
     # the python grandchild did the writes; bash reaped it, so its counts are folded in
     assert many.write_calls - base.write_calls == 500
     assert many.write_bytes - base.write_bytes == 500_000
@@ -41,7 +43,9 @@ def test_exact_counters_include_reaped_grandchildren(tmp_path: Path) -> None:
 
 def test_samples_follow_the_tree_and_its_phase(tmp_path: Path) -> None:
     s = Sampler(hz=20, stall_after=60).start()
-    proc = subprocess.Popen(["bash", "-c", f'{sys.executable} -c "$0" {tmp_path / "f"} 3000 0.6; true', WRITER])
+    proc = subprocess.Popen(
+        ["bash", "-c", f'{sys.executable} -c "$0" {tmp_path / "f"} 3000 0.6; true', WRITER]
+    )
     s.watch(proc.pid, "install")
     time.sleep(0.3)
     assert len(tree_pids(proc.pid)) == 2  # bash and its python child

@@ -60,32 +60,65 @@ def test_shape_matches_profile(tmp_path: Path) -> None:
             assert m.count == g.count + extra
             assert m.total_bytes - extra * init == pytest.approx(g.total_bytes, rel=0.02)
             # .py members are generated code, which deflates as code does: close, not tuned
-            assert m.compress_ratio == pytest.approx(g.compress_ratio, abs=0.12 if g.ext == "py" else 0.08)
+            assert m.compress_ratio == pytest.approx(
+                g.compress_ratio, abs=0.12 if g.ext == "py" else 0.08
+            )
     assert load_profile("torch-cpu-like").file_count > 12000
 
 
 def test_installable_and_importable(tmp_path: Path) -> None:
     synthesize(load_profile(str(TINY)), tmp_path / "wh")
     venv = tmp_path / "v"
-    subprocess.run([sys.executable, "-m", "virtualenv", "-q", "--no-setuptools", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "virtualenv", "-q", "--no-setuptools", str(venv)], check=True
+    )
     env = {"PIP_CONFIG_FILE": "/dev/null", "PATH": "/usr/bin:/bin"}
     subprocess.run(
-        [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(tmp_path / "wh"), "tiny-core"],
-        check=True, env=env,
+        [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(tmp_path / "wh"),
+            "tiny-core",
+        ],
+        check=True,
+        env=env,
     )
     out = subprocess.run(
         [str(venv / "bin/python"), "-c", "import tiny_core; print(tiny_core.check())"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     assert int(out.stdout) == 8
 
 
-def test_cli_profile_and_synth_roundtrip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_profile_and_synth_roundtrip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["wheels", "synth", str(TINY), "--out", str(tmp_path / "wh")]) == 0
     wheels = sorted((tmp_path / "wh").glob("*.whl"))
     assert len(wheels) == 2
     out = tmp_path / "p.toml"
-    assert main(["wheels", "profile", *map(str, wheels), "--name", "again", "--shape-only", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "wheels",
+                "profile",
+                *map(str, wheels),
+                "--name",
+                "again",
+                "--shape-only",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     again = load_profile(str(out))
     tiny = load_profile(str(TINY))
     assert again.file_count == tiny.file_count + len(tiny.dists)  # each wheel adds its __init__.py
@@ -124,7 +157,11 @@ def test_cached_wheels_two_processes_at_once(tmp_path: Path, round_: int) -> Non
     env = _repo_env(cache)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _GEN, str(TINY)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", _GEN, str(TINY)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(3)
     ]
@@ -159,18 +196,27 @@ def test_cached_wheels_reuses_and_replaces_a_stale_entry(tmp_path: Path) -> None
 
 
 def test_synthesize_same_out_dir_from_two_processes(tmp_path: Path) -> None:
-    code = "import sys; from pathlib import Path; from iobench.wheels import load_profile, synthesize; " \
+    code = (
+        "import sys; from pathlib import Path; from iobench.wheels import load_profile, synthesize; "
         "synthesize(load_profile(sys.argv[1]), Path(sys.argv[2]))"
+    )
     out = tmp_path / "wh"
     for _ in range(3):
         procs = [
-            subprocess.Popen([sys.executable, "-c", code, str(TINY), str(out)], env=_repo_env(tmp_path),
-                             stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(TINY), str(out)],
+                env=_repo_env(tmp_path),
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for _ in range(3)
         ]
         errs = [p.communicate(timeout=120)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], errs
-    assert sorted(p.name for p in out.iterdir()) == ["tiny_blob-0.1.0-py3-none-any.whl", "tiny_core-0.1.0-py3-none-any.whl"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "tiny_blob-0.1.0-py3-none-any.whl",
+        "tiny_core-0.1.0-py3-none-any.whl",
+    ]
 
 
 # --------------------------------------------------------------------------- bad profiles
@@ -181,26 +227,48 @@ GOOD = TINY.read_text()
 @pytest.mark.parametrize(
     "old, new, key",
     [
-        ("total_bytes = 300000", 'total_bytes = "big"', "profile.dist[0].files[0].total_bytes: expected a finite number, got 'big'"),
+        (
+            "total_bytes = 300000",
+            'total_bytes = "big"',
+            "profile.dist[0].files[0].total_bytes: expected a finite number, got 'big'",
+        ),
         ("count = 150", "count = 1.5", "profile.dist[0].files[0].count: expected an integer"),
-        ("median_bytes = 2000", "median_bytes = inf", "profile.dist[0].files[0].median_bytes: expected a finite"),
+        (
+            "median_bytes = 2000",
+            "median_bytes = inf",
+            "profile.dist[0].files[0].median_bytes: expected a finite",
+        ),
         ("median_bytes = 2000", "median_bytes = nan", "profile.dist[0].files[0].median_bytes"),
         ("sigma = 1.0", 'sigma = "wide"', "profile.dist[0].files[0].sigma"),
         ("sigma = 1.0", "sigma = 900.0", "profile.dist[0].files[0].sigma: 900.0 is outside"),
         ('ext = "py"', 'ext = "../x"', "profile.dist[0].files[0].ext"),
-        ("compress_ratio = 0.3 }", "compress_ratio = 7 }", "profile.dist[0].files[0].compress_ratio"),
+        (
+            "compress_ratio = 0.3 }",
+            "compress_ratio = 7 }",
+            "profile.dist[0].files[0].compress_ratio",
+        ),
         ("dirs = 8", 'dirs = "eight"', "profile.dist[0].dirs: expected an integer"),
         ('version = "0.1.0"\ndirs = 8', 'version = "../../x"\ndirs = 8', "profile.dist[0].version"),
-        ('version = "0.1.0"\ndirs = 8', "version = 1\ndirs = 8", "profile.dist[0].version: expected a string"),
+        (
+            'version = "0.1.0"\ndirs = 8',
+            "version = 1\ndirs = 8",
+            "profile.dist[0].version: expected a string",
+        ),
         ('requires = ["tiny-blob==0.1.0"]', "requires = [1]", "profile.dist[0].requires"),
-        ('requires = ["tiny-blob==0.1.0"]', 'requires = "tiny-blob"', "profile.dist[0].requires: expected a list"),
+        (
+            'requires = ["tiny-blob==0.1.0"]',
+            'requires = "tiny-blob"',
+            "profile.dist[0].requires: expected a list",
+        ),
         ("seed = 3", 'seed = "three"', "profile.seed: expected an integer"),
         ('name = "tiny"', 'name = "../tiny"', "profile.name"),
         ('name = "tiny"', "name = 7", "profile.name: expected a string"),
-        ("{ ext = \"py\"", "1, { ext = \"py\"", "profile.dist[0].files[0]: expected a table"),
+        ('{ ext = "py"', '1, { ext = "py"', "profile.dist[0].files[0]: expected a table"),
     ],
 )
-def test_bad_profile_is_one_line_naming_file_and_key(tmp_path: Path, old: str, new: str, key: str) -> None:
+def test_bad_profile_is_one_line_naming_file_and_key(
+    tmp_path: Path, old: str, new: str, key: str
+) -> None:
     assert old in GOOD
     p = tmp_path / "p.toml"
     p.write_text(GOOD.replace(old, new, 1))
@@ -219,9 +287,18 @@ def test_bad_profile_is_one_line_naming_file_and_key(tmp_path: Path, old: str, n
         ("[profile]\nname = 'x'\ndist = {}\n", "profile.dist: expected a list"),
         ("[profile]\nname = 'x'\n", "profile.dist: missing"),
         ("profile = 3\n", "profile: expected a table"),
-        ("[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a'\nfiles = [[1]]\n", "profile.dist[0].files[0]: expected a table"),
-        ("[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a'\nfiles = 'py'\n", "profile.dist[0].files: expected a list"),
-        ("[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a/b'\nfiles = []\n", "profile.dist[0].name"),
+        (
+            "[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a'\nfiles = [[1]]\n",
+            "profile.dist[0].files[0]: expected a table",
+        ),
+        (
+            "[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a'\nfiles = 'py'\n",
+            "profile.dist[0].files: expected a list",
+        ),
+        (
+            "[profile]\nname = 'x'\n[[profile.dist]]\nname = 'a/b'\nfiles = []\n",
+            "profile.dist[0].name",
+        ),
         ("[profile\n", "not valid TOML"),
     ],
 )
@@ -275,12 +352,18 @@ def test_cache_dir_that_cannot_be_made(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "extra, key",
     [
-        ("compile = { s_per_mb = 0.2, code_fraction = 2.0 }", "profile.dist[0].compile.code_fraction: 2.0 is outside 0..1"),
+        (
+            "compile = { s_per_mb = 0.2, code_fraction = 2.0 }",
+            "profile.dist[0].compile.code_fraction: 2.0 is outside 0..1",
+        ),
         ("compile = { code_fraction = 0.5 }", "profile.dist[0].compile.s_per_mb: missing"),
         ("compile = 3", "profile.dist[0].compile: expected a table"),
         ("imports = { pyc_files = -1 }", "profile.dist[0].imports.pyc_files: must be >= 0"),
         ("imports = { pyc_file = 3 }", "profile.dist[0].imports.pyc_file: unknown key"),
-        ("imports = { so_bytes = 'lots' }", "profile.dist[0].imports.so_bytes: expected an integer"),
+        (
+            "imports = { so_bytes = 'lots' }",
+            "profile.dist[0].imports.so_bytes: expected an integer",
+        ),
     ],
 )
 def test_bad_cost_tables(tmp_path: Path, extra: str, key: str) -> None:
@@ -294,7 +377,9 @@ def test_bad_cost_tables(tmp_path: Path, extra: str, key: str) -> None:
 
 def test_import_fanout_is_generated_as_profiled(tmp_path: Path) -> None:
     """The twin's __init__ imports, reads and maps what the profile's fan-out says."""
-    text = GOOD.replace("dirs = 8\n", "dirs = 8\nimports = { pyc_files = 4, pyc_bytes = 4000 }\n", 1).replace(
+    text = GOOD.replace(
+        "dirs = 8\n", "dirs = 8\nimports = { pyc_files = 4, pyc_bytes = 4000 }\n", 1
+    ).replace(
         "dirs = 4\n",
         "dirs = 4\nimports = { data_files = 2, data_bytes = 2000, so_files = 1, so_bytes = 100000, "
         "so_resident_bytes = 40000 }\n",
@@ -310,11 +395,15 @@ def test_import_fanout_is_generated_as_profiled(tmp_path: Path) -> None:
             init = zf.read(f"{pkg}/__init__.py").decode()
             names = set(zf.namelist())
         scope: dict = {}
-        exec(init.split("def _read", 1)[0], {"__file__": "x/__init__.py"}, scope)  # the constants only
+        exec(
+            init.split("def _read", 1)[0], {"__file__": "x/__init__.py"}, scope
+        )  # the constants only
         return scope, names
 
     scope, names = plan(core, "tiny_core")
-    assert len(scope["MODULES"]) == 3 and scope["READS"] == [] and scope["MAPS"] == []  # + its own __init__
+    assert (
+        len(scope["MODULES"]) == 3 and scope["READS"] == [] and scope["MAPS"] == []
+    )  # + its own __init__
     assert all(m.replace(".", "/") + ".py" in names for m in scope["MODULES"])
     scope, names = plan(blob, "tiny_blob")
     assert scope["MODULES"] == [] and len(scope["READS"]) == 2

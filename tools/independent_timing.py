@@ -33,22 +33,54 @@ from iobench.wheels import cached_wheels, load_profile
 def script(root: Path, url: str, env: dict[str, str]) -> str:
     """The trial's steps as a shell script, from iobench's own command lines (they cannot drift)."""
     venv = root / "venv"
-    pip = installers.Pip().command(venv, ["smoke-core"], IndexSpec(url, local=True), root / "cache", root / "pip.log", env)
-    site = "$(ls -d " + shlex.quote(str(venv)) + "/lib/python*/site-packages/smoke_* | grep -v dist-info)"
-    return "\n".join([
-        "set -e",
-        shlex.join(installers.venv_command(venv)),
-        shlex.join(pip.argv),
-        shlex.join(installers.compile_command(venv, [], parallel=False)) + " " + site,
-        shlex.join([str(venv / "bin" / "python"), "-c", "import smoke_core; smoke_core.check()"]),
-    ]) + "\n"
+    pip = installers.Pip().command(
+        venv, ["smoke-core"], IndexSpec(url, local=True), root / "cache", root / "pip.log", env
+    )
+    site = (
+        "$(ls -d "
+        + shlex.quote(str(venv))
+        + "/lib/python*/site-packages/smoke_* | grep -v dist-info)"
+    )
+    return (
+        "\n".join(
+            [
+                "set -e",
+                shlex.join(installers.venv_command(venv)),
+                shlex.join(pip.argv),
+                shlex.join(installers.compile_command(venv, [], parallel=False)) + " " + site,
+                shlex.join(
+                    [str(venv / "bin" / "python"), "-c", "import smoke_core; smoke_core.check()"]
+                ),
+            ]
+        )
+        + "\n"
+    )
 
 
 def ours(base: Path) -> float:
     res = Path(tempfile.mkdtemp(dir=base))
-    subprocess.run([sys.executable, "-m", "iobench", "run", "--configs", "venv-on-tmp", "--repeats", "1",
-                    "--target", str(base), "--tmp", str(base), "--results", str(res), "--no-report", "--quiet"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--configs",
+            "venv-on-tmp",
+            "--repeats",
+            "1",
+            "--target",
+            str(base),
+            "--tmp",
+            str(base),
+            "--results",
+            str(res),
+            "--no-report",
+            "--quiet",
+        ],
+        check=True,
+        capture_output=True,
+    )
     trials = next(res.glob("*/trials.csv"))
     ttr = float(next(csv.DictReader(open(trials)))["time_to_ready_s"])
     shutil.rmtree(res)
@@ -65,8 +97,14 @@ def outside(base: Path, index: LocalIndex) -> float:
     cwd = Path(tempfile.mkdtemp())
     t = time.perf_counter()
     with tempfile.TemporaryFile() as out:  # like a trial's phases: output to a local file
-        subprocess.run(["bash", "-c", script(root, index.url, env)], check=True, env=env, cwd=cwd,
-                       stdout=out, stderr=subprocess.STDOUT)
+        subprocess.run(
+            ["bash", "-c", script(root, index.url, env)],
+            check=True,
+            env=env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     took = time.perf_counter() - t
     shutil.rmtree(root)
     os.rmdir(cwd)
@@ -87,9 +125,14 @@ def main() -> None:
             else:
                 b.append(outside(args.dir, index))
                 a.append(ours(args.dir))
-            print(f"pair {i}: iobench {a[-1]:.3f} s, outside {b[-1]:.3f} s, ratio {a[-1] / b[-1]:.3f}", flush=True)
-    print(f"median iobench {statistics.median(a):.3f} s, outside {statistics.median(b):.3f} s; "
-          f"median pair ratio {statistics.median(x / y for x, y in zip(a, b)):.3f}")
+            print(
+                f"pair {i}: iobench {a[-1]:.3f} s, outside {b[-1]:.3f} s, ratio {a[-1] / b[-1]:.3f}",
+                flush=True,
+            )
+    print(
+        f"median iobench {statistics.median(a):.3f} s, outside {statistics.median(b):.3f} s; "
+        f"median pair ratio {statistics.median(x / y for x, y in zip(a, b)):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -124,7 +124,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     for flag, value, ok, what in (
         ("--seconds", args.seconds, 0 < args.seconds <= 600, "> 0 and at most 600"),
-        ("--write-seconds", args.write_seconds, 0 < args.write_seconds <= 600, "> 0 and at most 600"),
+        (
+            "--write-seconds",
+            args.write_seconds,
+            0 < args.write_seconds <= 600,
+            "> 0 and at most 600",
+        ),
         ("--write-mb", args.write_mb, 0 <= args.write_mb <= 1e6, "0 (skip) to 1e6"),
     ):
         if not (math.isfinite(value) and ok):

@@ -17,7 +17,9 @@ _INSTALLS = (
 
 # ---------------------------------------------------------------- wheels
 def _add_wheels(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("wheels", help="synthetic wheels: measure a real wheel's shape, or generate from a profile")
+    p = sub.add_parser(
+        "wheels", help="synthetic wheels: measure a real wheel's shape, or generate from a profile"
+    )
     wsub = p.add_subparsers(dest="wheels_cmd", required=True, parser_class=_Parser)
     prof = wsub.add_parser(
         "profile",
@@ -30,10 +32,15 @@ def _add_wheels(sub: argparse._SubParsersAction) -> None:
     prof.add_argument("--seed", type=int, default=1)
     prof.add_argument("--out", type=Path, help="write the TOML here instead of stdout")
     _add_cost_options(prof)
-    prof.add_argument("--shape-only", action="store_true", help="read the wheel files only; install nothing")
+    prof.add_argument(
+        "--shape-only", action="store_true", help="read the wheel files only; install nothing"
+    )
     prof.set_defaults(func=cmd_wheels_profile)
     syn = wsub.add_parser("synth", help="generate the wheels of a profile")
-    syn.add_argument("profile", help="shipped profile name (smoke, torch-cpu-like, diffusers-like) or a .toml path")
+    syn.add_argument(
+        "profile",
+        help="shipped profile name (smoke, torch-cpu-like, diffusers-like) or a .toml path",
+    )
     syn.add_argument("--out", type=Path, required=True, help="folder for the wheels")
     syn.set_defaults(func=cmd_wheels_synth)
     chk = wsub.add_parser(
@@ -52,10 +59,16 @@ def _add_wheels(sub: argparse._SubParsersAction) -> None:
 
 def _add_cost_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--deps", nargs="+", type=Path, default=[], metavar="WHEEL_OR_DIR",
+        "--deps",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="WHEEL_OR_DIR",
         help="wheels the ready check needs (e.g. torch's typing_extensions, sympy): installed, not measured",
     )
-    p.add_argument("--ready", help="the ready check's code (default: import the wheels' top-level packages)")
+    p.add_argument(
+        "--ready", help="the ready check's code (default: import the wheels' top-level packages)"
+    )
 
 
 def _wheel_files(paths: list[Path], what: str) -> list[Path]:
@@ -66,7 +79,9 @@ def _wheel_files(paths: list[Path], what: str) -> list[Path]:
         elif p.is_file() and p.suffix == ".whl":
             out.append(p)
         else:
-            raise UsageError(f"{p}: no such {what} (give .whl files{' or a folder of them' if what != 'wheel file' else ''})")
+            raise UsageError(
+                f"{p}: no such {what} (give .whl files{' or a folder of them' if what != 'wheel file' else ''})"
+            )
     return out
 
 
@@ -78,7 +93,9 @@ def cmd_wheels_profile(args: argparse.Namespace) -> int:
     if not args.shape_only:
         from iobench.wheelcost import default_ready, with_costs
 
-        prof = with_costs(prof, wheels, args.ready or default_ready(wheels), _wheel_files(args.deps, "dependency"))
+        prof = with_costs(
+            prof, wheels, args.ready or default_ready(wheels), _wheel_files(args.deps, "dependency")
+        )
     text = profile_to_toml(prof)
     if args.out:
         args.out.write_text(text)

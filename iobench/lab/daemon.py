@@ -27,8 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--burst-credits-mb", type=float, default=None)
     p.add_argument("--stats", default=None, help="final stats JSON, written on unmount")
     p.add_argument("--live-stats", default=None, help="stats JSON refreshed while mounted")
-    p.add_argument("--control", default=None,
-                   help="flush control FIFO (default: 'control' next to --live-stats)")
+    p.add_argument(
+        "--control",
+        default=None,
+        help="flush control FIFO (default: 'control' next to --live-stats)",
+    )
     p.add_argument("--cache-timeout-s", type=float, default=DEFAULT_CACHE_S)
     p.add_argument("--max-threads", type=int, default=64)
     return p

@@ -38,7 +38,9 @@ def flush(mountpoint: str | os.PathLike[str], timeout_s: float = 10.0) -> dict[s
         )
     control = Path(lab.state_dir) / "control"
     if not control.is_fifo():
-        raise LabError(f"the daemon of {mp} has no flush control (mounted by an older iobench); remount it")
+        raise LabError(
+            f"the daemon of {mp} has no flush control (mounted by an older iobench); remount it"
+        )
     token = uuid.uuid4().hex
     _send(control, f"flush {token}\n", timeout_s)
     return _await_reply(control.with_name(REPLY_NAME), token, mp, timeout_s)
@@ -52,7 +54,9 @@ def _send(control: Path, line: str, timeout_s: float) -> None:
             fd = os.open(control, os.O_WRONLY | os.O_NONBLOCK)
         except OSError as e:
             if e.errno != errno.ENXIO or time.monotonic() > deadline:
-                raise LabError(f"cannot reach the lab daemon through {control}: {e.strerror}") from None
+                raise LabError(
+                    f"cannot reach the lab daemon through {control}: {e.strerror}"
+                ) from None
             time.sleep(0.01)  # no reader yet: the daemon is between two requests
             continue
         try:

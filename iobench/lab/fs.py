@@ -85,10 +85,34 @@ STATS_SCHEMA = 1  # 1: first version (ops: count, delayed_s; bytes_read, bytes_w
 
 #: Operation names, in the order of the counters; those in DATA_OPS pay ``data_latency``.
 OPS = (
-    "getattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link",
-    "chmod", "chown", "truncate", "open", "read", "write", "statfs", "flush", "release",
-    "fsync", "opendir", "readdir", "releasedir", "fsyncdir", "access", "create", "utimens",
-    "fallocate", "entry_getattr",
+    "getattr",
+    "readlink",
+    "mknod",
+    "mkdir",
+    "unlink",
+    "rmdir",
+    "symlink",
+    "rename",
+    "link",
+    "chmod",
+    "chown",
+    "truncate",
+    "open",
+    "read",
+    "write",
+    "statfs",
+    "flush",
+    "release",
+    "fsync",
+    "opendir",
+    "readdir",
+    "releasedir",
+    "fsyncdir",
+    "access",
+    "create",
+    "utimens",
+    "fallocate",
+    "entry_getattr",
 )
 DATA_OPS = frozenset({"read", "write"})
 _OP = {name: i for i, name in enumerate(OPS)}
@@ -240,7 +264,10 @@ class SlowFS(mfusepy.Operations):
         dropped = 0
         for name in names:
             raw = os.fsencode(name)
-            if lib.fuse_lowlevel_notify_inval_entry(self._session, _FUSE_ROOT_ID, raw, len(raw)) == 0:
+            if (
+                lib.fuse_lowlevel_notify_inval_entry(self._session, _FUSE_ROOT_ID, raw, len(raw))
+                == 0
+            ):
                 dropped += 1
         lib.fuse_lowlevel_notify_inval_inode(self._session, _FUSE_ROOT_ID, 0, 0)
         return {
@@ -384,8 +411,11 @@ class SlowFS(mfusepy.Operations):
         try:
             if flags:
                 res = _libc.renameat2(
-                    _AT_FDCWD, os.fsencode(self.root + old), _AT_FDCWD,
-                    os.fsencode(self.root + new), ctypes.c_uint(flags),
+                    _AT_FDCWD,
+                    os.fsencode(self.root + old),
+                    _AT_FDCWD,
+                    os.fsencode(self.root + new),
+                    ctypes.c_uint(flags),
                 )
                 if res != 0:
                     e = ctypes.get_errno()
@@ -466,9 +496,15 @@ class SlowFS(mfusepy.Operations):
         finally:
             self._pay(_OP["statfs"], t0, self._latency)
         return {
-            "f_bsize": sv.f_bsize, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks,
-            "f_bfree": sv.f_bfree, "f_bavail": sv.f_bavail, "f_files": sv.f_files,
-            "f_ffree": sv.f_ffree, "f_favail": sv.f_favail, "f_flag": sv.f_flag,
+            "f_bsize": sv.f_bsize,
+            "f_frsize": sv.f_frsize,
+            "f_blocks": sv.f_blocks,
+            "f_bfree": sv.f_bfree,
+            "f_bavail": sv.f_bavail,
+            "f_files": sv.f_files,
+            "f_ffree": sv.f_ffree,
+            "f_favail": sv.f_favail,
+            "f_flag": sv.f_flag,
             "f_namemax": sv.f_namemax,
         }
 
@@ -598,11 +634,17 @@ def _notify_lib() -> ctypes.CDLL:
     lib.fuse_get_session.argtypes = [ctypes.c_void_p]
     lib.fuse_lowlevel_notify_inval_entry.restype = ctypes.c_int
     lib.fuse_lowlevel_notify_inval_entry.argtypes = [
-        ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
     ]
     lib.fuse_lowlevel_notify_inval_inode.restype = ctypes.c_int
     lib.fuse_lowlevel_notify_inval_inode.argtypes = [
-        ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_int64,
+        ctypes.c_int64,
     ]
     return lib
 

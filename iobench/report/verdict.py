@@ -32,8 +32,13 @@ SPREAD_MINMAX_BELOW = 10
 #: where a config puts things: (what, trials.csv role column)
 PLACES = (("venv", "venv_role"), ("TMPDIR", "tmpdir_role"), ("cache", "cache_role"))
 #: how a config installs: (what, trials.csv column)
-HOW = (("installer", "installer"), ("cache", "cache_state"), ("bytecode compile", "compile"),
-       ("venv creator", "venv_creator"), ("uv link mode", "link_mode"))
+HOW = (
+    ("installer", "installer"),
+    ("cache", "cache_state"),
+    ("bytecode compile", "compile"),
+    ("venv creator", "venv_creator"),
+    ("uv link mode", "link_mode"),
+)
 FACT_COLUMNS = tuple(c for _, c in PLACES + HOW)
 MORE_REPEATS = "iobench run --repeats 5"
 

@@ -54,15 +54,21 @@ def _prepare(root: Path) -> tuple[Path, Path]:
     root.mkdir(parents=True)
     venv, tmp = root / "venv", root / "tmp"
     tmp.mkdir()
-    subprocess.run([sys.executable, "-m", "virtualenv", "-q", "--no-setuptools", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "virtualenv", "-q", "--no-setuptools", str(venv)], check=True
+    )
     return venv, tmp
 
 
 def _install(venv: Path, tmp: Path, index: LocalIndex, hz: float | None) -> None:
     env = base_environment(tmp, isolated=True)
-    step = Pip().command(venv, ["smoke-core"], IndexSpec(index.url, local=True), None, tmp / "log", env)
+    step = Pip().command(
+        venv, ["smoke-core"], IndexSpec(index.url, local=True), None, tmp / "log", env
+    )
     sampler = Sampler(hz).start() if hz else None
-    proc = subprocess.Popen(step.argv, env=step.env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        step.argv, env=step.env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
     if sampler:
         sampler.watch(proc.pid, "install")
     assert proc.wait() == 0
@@ -116,7 +122,13 @@ def test_overhead_paired(benchmark, index, work: Path) -> None:
     counter = iter(range(10_000))
     benchmark.pedantic(lambda: pair(next(counter)), rounds=ROUNDS * 2, iterations=1)
     ratios.sort()
-    median = ratios[len(ratios) // 2] if len(ratios) % 2 else sum(ratios[len(ratios) // 2 - 1 : len(ratios) // 2 + 1]) / 2
+    median = (
+        ratios[len(ratios) // 2]
+        if len(ratios) % 2
+        else sum(ratios[len(ratios) // 2 - 1 : len(ratios) // 2 + 1]) / 2
+    )
     benchmark.extra_info["median_ratio_sampled_over_unsampled"] = round(median, 4)
     benchmark.extra_info["ratios"] = [round(r, 4) for r in ratios]
-    print(f"\nsampler overhead: median ratio sampled/unsampled = {median:.4f} over {len(ratios)} pairs")
+    print(
+        f"\nsampler overhead: median ratio sampled/unsampled = {median:.4f} over {len(ratios)} pairs"
+    )
