@@ -139,9 +139,12 @@ def user_line(command: str) -> str:
 def script_lines(row: dict[str, Any]) -> list[str]:
     """The cheapest strategy's start script: only the lines a trial ran (in the roles' folders)."""
     lost, redo = TRADE_OFFS.get(row["strategy"], ("", ""))
-    out = [
-        f"Start script ({row['strategy']}; restore to the path the venv was built at — venvs hold absolute paths):"
-    ]
+    where = (
+        "; restore to the path the venv was built at — venvs hold absolute paths"
+        if row["restore_command"]
+        else ""
+    )
+    out = [f"Start script ({row['strategy']}{where}):"]
     if row["persist_command"]:
         out.append(f"  # once, after installing on tmp:  {user_line(row['persist_command'])}")
     if row["restore_command"]:
