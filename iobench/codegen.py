@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable
 
-_WORDS = (
+_ALL_WORDS = (
     "tensor shape value index module layer weight bias input output batch size dim axis "
     "kernel stride padding device dtype grad state buffer param config cache node graph "
     "edge op call arg kwarg result name key item count total offset scale factor mode "
@@ -38,7 +38,7 @@ _WORDS = (
     "emit trace record hook guard lock timer clock timeout retry backend frontend handler "
     "dispatch register lookup resolve export import load save dump read write open close"
 ).split()
-_WORDS = tuple(w for w in _WORDS if not keyword.iskeyword(w))
+_WORDS = tuple(w for w in _ALL_WORDS if not keyword.iskeyword(w))
 _TYPES = ("int", "float", "str", "bytes", "list", "dict", "tuple", "set", "bool")
 _ERRORS = ("ValueError", "TypeError", "KeyError", "IndexError", "RuntimeError", "AttributeError")
 _PROSE = (
@@ -64,7 +64,7 @@ _INTS = ("0", "1", "2", "-1", "3", "4", "8", "16", "32", "64", "128", "256", "10
 _FLOATS = ("0.0", "1.0", "0.5", "1e-05", "1e-06", "0.1", "0.9", "2.0", "0.02", "1e-12")
 
 
-def _literal(rng: random.Random) -> str:
+def _literal(rng: _ModuleRandom) -> str:
     pick = rng.random()
     if pick < 0.3:
         return rng.choice(_INTS)
@@ -80,7 +80,7 @@ def _sentence(rng: _ModuleRandom) -> str:
     return " ".join(rng.choices(rng.phrases, k=4))
 
 
-def _doc(rng: random.Random, size: int, indent: str) -> str:
+def _doc(rng: _ModuleRandom, size: int, indent: str) -> str:
     """A docstring of about ``size`` bytes: lines of prose, wrapped at 80 columns."""
     lines = [f"{rng.choice(rng.words).capitalize()} {' '.join(rng.choices(rng.words, k=5))}."]
     n = len(lines[0]) + 8
@@ -95,7 +95,7 @@ def _doc(rng: random.Random, size: int, indent: str) -> str:
 _MAX_DOC = 1200  # docstrings stay short, as real ones do; more prose goes into comments
 
 
-def _prose(rng: random.Random, size: int, head: str, indent: str) -> str:
+def _prose(rng: _ModuleRandom, size: int, head: str, indent: str) -> str:
     """``head`` (a def or class line) with ``size`` bytes of prose: comments above it, a docstring below."""
     if size <= 0:
         return head
@@ -113,7 +113,7 @@ def _prose(rng: random.Random, size: int, head: str, indent: str) -> str:
     return comments + head + _doc(rng, doc, indent)
 
 
-def _function(rng: random.Random, indent: str, doc_ratio: float, method: bool = False) -> str:
+def _function(rng: _ModuleRandom, indent: str, doc_ratio: float, method: bool = False) -> str:
     a, b, c, x = _name(rng), _name(rng), _name(rng), _name(rng)
     while len({a, b, c, x}) < 4:  # arguments must differ
         b, c, x = _name(rng), _name(rng), _name(rng)
@@ -145,7 +145,7 @@ def _function(rng: random.Random, indent: str, doc_ratio: float, method: bool = 
     return _prose(rng, int(len(code) * doc_ratio), head, inner) + code + "\n"
 
 
-def _class(rng: random.Random, doc_ratio: float) -> str:
+def _class(rng: _ModuleRandom, doc_ratio: float) -> str:
     name = "".join(w.capitalize() for w in (rng.choice(rng.words), rng.choice(rng.words)))
     base = rng.choice(("object", "Exception", "dict"))
     attr = _name(rng)
@@ -162,7 +162,7 @@ def _class(rng: random.Random, doc_ratio: float) -> str:
     return _prose(rng, int(len(init) * doc_ratio), head, "    ") + f"{init}{methods}\n"
 
 
-def _table(rng: random.Random) -> str:
+def _table(rng: _ModuleRandom) -> str:
     items = ", ".join(
         f"{rng.choice(rng.words)!r}: ({_literal(rng)}, {_literal(rng)})"
         for _ in range(rng.randrange(3, 12))
@@ -170,7 +170,7 @@ def _table(rng: random.Random) -> str:
     return f"{_name(rng).upper()} = {{{items}}}\n\n"
 
 
-def _block(rng: random.Random, doc_ratio: float) -> str:
+def _block(rng: _ModuleRandom, doc_ratio: float) -> str:
     pick = rng.random()
     if pick < 0.55:
         return _function(rng, "", doc_ratio)
@@ -219,7 +219,7 @@ def module_source(size: int, code_fraction: float, rng: random.Random, head: str
     return text + _comment_pad(size - len(text), rng)
 
 
-def _comment_pad(pad: int, rng: random.Random) -> bytes:
+def _comment_pad(pad: int, rng: _ModuleRandom) -> bytes:
     """Exactly ``pad`` bytes of comment lines (79 columns at most)."""
     if pad <= 0:
         return b""

@@ -116,7 +116,7 @@ def _tokens(name: str) -> set[str]:
 @lru_cache(maxsize=1)
 def load_presets() -> tuple[GpuPreset, ...]:
     """Read the packaged price table once."""
-    text = resources.files("iobench").joinpath("data", PRICES_FILE).read_text(encoding="utf-8")
+    text = (resources.files("iobench") / "data" / PRICES_FILE).read_text(encoding="utf-8")
     rows = csv.DictReader(text.splitlines())
     presets = []
     for row in rows:
@@ -210,21 +210,21 @@ def resolve_price(
         preset = find_preset(options.gpu)
         return _from_preset(preset, options.gpus or None, notes), notes
     if detected is not None:
-        preset, how = match_detected(detected)
-        if preset is None:
+        matched, how = match_detected(detected)
+        if matched is None:
             notes.append(
                 f"detected {detected.count}x {detected.name}, which has no price preset; "
                 "pass --gpu NAME or --gpu-price USD to see costs"
             )
             return None, notes
         gpus = options.gpus or detected.count
-        choice = _from_preset(preset, gpus, notes)
+        choice = _from_preset(matched, gpus, notes)
         where = f" on {detected.instance_type}" if detected.instance_type else ""
         closeness = " (closest preset)" if how == "closest" else ""
         notes.insert(
             0,
             f"no price given: detected {detected.count}x {detected.name}{where} "
-            f"(via {detected.source}), using preset {preset.name}{closeness}: {choice.label}; "
+            f"(via {detected.source}), using preset {matched.name}{closeness}: {choice.label}; "
             "override with --gpu or --gpu-price",
         )
         return choice, notes

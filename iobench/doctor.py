@@ -285,21 +285,18 @@ def shm_check(path: str = "/dev/shm") -> tuple[dict[str, Any] | None, list[Findi
         st = os.statvfs(path)
     except OSError:
         return None, [Finding("info", "shm", f"{path} does not exist")]
-    info = {
-        "path": path,
-        "total_bytes": st.f_blocks * st.f_frsize,
-        "free_bytes": st.f_bavail * st.f_frsize,
-    }
-    if info["total_bytes"] < SHM_MIN_BYTES:
+    total = st.f_blocks * st.f_frsize
+    info = {"path": path, "total_bytes": total, "free_bytes": st.f_bavail * st.f_frsize}
+    if total < SHM_MIN_BYTES:
         return info, [
             Finding(
                 "warn",
                 "shm",
-                f"{path} is only {info['total_bytes'] / 2**20:.0f} MiB: too small "
+                f"{path} is only {total / 2**20:.0f} MiB: too small "
                 "for TMPDIR and for PyTorch DataLoader workers (docker run --shm-size=8g)",
             )
         ]
-    return info, [Finding("ok", "shm", f"{path}: {info['total_bytes'] / 2**30:.1f} GiB")]
+    return info, [Finding("ok", "shm", f"{path}: {total / 2**30:.1f} GiB")]
 
 
 # --------------------------------------------------------------------------- the index
@@ -364,7 +361,9 @@ def _fetch(url: str, timeout_s: float, cap: int = 2 * 10**6) -> dict[str, Any]:
             f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         )
         headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
-        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+        parts = parts._replace(
+            netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        )
     t0 = time.perf_counter()
     with urllib.request.urlopen(
         urllib.request.Request(urllib.parse.urlunsplit(parts), headers=headers), timeout=timeout_s

@@ -403,8 +403,9 @@ def lock_works(path: str, kind: str, timeout_s: float = 10.0) -> str:
         text=True,
     )
     try:
+        assert child.stdout is not None  # stdout=PIPE
         ready, _, _ = select.select([child.stdout], [], [], timeout_s)
-        line = child.stdout.readline().strip() if ready and child.stdout else ""
+        line = child.stdout.readline().strip() if ready else ""
         if not line:
             return f"timed out after {timeout_s:g} s taking the lock"
         if line.startswith("error"):

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -191,7 +191,9 @@ def _top(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def install_and_probe(wheels: list[Path], ready: str, root: Path, deps: list[Path] = ()) -> Install:
+def install_and_probe(
+    wheels: list[Path], ready: str, root: Path, deps: Sequence[Path] = ()
+) -> Install:
     """Install ``wheels`` into a fresh venv under ``root`` and measure install, compile, import."""
     env = isolated_env()
     venv = root / "venv"
@@ -230,7 +232,7 @@ def install_and_probe(wheels: list[Path], ready: str, root: Path, deps: list[Pat
     return m
 
 
-def _install_untimed(py: str, site: Path, deps: list[Path], env: dict[str, str]) -> None:
+def _install_untimed(py: str, site: Path, deps: Sequence[Path], env: dict[str, str]) -> None:
     """Install and compile what the ready check needs besides the measured wheels."""
     before = {p.name for p in site.iterdir()}
     _run(
@@ -336,7 +338,9 @@ def _ref_sizes(dist: DistProfile, budget: int = 4_000_000) -> list[int]:
     return out or [12_500] * 40
 
 
-def with_costs(profile: Profile, wheels: list[Path], ready: str, deps: list[Path] = ()) -> Profile:
+def with_costs(
+    profile: Profile, wheels: list[Path], ready: str, deps: Sequence[Path] = ()
+) -> Profile:
     """``profile`` (measured from ``wheels``' shapes) with compile costs and import fan-out.
 
     Installs the wheels once into a scratch venv (see ``install_and_probe``).
@@ -427,7 +431,7 @@ class Fidelity:
 
 
 def check(
-    profile: Profile, wheels: list[Path], ready: str, deps: list[Path] = (), repeats: int = 3
+    profile: Profile, wheels: list[Path], ready: str, deps: Sequence[Path] = (), repeats: int = 3
 ) -> Fidelity:
     """Install ``wheels`` and ``profile``'s synthetic twin alternately, ``repeats`` times each."""
     from iobench.wheels import synthesize

@@ -30,20 +30,22 @@ import random
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import zipfile
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from iobench import __version__
 from iobench.codegen import module_source
 from iobench.errors import UsageError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]  # not in every lint venv
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 # a profile's name is part of its cache folder's name; versions and extensions become file names
@@ -233,6 +235,26 @@ def _get(table: dict, key: str, where: str, kind: str, default: object = _MISSIN
     return value
 
 
+def _str(table: dict, key: str, where: str, default: str | object = _MISSING) -> str:
+    """``table[key]``, checked to be a string."""
+    return cast(str, _get(table, key, where, "str", default))
+
+
+def _int(table: dict, key: str, where: str, default: int | object = _MISSING) -> int:
+    """``table[key]``, checked to be an integer (not a bool)."""
+    return cast(int, _get(table, key, where, "int", default))
+
+
+def _num(table: dict, key: str, where: str, default: float | object = _MISSING) -> float:
+    """``table[key]``, checked to be a finite int or float."""
+    return cast(float, _get(table, key, where, "number", default))
+
+
+def _list(table: dict, key: str, where: str, default: list | object = _MISSING) -> list[Any]:
+    """``table[key]``, checked to be a list."""
+    return cast("list[Any]", _get(table, key, where, "list", default))
+
+
 def profile_from_dict(data: dict, where: str) -> Profile:
     """Validate a profile table (from TOML or a scenario) into a frozen Profile.
 
@@ -242,35 +264,33 @@ def profile_from_dict(data: dict, where: str) -> Profile:
     _table(data, where)
     key = f"{where}: profile"  # the bare table (a measured profile) is named the same way
     prof = _table(data["profile"], key) if "profile" in data else data
-    name = str(_get(prof, "name", key, "str"))
+    name = str(_str(prof, "name", key))
     if not _SAFE_NAME_RE.match(name) or len(name) > 64:
         raise _bad(
             f"{key}.name",
             f"{name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
         )
-    raw_dists = _get(prof, "dist", key, "list")
+    raw_dists = _list(prof, "dist", key)
     if not raw_dists:
         raise _bad(f"{key}.dist", "is empty")
     dists = []
     for i, d in enumerate(raw_dists):
         w = f"{key}.dist[{i}]"
         _table(d, w)
-        dname = str(_get(d, "name", w, "str"))
+        dname = str(_str(d, "name", w))
         if not re.match(r"^[A-Za-z][A-Za-z0-9_-]*$", dname):
             raise _bad(f"{w}.name", f"'{dname}' is not a valid distribution name")
-        version = str(_get(d, "version", w, "str", "1.0.0"))
+        version = str(_str(d, "version", w, "1.0.0"))
         if not _VERSION_RE.match(version):
             raise _bad(f"{w}.version", f"{version!r} is not a version such as 1.0.0")
-        dirs = int(_get(d, "dirs", w, "int", 1))
-        import_modules = int(_get(d, "import_modules", w, "int", 10))
+        dirs = int(_int(d, "dirs", w, 1))
+        import_modules = int(_int(d, "import_modules", w, 10))
         if import_modules < 0:
             raise _bad(f"{w}.import_modules", "must be >= 0")
-        requires = _get(d, "requires", w, "list", [])
+        requires = _list(d, "requires", w, [])
         if not all(isinstance(r, str) for r in requires):
             raise _bad(f"{w}.requires", "expected a list of requirement strings")
-        groups = [
-            _file_group(g, f"{w}.files[{j}]") for j, g in enumerate(_get(d, "files", w, "list"))
-        ]
+        groups = [_file_group(g, f"{w}.files[{j}]") for j, g in enumerate(_list(d, "files", w))]
         dists.append(
             DistProfile(
                 name=dname,
@@ -285,10 +305,10 @@ def profile_from_dict(data: dict, where: str) -> Profile:
         )
     return Profile(
         name=name,
-        source=str(_get(prof, "source", key, "str", "")),
-        seed=int(_get(prof, "seed", key, "int", 0)),
+        source=str(_str(prof, "source", key, "")),
+        seed=int(_int(prof, "seed", key, 0)),
         dists=tuple(dists),
-        description=str(_get(prof, "description", key, "str", "")),
+        description=str(_str(prof, "description", key, "")),
     )
 
 
@@ -296,18 +316,18 @@ def _file_group(g: object, gw: str) -> FileGroup:
     """One ``files`` entry, checked."""
     _table(g, gw)
     assert isinstance(g, dict)
-    ext = str(_get(g, "ext", gw, "str")).lstrip(".")
+    ext = str(_str(g, "ext", gw)).lstrip(".")
     if not _EXT_RE.match(ext):
         raise _bad(f"{gw}.ext", f"{ext!r} must be 1-32 letters, digits, '_' or '-'")
-    count = int(_get(g, "count", gw, "int"))
-    med = int(_get(g, "median_bytes", gw, "number"))
-    total = int(_get(g, "total_bytes", gw, "number", med * count))
+    count = int(_int(g, "count", gw))
+    med = int(_num(g, "median_bytes", gw))
+    total = int(_num(g, "total_bytes", gw, med * count))
     if count < 0 or med < 0 or total < 0:
         raise _bad(gw, "count and sizes must be >= 0")
-    sigma = float(_get(g, "sigma", gw, "number", 1.0))
+    sigma = float(_num(g, "sigma", gw, 1.0))
     if not 0.0 <= sigma <= 5.0:
         raise _bad(f"{gw}.sigma", f"{sigma} is outside 0..5")
-    ratio = float(_get(g, "compress_ratio", gw, "number", 0.3))
+    ratio = float(_num(g, "compress_ratio", gw, 0.3))
     if not 0.02 <= ratio <= 1.0:
         raise _bad(f"{gw}.compress_ratio", f"{ratio} is outside 0.02..1.0")
     return FileGroup(
@@ -320,14 +340,14 @@ def _compile_cost(d: dict, w: str) -> CompileCost | None:
         return None
     t = _table(d["compile"], f"{w}.compile")
     cw = f"{w}.compile"
-    rate = float(_get(t, "s_per_mb", cw, "number"))
-    frac = float(_get(t, "code_fraction", cw, "number"))
+    rate = float(_num(t, "s_per_mb", cw))
+    frac = float(_num(t, "code_fraction", cw))
     if rate < 0:
         raise _bad(f"{cw}.s_per_mb", "must be >= 0")
     if not 0.0 <= frac <= 1.0:
         raise _bad(f"{cw}.code_fraction", f"{frac} is outside 0..1")
-    files = int(_get(t, "pyc_files", cw, "int", 0))
-    size = int(_get(t, "pyc_bytes", cw, "int", 0))
+    files = int(_int(t, "pyc_files", cw, 0))
+    size = int(_int(t, "pyc_bytes", cw, 0))
     if files < 0 or size < 0:
         raise _bad(cw, "pyc_files and pyc_bytes must be >= 0")
     return CompileCost(s_per_mb=rate, code_fraction=frac, pyc_files=files, pyc_bytes=size)
@@ -342,7 +362,7 @@ def _fanout(d: dict, w: str) -> ImportFanout | None:
     for key in [f"{k}_{u}" for k in IMPORT_KINDS for u in ("files", "bytes")] + [
         "so_resident_bytes"
     ]:
-        v = int(_get(t, key, iw, "int", 0))
+        v = int(_int(t, key, iw, 0))
         if v < 0:
             raise _bad(f"{iw}.{key}", "must be >= 0")
         values[key] = v
@@ -428,7 +448,7 @@ def profile_of_wheels(wheels: list[Path], name: str, seed: int = 1) -> Profile:
                         "compress_ratio": round(min(1.0, max(0.02, comp / max(total, 1))), 3),
                     }
                 )
-            py = sum(f["count"] for f in files if f["ext"] == "py")
+            py = len(groups.get("py", ()))
             dists.append(
                 {
                     "name": "synth_" + parts[0].lower().replace("-", "_"),
