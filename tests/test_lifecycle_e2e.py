@@ -103,8 +103,10 @@ def run(
 
 def nothing_left(*roles: Path) -> None:
     for role in roles:
-        left = {p.name for p in (role / ".iobench-scratch").iterdir()}
+        scratch = role / ".iobench-scratch"
+        left = {p.name for p in scratch.iterdir()} if scratch.exists() else set()
         assert left <= {".iobench-sentinel", "lock.json"}, left
+        assert {p.name for p in role.iterdir()} <= {".iobench-scratch"}
     mounts = Path("/proc/self/mounts").read_text()
     for role in roles:
         assert f" {role}/" not in mounts, mounts  # no squashfs image left mounted below a role
