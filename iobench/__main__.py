@@ -25,9 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         if usage:
             print(usage, file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        where = getattr(exc, "run_dir", None) or "RUN_DIR"
         print(
-            "iobench: interrupted; finished trials are kept (continue with --resume RUN_DIR)",
+            f"iobench: interrupted; finished trials are kept (continue with: iobench run --resume {where})",
             file=sys.stderr,
         )
         return 130

@@ -75,6 +75,7 @@ class Runner:
             return rd
         except (KeyboardInterrupt, LockLostError, VolumeHungError) as exc:
             self._interrupted = isinstance(exc, KeyboardInterrupt)
+            exc.run_dir = self.run_dir.path if self.run_dir else None  # type: ignore[union-attr]
             changes = {"status": "interrupted", "ended_at": utcnow()}
             if not isinstance(exc, KeyboardInterrupt):
                 status = "lock-lost" if isinstance(exc, LockLostError) else "volume-hung"
@@ -223,6 +224,8 @@ class Runner:
                 error = self.remover.run(lock.release, where)
                 if error:
                     self.progress.message(f"warning: lock in {where} not freed ({error}); it is stale once we exit")
+            for scratch in self.scratch.values():  # a clean run leaves no empty scratch behind
+                self.remover.run(scratch.drop_if_empty, scratch.root)
             process.set_subreaper(False)
         finally:
             if not self._interrupted:  # an interrupted iobench is on its way out: keep ignoring them

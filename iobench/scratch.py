@@ -186,6 +186,21 @@ class Scratch:
         """Remove this run's folder (what is left of it after its trials cleaned up)."""
         remove(self.run_root)
 
+    def drop_if_empty(self) -> None:
+        """Remove the scratch folder once nothing but its sentinel is left, so a clean run
+        leaves no trace; a run that made its own folder there meanwhile keeps it."""
+        if not is_scratch(self.root) or [p.name for p in self.root.iterdir()] != [SENTINEL]:
+            return
+        sentinel = self.root / SENTINEL
+        record = sentinel.read_bytes()
+        sentinel.unlink()
+        try:
+            self.root.rmdir()
+        except OSError:  # another run arrived between the look and the removal: keep it marked
+            fd = os.open(sentinel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(record)
+
     def leftovers(self) -> list[Path]:
         """Folders left behind by a run that crashed (everything but the sentinel and lock)."""
         if not self.root.is_dir():

@@ -144,13 +144,9 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     assert int(by["naive"]["index_bytes"]) == whl_bytes
     assert int(by["nocache"]["index_bytes"]) == whl_bytes
     assert int(by["warm"]["index_bytes"]) == 0
-    # nothing left behind in either role but the sentinel-marked scratch folder
+    # nothing left behind in either role: not even an empty scratch folder
     for role_dir in (target, disk_dir):
-        assert [p.name for p in role_dir.iterdir()] == [".iobench-scratch"]
-        assert {p.name for p in (role_dir / ".iobench-scratch").iterdir()} <= {
-            ".iobench-sentinel",
-            "lock.json",
-        }
+        assert [p.name for p in role_dir.iterdir()] == []
 
 
 def test_relative_results_folder_keeps_logs_and_phase_split(tmp_path: Path, monkeypatch) -> None:

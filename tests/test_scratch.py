@@ -332,3 +332,17 @@ def test_iobench_run_refuses_a_tmp_scratch_planted_by_another_user(
     assert not (tmp_path / "results").exists() or not any(
         (tmp_path / "results").iterdir()
     )  # a refused run leaves nothing
+
+
+def test_an_empty_scratch_folder_goes_but_one_another_run_uses_stays(tmp_path: Path) -> None:
+    """A clean run leaves no empty `.iobench-scratch`; one that holds another run's folder
+    (or anything else) is kept, sentinel and all."""
+    mine = Scratch(tmp_path, "run-a").ensure().claim()
+    other = Scratch(tmp_path, "run-b").ensure().claim()
+    remove(mine.run_root)
+    mine.drop_if_empty()
+    assert other.run_root.is_dir() and (mine.root / ".iobench-sentinel").exists()
+    remove(other.run_root)
+    other.drop_if_empty()
+    assert not mine.root.exists()
+    other.drop_if_empty()  # already gone: nothing to do
