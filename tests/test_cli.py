@@ -341,6 +341,17 @@ def test_list_shows_the_stored_run(exported_run: dict, capsys) -> None:
     assert entry["label"] == "exports" and entry["winner"] == winner and entry["ok"] == 2
 
 
+@pytest.mark.e2e
+def test_resume_of_a_finished_run_has_nothing_to_do_and_keeps_it(
+    exported_run: dict, capsys
+) -> None:
+    run_dir = only_run_dir(exported_run["base"] / "results")
+    before = {p.name: p.read_bytes() for p in (run_dir / "meta.json", run_dir / "trials.csv")}
+    assert main(["run", "--resume", str(run_dir), "--no-report"]) == 0
+    assert capsys.readouterr().out.startswith(f"nothing to do: all 2 trials of {run_dir} are done")
+    assert {p: (run_dir / p).read_bytes() for p in before} == before  # ended_at kept
+
+
 def test_list_env_default_and_empty_and_bad(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("IOBENCH_RESULTS", str(tmp_path))
     assert main(["list"]) == 0

@@ -35,26 +35,71 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     where = p.add_argument_group("where (the roles a config can place things on)")
-    where.add_argument("--target", type=Path, metavar="DIR",
-                       help="the volume under test (default: /workspace if it is a mount point, else the current folder)")
-    where.add_argument("--tmp", type=Path, metavar="DIR", help="the local temp folder (default: the system temp dir)")
-    where.add_argument("--path", type=role_spec, action="append", default=[], metavar="NAME=DIR",
-                       help="an extra role, e.g. local=/root/scratch (repeatable)")
+    where.add_argument(
+        "--target",
+        type=Path,
+        metavar="DIR",
+        help="the volume under test (default: /workspace if it is a mount point, else the current folder)",
+    )
+    where.add_argument(
+        "--tmp",
+        type=Path,
+        metavar="DIR",
+        help="the local temp folder (default: the system temp dir)",
+    )
+    where.add_argument(
+        "--path",
+        type=role_spec,
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="an extra role, e.g. local=/root/scratch (repeatable)",
+    )
     what = p.add_argument_group("what to install")
-    what.add_argument("--scenario", metavar="NAME|FILE", help="shipped scenario name or a .toml file (default: smoke)")
-    what.add_argument("--configs", metavar="A,B", help="run only these configs, comma-separated, in this order")
-    what.add_argument("--package", action="append", default=[], metavar="REQ",
-                      help="install this requirement instead of the scenario's packages (repeatable), "
-                      "e.g. --package torch==2.13.0")
-    what.add_argument("--repeats", type=positive_int, metavar="N", help="trials per config (default: the scenario's)")
-    what.add_argument("--wheelhouse", type=Path, metavar="DIR",
-                      help="serve this folder of wheels from a loopback index (no network)")
+    what.add_argument(
+        "--scenario",
+        metavar="NAME|FILE",
+        help="shipped scenario name or a .toml file (default: smoke)",
+    )
+    what.add_argument(
+        "--configs", metavar="A,B", help="run only these configs, comma-separated, in this order"
+    )
+    what.add_argument(
+        "--package",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="install this requirement instead of the scenario's packages (repeatable), "
+        "e.g. --package torch==2.13.0",
+    )
+    what.add_argument(
+        "--repeats",
+        type=positive_int,
+        metavar="N",
+        help="trials per config (default: the scenario's)",
+    )
+    what.add_argument(
+        "--wheelhouse",
+        type=Path,
+        metavar="DIR",
+        help="serve this folder of wheels from a loopback index (no network)",
+    )
     what.add_argument("--index-url", metavar="URL", help="install from this package index instead")
-    what.add_argument("--index-mbit", dest="index_mbps", type=positive_float, metavar="MBIT",
-                      help="cap the loopback index at this many megabits/s")
-    what.add_argument("--index-mbps", dest="index_mbps", type=positive_float,
-                      help=argparse.SUPPRESS)  # deprecated spelling of --index-mbit (same unit)
-    what.add_argument("--python", metavar="PATH", help="interpreter for the venvs (default: the one running iobench)")
+    what.add_argument(
+        "--index-mbit",
+        dest="index_mbps",
+        type=positive_float,
+        metavar="MBIT",
+        help="cap the loopback index at this many megabits/s",
+    )
+    what.add_argument(
+        "--index-mbps", dest="index_mbps", type=positive_float, help=argparse.SUPPRESS
+    )  # deprecated spelling of --index-mbit (same unit)
+    what.add_argument(
+        "--python",
+        metavar="PATH",
+        help="interpreter for the venvs (default: the one running iobench)",
+    )
     _add_axes(what)
     _add_output(p)
     _add_limits(p)
@@ -67,40 +112,94 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 def _add_output(p: argparse.ArgumentParser) -> None:
     """Where results go, what is printed and exported, and what the exit status says."""
     out = p.add_argument_group("results and output")
-    out.add_argument("--results", type=Path, metavar="DIR", help="where run folders go (default: ./results)")
-    out.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run with the trials not yet done")
-    out.add_argument("--label", default="", metavar="TEXT", help="free text kept in meta.json, e.g. the pod type")
+    out.add_argument(
+        "--results", type=Path, metavar="DIR", help="where run folders go (default: ./results)"
+    )
+    out.add_argument(
+        "--resume", type=Path, metavar="RUN_DIR", help="continue a run with the trials not yet done"
+    )
+    out.add_argument(
+        "--label", default="", metavar="TEXT", help="free text kept in meta.json, e.g. the pod type"
+    )
     out.add_argument("--no-report", action="store_true", help="skip the report at the end")
-    for fmt, what_it_is in (("json", "summary.json's content"), ("markdown", "a Markdown table"),
-                            ("csv", "summary.csv's content")):
-        out.add_argument(f"--export-{fmt}", metavar="FILE",
-                         help=f"also write the run's summary as {what_it_is} to FILE ('-': stdout)")
-    out.add_argument("--dry-run", action="store_true",
-                     help="print the plan (trials, roles and their filesystems, disk needed, downloads); create nothing")
-    out.add_argument("--allow-failures", action="store_true",
-                     help="exit 0 even if some trials failed, as long as each config has a successful one")
+    for fmt, what_it_is in (
+        ("json", "summary.json's content"),
+        ("markdown", "a Markdown table"),
+        ("csv", "summary.csv's content"),
+    ):
+        out.add_argument(
+            f"--export-{fmt}",
+            metavar="FILE",
+            help=f"also write the run's summary as {what_it_is} to FILE ('-': stdout)",
+        )
+    out.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (trials, roles and their filesystems, disk needed, downloads); create nothing",
+    )
+    out.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 even if some trials failed, as long as each config has a successful one",
+    )
     loud = out.add_mutually_exclusive_group()
-    loud.add_argument("--quiet", "-q", action="store_true", help="only failures and the final table")
+    loud.add_argument(
+        "--quiet", "-q", action="store_true", help="only failures and the final table"
+    )
     loud.add_argument("--verbose", "-v", action="store_true", help="a line for every phase")
 
 
 def _add_limits(p: argparse.ArgumentParser) -> None:
     """Sampling, stall and time limits, and the start-up strategies' options."""
     how = p.add_argument_group("sampling and limits")
-    how.add_argument("--sample-hz", type=positive_float, default=10.0, metavar="HZ", help="sampling rate (default: 10)")
-    how.add_argument("--stall-after", type=positive_float, default=30.0, metavar="S",
-                     help="seconds without write progress that count as a stall (default: 30)")
-    how.add_argument("--stall-timeout", type=positive_float, metavar="S",
-                     help="kill a trial stalled this long and record it as stalled (default: off)")
-    how.add_argument("--trial-timeout", type=positive_float, metavar="S",
-                     help="end a trial still running after S seconds (default: 600 + 2 per MB the scenario installs)")
-    how.add_argument("--lock-wait", type=float, default=0.0, metavar="S",
-                     help="wait up to S seconds for another iobench run on the same target (default: fail at once)")
-    life = p.add_argument_group("start-up strategies (scenarios with a `strategy` key: docs/strategies.md)")
-    life.add_argument("--cache-mode", choices=("cold", "warm"), default="cold",
-                      help="how a restart finds the caches of what the strategy kept (default: cold)")
-    life.add_argument("--pack-method", choices=("auto", "squashfs", "tar+zstd", "tar"), default="auto",
-                      help="packed-venv's archive (default: the best this machine can mount or unpack)")
+    how.add_argument(
+        "--sample-hz",
+        type=positive_float,
+        default=10.0,
+        metavar="HZ",
+        help="sampling rate (default: 10)",
+    )
+    how.add_argument(
+        "--stall-after",
+        type=positive_float,
+        default=30.0,
+        metavar="S",
+        help="seconds without write progress that count as a stall (default: 30)",
+    )
+    how.add_argument(
+        "--stall-timeout",
+        type=positive_float,
+        metavar="S",
+        help="kill a trial stalled this long and record it as stalled (default: off)",
+    )
+    how.add_argument(
+        "--trial-timeout",
+        type=positive_float,
+        metavar="S",
+        help="end a trial still running after S seconds (default: 600 + 2 per MB the scenario installs)",
+    )
+    how.add_argument(
+        "--lock-wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="wait up to S seconds for another iobench run on the same target (default: fail at once)",
+    )
+    life = p.add_argument_group(
+        "start-up strategies (scenarios with a `strategy` key: docs/strategies.md)"
+    )
+    life.add_argument(
+        "--cache-mode",
+        choices=("cold", "warm"),
+        default="cold",
+        help="how a restart finds the caches of what the strategy kept (default: cold)",
+    )
+    life.add_argument(
+        "--pack-method",
+        choices=("auto", "squashfs", "tar+zstd", "tar"),
+        default="auto",
+        help="packed-venv's archive (default: the best this machine can mount or unpack)",
+    )
 
 
 def _add_axes(what: argparse._ArgumentGroup) -> None:
@@ -111,15 +210,36 @@ def _add_axes(what: argparse._ArgumentGroup) -> None:
 
         return parse(text)
 
-    what.add_argument("--installer", metavar="pip,uv", help="cross every config with these installers")
-    what.add_argument("--venv-creator", metavar="C1,C2",
-                      help="cross every config with these venv creators: virtualenv, venv, venv-without-pip, uv")
-    what.add_argument("--matrix", type=matrix_spec, action="append", default=[], metavar="KEY=V1,V2",
-                      help="cross every config with this axis (repeatable), e.g. link_mode=hardlink,copy,symlink")
-    what.add_argument("--requirements", "-r", type=Path, metavar="FILE",
-                      help="install the requirements of this pip -r file instead of the scenario's packages")
-    what.add_argument("--extra-index-url", action="append", default=[], metavar="URL",
-                      help="a further index beside PyPI or --index-url (repeatable), e.g. the torch CUDA index")
+    what.add_argument(
+        "--installer", metavar="pip,uv", help="cross every config with these installers"
+    )
+    what.add_argument(
+        "--venv-creator",
+        metavar="C1,C2",
+        help="cross every config with these venv creators: virtualenv, venv, venv-without-pip, uv",
+    )
+    what.add_argument(
+        "--matrix",
+        type=matrix_spec,
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="cross every config with this axis (repeatable), e.g. link_mode=hardlink,copy,symlink",
+    )
+    what.add_argument(
+        "--requirements",
+        "-r",
+        type=Path,
+        metavar="FILE",
+        help="install the requirements of this pip -r file instead of the scenario's packages",
+    )
+    what.add_argument(
+        "--extra-index-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a further index beside PyPI or --index-url (repeatable), e.g. the torch CUDA index",
+    )
 
 
 def _make_progress(args: argparse.Namespace) -> Any:
@@ -146,8 +266,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print("\n".join(plan_lines(plan)))
         return 0
+    if plan.resume is not None and _nothing_left(plan):
+        from iobench.results import RunDir
+
+        rows = RunDir(plan.resume).trials(latest_only=True)
+        print(f"nothing to do: all {len(rows)} trials of {plan.resume} are done "
+              f"(`iobench report {plan.resume}` rebuilds its report)")  # fmt: skip
+        return run_exit_code(rows, args.allow_failures)
     run_dir = Runner(plan, _make_progress(args)).run()
     return finish_run(args, run_dir, plan.cost)
+
+
+def _nothing_left(plan: Any) -> bool:
+    """True when --resume finds every planned trial already done (the run is left as it is)."""
+    from iobench.order import plan_trials
+    from iobench.results import RunDir
+
+    done = RunDir(plan.resume).done_trial_ids()
+    return not plan_trials(plan.scenario.configs, plan.repeats, plan.order_seed, done)
 
 
 # ---------------------------------------------------------------- the end of a run: report, exports, exit status
@@ -193,7 +329,10 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
         except IOBenchError as exc:
             if requested(args):
                 raise
-            print(f"iobench: warning: no report ({exc}); then: iobench report {run_dir.path}", file=sys.stderr)
+            print(
+                f"iobench: warning: no report ({exc}); then: iobench report {run_dir.path}",
+                file=sys.stderr,
+            )
         else:
             from iobench.report import build_report
 
@@ -208,7 +347,10 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
     code = run_exit_code(latest, args.allow_failures)
     if failed:
         relaxed = " (--allow-failures)" if code == 0 else ""
-        print(f"iobench: {len(failed)} trial(s) did not succeed: {', '.join(failed[:5])}{relaxed}", file=sys.stderr)
+        print(
+            f"iobench: {len(failed)} trial(s) did not succeed: {', '.join(failed[:5])}{relaxed}",
+            file=sys.stderr,
+        )
     return code
 
 
