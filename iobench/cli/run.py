@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -320,7 +321,8 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
 
     rows = run_dir.trials()
     latest = run_dir.trials(latest_only=True)
-    for line in console_summary(rows, run_dir.meta().roles):
+    meta = run_dir.meta()
+    for line in console_summary(rows, meta.roles, meta.config_names):
         print(line)
     failed = [r.trial_id for r in latest if r.status != "ok"]
     if not args.no_report and any(r.status == "ok" for r in latest):
@@ -354,8 +356,9 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
     return code
 
 
-def console_summary(rows: list, roles: dict | None = None) -> list[str]:
-    """The short table printed at the end of a run: the report's verdict rule (report/verdict.py)."""
+def console_summary(rows: list, roles: dict | None = None, order: Sequence[str] = ()) -> list[str]:
+    """The short table printed at the end of a run: the report's verdict rule (report/verdict.py);
+    configs in the scenario's ``order``, whose first is the baseline when none is named naive."""
     from iobench.report.verdict import console_lines
 
-    return console_lines(rows, roles)
+    return console_lines(rows, roles, order=order)

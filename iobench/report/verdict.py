@@ -376,6 +376,7 @@ def console_lines(
     rows: Iterable[object],
     roles: Mapping[str, Any] | None = None,
     baseline: str = "naive",
+    order: Sequence[str] = (),
 ) -> list[str]:
     """The end-of-run table (median, spread, speed vs the baseline, noise) and the verdict.
 
@@ -384,6 +385,8 @@ def console_lines(
     rows = _latest(rows)
     roles = {name: plain(r) for name, r in (roles or {}).items()}
     configs = configs_from_rows(rows)
+    rank = {name: i for i, name in enumerate(order)}  # the scenario's order, as the report uses
+    configs = sorted(configs, key=lambda c: rank.get(c.name, len(rank)))
     names = [c.name for c in configs if c.n]
     base = baseline if baseline in names else (names[0] if names else None)
     marks = row_marks(configs, base)

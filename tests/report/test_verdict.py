@@ -124,6 +124,16 @@ def test_console_table_counts_a_resumed_trial_once_and_states_the_verdict() -> N
     ]
 
 
+def test_without_naive_the_baseline_is_the_scenarios_first_config_whatever_ran_first() -> None:
+    rows = [
+        {"trial_id": "b-r1", "config": "b", "status": "ok", "time_to_ready_s": "2.0", **WARM},
+        {"trial_id": "a-r1", "config": "a", "status": "ok", "time_to_ready_s": "4.0", **NAIVE},
+    ]  # fmt: skip
+    lines = console_lines(rows, order=["a", "b"])
+    assert lines[0].split()[4] == "vs" and lines[0].split()[5] == "a"
+    assert lines[1].split()[0] == "a" and "baseline" in lines[1]
+
+
 def test_a_slower_config_beyond_noise_is_advised_when_the_fastest_spreads_too_much() -> None:
     # measured here: tiny scenario, 1 ms FUSE volume (target) vs /dev/shm, other jobs running
     configs = [
