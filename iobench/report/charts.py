@@ -18,13 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from iobench.cost import format_usd
-from iobench.report.diagnose import find_write_gaps, install_drop, install_write_rates
+from iobench.report.diagnose import Drop, find_write_gaps, install_drop, install_write_rates
 from iobench.report.load import PHASES
 from iobench.report.units import fmt_mbps, fmt_s, fmt_speed, run_key
 from iobench.report.verdict import SPREAD_MINMAX_BELOW
@@ -74,7 +75,7 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _style(ax) -> None:
+def _style(ax: Axes) -> None:
     ax.spines["top"].set_visible(False)
     ax.spines["right"].set_visible(False)
     ax.grid(axis="x", color="#DDDDDD", linewidth=0.8)
@@ -171,9 +172,7 @@ def time_to_ready_chart(
             and math.isfinite(row.get("speedup_vs_baseline", math.nan))
         ):
             known = row.get("beyond_noise_vs_baseline")
-            word = {True: "", False: ", within noise"}.get(
-                known if isinstance(known, bool) else None, ""
-            )
+            word = ", within noise" if known is False else ""
             note += f"  {fmt_speed(row['speedup_vs_baseline'])}{word}"
         elif config == baseline:
             note += "  (baseline)"
@@ -321,7 +320,7 @@ def _rate_top(values: np.ndarray, floor: float = 0.0) -> float | None:
 
 
 def _mark_clipped(
-    ax,
+    ax: Axes,
     series: list[tuple[np.ndarray, np.ndarray, str]],
     top: float,
     span: float,
@@ -345,21 +344,21 @@ def _mark_clipped(
                 i += 1
     lo, hi = ax.get_xlim() if x_range is None else x_range
     shown: list[float] = []
-    for x, y, colour in sorted(peaks, key=lambda p: -p[1]):
-        x = min(max(x, lo + 0.015 * span), hi - 0.015 * span)  # keep the label inside
-        if any(abs(x - s) < 0.04 * span for s in shown):
+    for px, py, pcolour in sorted(peaks, key=lambda p: -p[1]):
+        px = min(max(px, lo + 0.015 * span), hi - 0.015 * span)  # keep the label inside
+        if any(abs(px - s) < 0.04 * span for s in shown):
             continue
-        shown.append(x)
+        shown.append(px)
         ax.annotate(
-            f"↑{_mbps(y)}",
-            xy=(x, 1.0),
+            f"↑{_mbps(py)}",
+            xy=(px, 1.0),
             xycoords=("data", "axes fraction"),
             xytext=(0, -1),
             textcoords="offset points",
             ha="center",
             va="top",
             fontsize=7,
-            color=colour,
+            color=pcolour,
             bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
         )
 
@@ -369,7 +368,7 @@ def _mbps(x: float) -> str:
     return fmt_mbps(x).removesuffix(" MB/s")
 
 
-def _draw_drop(ax, drop) -> None:
+def _draw_drop(ax: Axes, drop: Drop) -> None:
     """The detected drop: a dotted line where it happens, the two segment means as thick
     dashed levels across the install phase, and the figures."""
     colour = OKABE_ITO["vermillion"]
@@ -397,7 +396,7 @@ def _draw_drop(ax, drop) -> None:
     )
 
 
-def _legend_right(ax) -> None:
+def _legend_right(ax: Axes) -> None:
     ax.legend(
         loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0
     )
@@ -493,10 +492,10 @@ def timeline_chart(
         series.append((bx, by / 1e6, OKABE_ITO["sky"]))
         ax.plot(bx, by / 1e6, color=OKABE_ITO["sky"], linewidth=1.0, label="network receive")
     if stalls is not None:
-        spans, what = stalls, "stall"
+        gaps, what = stalls, "stall"
     else:
-        spans, what = find_write_gaps(*install_write_rates(samples)), "write gap"
-    for a, b in spans:
+        gaps, what = find_write_gaps(*install_write_rates(samples)), "write gap"
+    for a, b in gaps:
         ax.axvspan(
             a, b, facecolor="none", edgecolor=OKABE_ITO["vermillion"], hatch="///", linewidth=0
         )

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.cost import CostOptions, resolve_price
+from iobench.cost import CostOptions, PriceChoice, resolve_price
 from iobench.errors import RunDirError, UsageError
 from iobench.report import charts, formats
 from iobench.report import html as html_page
@@ -168,6 +168,10 @@ def headlines(long: pd.DataFrame, labels: list[str]) -> list[str]:
     return out
 
 
+def _price_label(price: PriceChoice | None) -> str | None:
+    return price.label if price is not None else None
+
+
 def compare_dict(result: CompareResult) -> dict[str, Any]:
     """The content of compare.json."""
     return formats.clean({
@@ -178,7 +182,7 @@ def compare_dict(result: CompareResult) -> dict[str, Any]:
             {"label": lab, "run_id": run.run_id, "path": str(run.path),
              "host": run.hostname,
              "winner": result.summaries[lab].winner,
-             "price_label": result.summaries[lab].price.label if result.summaries[lab].price else None}
+             "price_label": _price_label(result.summaries[lab].price)}
             for lab, run in zip(result.labels, result.runs, strict=True)
         ],
         "headlines": headlines(result.long, result.labels),

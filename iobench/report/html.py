@@ -378,7 +378,7 @@ def render_report(
     summary: Summary,
     meta: dict[str, Any],
     rec: Recommendation | None,
-    charts: dict[str, Path],
+    charts: dict[str, Path | None],
     timelines: dict[str, Path],
     warnings: list[str],
 ) -> str:

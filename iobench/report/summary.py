@@ -212,69 +212,10 @@ def config_row(
     row["n_ok"] = int(len(ok))
     row["n_failed"] = int((trials["status"] != "ok").sum())
     row["n_stalled"] = int((trials["status"] == "stalled").sum())
-    ttr = ok["time_to_ready_s"]
-    row["median_time_to_ready_s"] = median(ttr)
-    row["p10_time_to_ready_s"] = percentile(ttr, 10)
-    row["p90_time_to_ready_s"] = percentile(ttr, 90)
-    row["min_time_to_ready_s"] = percentile(ttr, 0)
-    row["max_time_to_ready_s"] = percentile(ttr, 100)
-    for p in PHASES:
-        row[f"median_{p}_s"] = median(ok[f"{p}_s"])
-    row["iowait_mean_pct"] = median(ok["iowait_mean_pct"])
-    row["iowait_p95_pct"] = median(ok["iowait_p95_pct"])
-    row["offcpu_frac"] = median(ok["offcpu_frac"])
-    dmax = _finite(ok["dstate_max"])
-    row["dstate_max"] = float(dmax.max()) if len(dmax) else math.nan
-    row["fswait_frac"] = median(ok["fswait_frac"])  # NaN for runs written before the column
-    stalls = _finite(trials["stalls"])
-    row["stalls"] = float(stalls.sum()) if len(stalls) else 0.0
-    longest = _finite(trials["stall_longest_s"])
-    row["stall_longest_s"] = float(longest.max()) if len(longest) else math.nan
-    row["write_mb"] = median(ok["write_bytes"]) / 1e6
-    row["write_calls"] = median(ok["write_calls"])
-    row["files_installed"] = median(ok["files_installed"])
-    on_target = [target_bytes(r) for r in ok.to_dict("records")]
-    row["target_mb"] = median(on_target) / 1e6
-
-    med = row["median_time_to_ready_s"]
-    gpu = idle_cost_usd(med, price.usd_per_hour) if price is not None and _ok(med) else math.nan
-    store = (
-        storage_cost_usd(row["target_mb"] * 1e6, options.storage_usd_per_gb)
-        if options.storage_usd_per_gb is not None and _ok(row["target_mb"])
-        else math.nan
-    )
-    row["gpu_idle_cost_usd"] = gpu
-    row["storage_cost_usd"] = store
-    parts = [x for x in (gpu, store) if _ok(x)]
-    row["cost_per_start_usd"] = float(sum(parts)) if parts else math.nan
-    row["monthly_cost_usd"] = (
-        monthly_usd(row["cost_per_start_usd"], options.starts_per_month)
-        if _ok(row["cost_per_start_usd"])
-        else math.nan
-    )
-
-    sfig, n_drop, n_sampled = samples if samples is not None else (SampleFigures(), 0, 0)
-    figures = ConfigFigures(
-        time_to_ready_s=med,
-        download_s=row["median_download_s"],
-        install_s=row["median_install_s"],
-        import_s=row["median_import_s"],
-        cpu_s=median(ok["cpu_s"]),
-        offcpu_frac=row["offcpu_frac"],
-        write_bytes=median(ok["write_bytes"]),
-        write_calls=row["write_calls"],
-        files_installed=row["files_installed"],
-        dstate_max=row["dstate_max"],
-        fswait_frac=row["fswait_frac"],
-        iowait_p95_pct=row["iowait_p95_pct"],
-        stalls=row["stalls"],
-        stall_longest_s=row["stall_longest_s"],
-        phases=tuple((p, row[f"median_{p}_s"]) for p in PHASES),
-        samples=sfig,
-        drop_trials=n_drop,
-        sampled_trials=n_sampled,
-    )
-    diagnosis = classify(figures)
+    fig = _trial_figures(ok, trials)
+    fig.update(_cost_figures(fig, price, options))
+    row.update(fig)
+    diagnosis = classify(_config_figures(fig, ok, samples))
     row["bottleneck"] = diagnosis.bottleneck
     row["why"] = diagnosis.why
     if not len(ok):
@@ -282,6 +223,84 @@ def config_row(
         first = errors.iloc[0] if len(errors) else "no error recorded"
         row["why"] = f"all {len(trials)} trial(s) did not finish ok; first error: {first}"
     return row
+
+
+def _trial_figures(ok: pd.DataFrame, trials: pd.DataFrame) -> dict[str, float]:
+    """Medians and spreads of the ok trials' times and counters; stalls over all trials."""
+    fig: dict[str, float] = {}
+    ttr = ok["time_to_ready_s"]
+    fig["median_time_to_ready_s"] = median(ttr)
+    fig["p10_time_to_ready_s"] = percentile(ttr, 10)
+    fig["p90_time_to_ready_s"] = percentile(ttr, 90)
+    fig["min_time_to_ready_s"] = percentile(ttr, 0)
+    fig["max_time_to_ready_s"] = percentile(ttr, 100)
+    for p in PHASES:
+        fig[f"median_{p}_s"] = median(ok[f"{p}_s"])
+    fig["iowait_mean_pct"] = median(ok["iowait_mean_pct"])
+    fig["iowait_p95_pct"] = median(ok["iowait_p95_pct"])
+    fig["offcpu_frac"] = median(ok["offcpu_frac"])
+    dmax = _finite(ok["dstate_max"])
+    fig["dstate_max"] = float(dmax.max()) if len(dmax) else math.nan
+    fig["fswait_frac"] = median(ok["fswait_frac"])  # NaN for runs written before the column
+    stalls = _finite(trials["stalls"])
+    fig["stalls"] = float(stalls.sum()) if len(stalls) else 0.0
+    longest = _finite(trials["stall_longest_s"])
+    fig["stall_longest_s"] = float(longest.max()) if len(longest) else math.nan
+    fig["write_mb"] = median(ok["write_bytes"]) / 1e6
+    fig["write_calls"] = median(ok["write_calls"])
+    fig["files_installed"] = median(ok["files_installed"])
+    on_target = [target_bytes(r) for r in ok.to_dict("records")]
+    fig["target_mb"] = median(on_target) / 1e6
+    return fig
+
+
+def _cost_figures(
+    fig: dict[str, float], price: PriceChoice | None, options: CostOptions
+) -> dict[str, float]:
+    """GPU idle and storage cost of one start at the median, their sum, and a month of starts."""
+    med = fig["median_time_to_ready_s"]
+    gpu = idle_cost_usd(med, price.usd_per_hour) if price is not None and _ok(med) else math.nan
+    store = (
+        storage_cost_usd(fig["target_mb"] * 1e6, options.storage_usd_per_gb)
+        if options.storage_usd_per_gb is not None and _ok(fig["target_mb"])
+        else math.nan
+    )
+    parts = [x for x in (gpu, store) if _ok(x)]
+    per_start = float(sum(parts)) if parts else math.nan
+    monthly = monthly_usd(per_start, options.starts_per_month) if _ok(per_start) else math.nan
+    return {
+        "gpu_idle_cost_usd": gpu,
+        "storage_cost_usd": store,
+        "cost_per_start_usd": per_start,
+        "monthly_cost_usd": monthly,
+    }
+
+
+def _config_figures(
+    fig: dict[str, float], ok: pd.DataFrame, samples: tuple[SampleFigures, int, int] | None
+) -> ConfigFigures:
+    """What the bottleneck rules read: the row's figures and the combined sample figures."""
+    sfig, n_drop, n_sampled = samples if samples is not None else (SampleFigures(), 0, 0)
+    return ConfigFigures(
+        time_to_ready_s=fig["median_time_to_ready_s"],
+        download_s=fig["median_download_s"],
+        install_s=fig["median_install_s"],
+        import_s=fig["median_import_s"],
+        cpu_s=median(ok["cpu_s"]),
+        offcpu_frac=fig["offcpu_frac"],
+        write_bytes=median(ok["write_bytes"]),
+        write_calls=fig["write_calls"],
+        files_installed=fig["files_installed"],
+        dstate_max=fig["dstate_max"],
+        fswait_frac=fig["fswait_frac"],
+        iowait_p95_pct=fig["iowait_p95_pct"],
+        stalls=fig["stalls"],
+        stall_longest_s=fig["stall_longest_s"],
+        phases=tuple((p, fig[f"median_{p}_s"]) for p in PHASES),
+        samples=sfig,
+        drop_trials=n_drop,
+        sampled_trials=n_sampled,
+    )
 
 
 def collect_sample_figures(run: Run) -> dict[str, tuple[SampleFigures, int, int]]:
