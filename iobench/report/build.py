@@ -189,7 +189,8 @@ def build_report(
     samples = collect_sample_figures(run)
     summary = summarize(run, price, options, samples)
     summary.notes[:0] = price_notes + run.notes
-    rec = recommend(summary, run.meta)
+    meta = run.info.to_json()  # meta.json as written: what recommend, formats and html read
+    rec = recommend(summary, meta)
     out = Path(out_dir) if out_dir is not None else run.path
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -197,7 +198,7 @@ def build_report(
         raise RunDirError(
             f"{out}: cannot write the report there ({exc.strerror}); use --out DIR"
         ) from None
-    result = ReportResult(run.path, out, summary, rec, run.meta, warnings=run.warnings)
+    result = ReportResult(run.path, out, summary, rec, meta, warnings=run.warnings)
     try:
         write_summary_files(result)
         timelines = write_charts(result, run)
@@ -206,7 +207,7 @@ def build_report(
             "cost": result.paths.get("cost_png"),
         }
         page = html_page.render_report(
-            summary, run.meta, rec, chart_paths, timelines, result.warnings
+            summary, meta, rec, chart_paths, timelines, result.warnings
         )
         page = _with_lifecycle(result, run, page)
         html_path = out / "report.html"

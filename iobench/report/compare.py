@@ -259,16 +259,15 @@ def _runs_rows(result: CompareResult) -> list[list[str]]:
     e = html_page.esc
     rows = []
     for i, (lab, run) in enumerate(zip(result.labels, result.runs, strict=True)):
-        roles = run.meta.get("roles") or {}
-        target = roles.get("target") or {}
-        gpu = run.meta.get("gpu") or {}
+        target = run.roles.get("target")
+        gpu = run.gpu
         s = result.summaries[lab]
         rows.append([
             f"<b>{run_key(i)}</b>" + (" (reference)" if i == 0 else ""),
             f"<b>{e(lab)}</b>", f"<code>{e(run.run_id)}</code>",
             e(run.hostname),
-            e(f"{target.get('fstype', '?')} at {target.get('path', '?')}"),
-            e(f"{gpu.get('count', 1)} x {gpu.get('name')}" if gpu else "none"),
+            e(f"{target.fstype} at {target.path}" if target else "? at ?"),
+            e(f"{gpu.count} x {gpu.name}" if gpu else "none"),
             e(len(run.trials)), e(s.winner),
         ])  # fmt: skip
     return rows

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,11 +47,6 @@ class Run:
     trials: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # facts worth a line, not problems
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """meta.json as a plain dict (transition: read the typed ``info`` and the accessors)."""
-        return self.info.to_json()
 
     @property
     def run_id(self) -> str:

@@ -13,6 +13,7 @@ first config and says so.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -380,7 +381,8 @@ def summarize(
     cheapest = (
         str(costs.loc[costs["cost_per_start_usd"].idxmin(), "config"]) if len(costs) else None
     )
-    roles = run.meta.get("roles") or {}
+    # the verdict's same-filesystem rule reads each role's device, mount point and fstype
+    roles = {name: dataclasses.asdict(role) for name, role in run.roles.items()}
     verdict = decide(configs, baseline, roles)
     return Summary(
         table,
