@@ -361,6 +361,29 @@ def classify(fig: ConfigFigures) -> Diagnosis:
     if not _known(ttr) or ttr <= 0:
         return Diagnosis("no data", "no successful trial to diagnose")
     s = fig.samples
+    on_cpu, offcpu = _cpu_shares(fig, ttr)
+    extras = _extras(fig)
+    if _known(on_cpu) and on_cpu >= CPU_SHARE:
+        return Diagnosis("CPU bound", _cpu_why(fig, on_cpu, ttr) + extras)
+    if _known(fig.download_s) and fig.download_s / ttr >= NETWORK_SHARE:
+        return Diagnosis("network bound", _network_why(fig, ttr) + extras)
+    fswait = fig.fswait_frac if _known(fig.fswait_frac) else s.fswait_share
+    waiting = (
+        (_known(fswait) and fswait >= FSWAIT_SHARE)
+        or (_known(offcpu) and offcpu >= WAIT_OFFCPU)
+        or (_known(s.dstate_share) and s.dstate_share >= DSTATE_SHARE)
+    )
+    if waiting:
+        return _storage_diagnosis(fig, offcpu, fswait, extras)
+    longest = max(fig.phases, key=lambda kv: kv[1] if _known(kv[1]) else -1, default=None)
+    why = f"no single limit: on CPU {fmt_share(on_cpu)}" if _known(on_cpu) else "no single limit"
+    if longest and _known(longest[1]):
+        why += f", longest phase {longest[0]} {fmt_s(longest[1])} of {fmt_s(ttr)}"
+    return Diagnosis("mixed", why + extras)
+
+
+def _cpu_shares(fig: ConfigFigures, ttr: float) -> tuple[float, float]:
+    """The installer's share of the wall time on CPU and off it (NaN when unknown)."""
     on_cpu = math.nan
     if _known(fig.cpu_s):
         on_cpu = fig.cpu_s / ttr
@@ -371,68 +394,58 @@ def classify(fig: ConfigFigures) -> Diagnosis:
         if _known(fig.offcpu_frac)
         else (1.0 - on_cpu if _known(on_cpu) else math.nan)
     )
-    extras = _extras(fig)
+    return on_cpu, offcpu
 
-    if _known(on_cpu) and on_cpu >= CPU_SHARE:
-        if on_cpu >= 1.0:
-            why = f"installer kept {on_cpu:.1f} cores busy ({fig.cpu_s:.1f} CPU-s in {fmt_s(ttr)})"
-        elif _known(fig.cpu_s):
-            why = f"installer on CPU {fmt_share(on_cpu)} of {fmt_s(ttr)} ({fig.cpu_s:.1f} CPU-s)"
-        else:
-            why = f"installer on CPU {fmt_share(on_cpu)} of {fmt_s(ttr)}"
-        return Diagnosis("CPU bound", why + extras)
 
-    if _known(fig.download_s) and fig.download_s / ttr >= NETWORK_SHARE:
-        why = (
-            f"download {fmt_s(fig.download_s)} of {fmt_s(ttr)} ({fmt_share(fig.download_s / ttr)})"
-        )
-        if _known(s.net_recv_mbps) and s.net_recv_mbps >= NO_TRAFFIC_MBPS:
-            why += f", receiving {s.net_recv_mbps:.1f} MB/s"
-        elif _known(s.net_recv_mbps):
-            why += ", no traffic on the network interfaces (a loopback index?)"
-        return Diagnosis("network bound", why + extras)
+def _cpu_why(fig: ConfigFigures, on_cpu: float, ttr: float) -> str:
+    if on_cpu >= 1.0:
+        return f"installer kept {on_cpu:.1f} cores busy ({fig.cpu_s:.1f} CPU-s in {fmt_s(ttr)})"
+    if _known(fig.cpu_s):
+        return f"installer on CPU {fmt_share(on_cpu)} of {fmt_s(ttr)} ({fig.cpu_s:.1f} CPU-s)"
+    return f"installer on CPU {fmt_share(on_cpu)} of {fmt_s(ttr)}"
 
-    fswait = fig.fswait_frac if _known(fig.fswait_frac) else s.fswait_share
-    waiting = (
-        (_known(fswait) and fswait >= FSWAIT_SHARE)
-        or (_known(offcpu) and offcpu >= WAIT_OFFCPU)
-        or (_known(s.dstate_share) and s.dstate_share >= DSTATE_SHARE)
+
+def _network_why(fig: ConfigFigures, ttr: float) -> str:
+    s = fig.samples
+    why = f"download {fmt_s(fig.download_s)} of {fmt_s(ttr)} ({fmt_share(fig.download_s / ttr)})"
+    if _known(s.net_recv_mbps) and s.net_recv_mbps >= NO_TRAFFIC_MBPS:
+        why += f", receiving {s.net_recv_mbps:.1f} MB/s"
+    elif _known(s.net_recv_mbps):
+        why += ", no traffic on the network interfaces (a loopback index?)"
+    return why
+
+
+def _storage_diagnosis(fig: ConfigFigures, offcpu: float, fswait: float, extras: str) -> Diagnosis:
+    """Waiting on storage: bandwidth bound (a flat write rate in big calls) or latency bound."""
+    s = fig.samples
+    per_call = (
+        fig.write_bytes / fig.write_calls
+        if _known(fig.write_bytes, fig.write_calls) and fig.write_calls > 0
+        else math.nan
     )
-    if waiting:
-        per_call = (
-            fig.write_bytes / fig.write_calls
-            if _known(fig.write_bytes, fig.write_calls) and fig.write_calls > 0
-            else math.nan
+    mbps = s.install_write_mbps
+    if not _known(mbps) and _known(fig.write_bytes, fig.install_s) and fig.install_s > 0:
+        mbps = fig.write_bytes / fig.install_s / 1e6
+    wait = _wait_text(offcpu, fswait, s.dstate_share, fig.dstate_max, fig.iowait_p95_pct)
+    flat = _known(s.write_plateau) and s.write_plateau >= PLATEAU
+    big = _known(per_call) and per_call >= BIG_WRITE
+    if flat and big:
+        why = (
+            f"writes held near {mbps:.1f} MB/s (median {s.write_plateau:.2f} of peak) "
+            f"in {per_call / 1024:.0f} KiB calls; {wait}"
         )
-        mbps = s.install_write_mbps
-        if not _known(mbps) and _known(fig.write_bytes, fig.install_s) and fig.install_s > 0:
-            mbps = fig.write_bytes / fig.install_s / 1e6
-        wait = _wait_text(offcpu, fswait, s.dstate_share, fig.dstate_max, fig.iowait_p95_pct)
-        flat = _known(s.write_plateau) and s.write_plateau >= PLATEAU
-        big = _known(per_call) and per_call >= BIG_WRITE
-        if flat and big:
-            why = (
-                f"writes held near {mbps:.1f} MB/s (median {s.write_plateau:.2f} of peak) "
-                f"in {per_call / 1024:.0f} KiB calls; {wait}"
-            )
-            return Diagnosis("bandwidth bound", why + extras)
-        parts = [wait]
-        if _known(fig.write_calls):
-            size = f" of {per_call / 1024:.1f} KiB" if _known(per_call) else ""
-            rate = f"only {mbps:.1f} MB/s in " if _known(mbps) else ""
-            parts.append(f"{rate}{fig.write_calls:,.0f} write calls{size}")
-        elif _known(mbps):
-            parts.append(f"only {mbps:.1f} MB/s")
-        if _known(fig.files_installed) and fig.files_installed > 0 and _known(fig.install_s):
-            ms = 1000 * fig.install_s / fig.files_installed
-            parts.append(f"{fig.files_installed:,.0f} files at {ms:.2f} ms each")
-        return Diagnosis("latency/metadata bound", "; ".join(parts) + extras)
-
-    longest = max(fig.phases, key=lambda kv: kv[1] if _known(kv[1]) else -1, default=None)
-    why = f"no single limit: on CPU {fmt_share(on_cpu)}" if _known(on_cpu) else "no single limit"
-    if longest and _known(longest[1]):
-        why += f", longest phase {longest[0]} {fmt_s(longest[1])} of {fmt_s(ttr)}"
-    return Diagnosis("mixed", why + extras)
+        return Diagnosis("bandwidth bound", why + extras)
+    parts = [wait]
+    if _known(fig.write_calls):
+        size = f" of {per_call / 1024:.1f} KiB" if _known(per_call) else ""
+        rate = f"only {mbps:.1f} MB/s in " if _known(mbps) else ""
+        parts.append(f"{rate}{fig.write_calls:,.0f} write calls{size}")
+    elif _known(mbps):
+        parts.append(f"only {mbps:.1f} MB/s")
+    if _known(fig.files_installed) and fig.files_installed > 0 and _known(fig.install_s):
+        ms = 1000 * fig.install_s / fig.files_installed
+        parts.append(f"{fig.files_installed:,.0f} files at {ms:.2f} ms each")
+    return Diagnosis("latency/metadata bound", "; ".join(parts) + extras)
 
 
 def _wait_text(offcpu: float, fswait: float, dshare: float, dmax: float, iowait95: float) -> str:

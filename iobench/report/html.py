@@ -385,24 +385,50 @@ def render_report(
     """The whole report page as a string."""
     host = (meta.get("host") or {}).get("hostname", "?")
     scenario = meta.get("scenario") or {}
-    n = int(summary.table["n_ok"].sum() + summary.table["n_failed"].sum())
     title = f"iobench: {scenario.get('name', '?')} on {host}"
+    body = [f"<h1>{esc(title)}</h1>", *_head_html(summary, meta)]
+    body.append(answer_html(summary, rec))
+    body.append(recommendation_html(rec))
+    body += _evidence_html(summary, charts, timelines)
+    body.append("<h2>The machine</h2>")
+    body.append("<h3>Roles (the places under test)</h3>")
+    body.append(roles_html(meta))
+    body.append("<h3>Host</h3>")
+    body.append(host_html(meta))
+    body.append(method_html(summary))
+    notes = [*summary.notes, *warnings]
+    if notes:
+        body.append(
+            '<h2>Notes</h2><ul class="small">'
+            + "".join(f"<li>{esc(x)}</li>" for x in notes)
+            + "</ul>"
+        )
+    return page(title, "\n".join(body))
+
+
+def _head_html(summary: Summary, meta: dict[str, Any]) -> list[str]:
+    """The line under the title (run, status, trials, times, roles) and what to read first."""
+    n = int(summary.table["n_ok"].sum() + summary.table["n_failed"].sum())
     sub = (
         f"Run <code>{esc(meta.get('run_id'))}</code> · {esc(meta.get('status'))} · {n} trials "
         f"({esc(summary.trials_per_config())}) · {esc(meta.get('started_at'))} → "
         f"{esc(meta.get('ended_at'))}"
         + (f" · label {esc(meta.get('label'))}" if meta.get("label") else "")
     )
-    body = [f"<h1>{esc(title)}</h1>", f'<p class="sub">{sub}<br>{roles_line(meta)}</p>']
-    body.append(same_storage_html(summary))
+    out = [f'<p class="sub">{sub}<br>{roles_line(meta)}</p>', same_storage_html(summary)]
     if meta.get("status") not in (None, "complete"):
-        body.append(
+        out.append(
             f'<div class="warn">This run is {esc(meta.get("status"))}: figures cover the trials '
             "finished so far.</div>"
         )
-    body.append(answer_html(summary, rec))
-    body.append(recommendation_html(rec))
-    body.append("<h2>Time-to-ready per config</h2>")
+    return out
+
+
+def _evidence_html(
+    summary: Summary, charts: dict[str, Path | None], timelines: dict[str, Path]
+) -> list[str]:
+    """The charts, the table and the diagnosis."""
+    body = ["<h2>Time-to-ready per config</h2>"]
     body.append(img(charts.get("time_to_ready"), "time-to-ready per config"))
     body.append(
         '<p class="caption">Bar length: median time-to-ready, split in proportion to the median '
@@ -427,20 +453,7 @@ def render_report(
         )
         for config, path in timelines.items():
             body.append(f"<h3>{esc(config)}</h3>{img(path, f'timeline of {config}')}")
-    body.append("<h2>The machine</h2>")
-    body.append("<h3>Roles (the places under test)</h3>")
-    body.append(roles_html(meta))
-    body.append("<h3>Host</h3>")
-    body.append(host_html(meta))
-    body.append(method_html(summary))
-    notes = [*summary.notes, *warnings]
-    if notes:
-        body.append(
-            '<h2>Notes</h2><ul class="small">'
-            + "".join(f"<li>{esc(x)}</li>" for x in notes)
-            + "</ul>"
-        )
-    return page(title, "\n".join(body))
+    return body
 
 
 def render_compare(
