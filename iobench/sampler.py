@@ -158,6 +158,27 @@ def _read_stat() -> tuple[list[int], int]:
     return cpu, blocked
 
 
+def _walk_tree(root: int | None) -> tuple[TreeCounters, int, int, int, int]:
+    """The live tree under ``root``: summed counters, threads in D state and in filesystem
+    waits, resident bytes, and the number of processes."""
+    live = TreeCounters()
+    dstate = fswait = rss = procs = 0
+    if root is None:
+        return live, dstate, fswait, rss, procs
+    for pid in tree_pids(root):
+        try:
+            c, _, r = read_process(pid, include_children=(pid == root), waits=False)
+        except (OSError, ValueError, IndexError):
+            continue
+        dd, fw = _thread_waits(pid)
+        live = live + c
+        dstate += dd
+        fswait += fw
+        rss += r
+        procs += 1
+    return live, dstate, fswait, rss, procs
+
+
 @dataclass
 class SamplerResult:
     rows: list[dict]
@@ -320,35 +341,13 @@ class Sampler:
         with self._lock:
             root = self._root
             phase = self.phase
-        live = TreeCounters()
-        dstate = fswait = rss = procs = 0
-        if root is not None:
-            for pid in tree_pids(root):
-                try:
-                    c, _, r = read_process(pid, include_children=(pid == root), waits=False)
-                except (OSError, ValueError, IndexError):
-                    continue
-                dd, fw = _thread_waits(pid)
-                live = live + c
-                dstate += dd
-                fswait += fw
-                rss += r
-                procs += 1
+        live, dstate, fswait, rss, procs = _walk_tree(root)
         fs = dict(self._fs_used)  # written by the statvfs thread
         with self._lock:
             if root is not None and root == self._root:
                 self._live = live
             cum = self._done + self._live
-            key = (cum.write_calls, cum.write_bytes, cum.read_calls, cum.read_bytes)
-            if key != self._progress_key:
-                self._progress_key = key
-                self._progress_t = now
-                self._close_stall(now)
-            elif now - self._progress_t >= self.stall_after and root is not None:
-                if self._stall_start is None:
-                    self._stall_start = self._progress_t
-                    self._stall_phase = phase
-                self._stall_d = max(self._stall_d, dstate)
+            self._watch_progress(cum, now, phase, dstate, root is not None)
             iowait = 100.0 * d[4] / total if len(d) > 4 else 0.0
             if self._stall_start is not None:
                 self._stall_iow.append(iowait)
@@ -382,6 +381,21 @@ class Sampler:
             # rows stay dicts keyed by column while the runner and live view index them by name
             self.rows.append(sample.as_dict())
         self._prev_stat, self._prev_disk, self._prev_net, self._prev_t = cpu, disk, net, now
+
+    def _watch_progress(
+        self, cum: TreeCounters, now: float, phase: str, dstate: int, running: bool
+    ) -> None:
+        """Open a stall after ``stall_after`` s without read or write progress; close it on any."""
+        key = (cum.write_calls, cum.write_bytes, cum.read_calls, cum.read_bytes)
+        if key != self._progress_key:
+            self._progress_key = key
+            self._progress_t = now
+            self._close_stall(now)
+        elif now - self._progress_t >= self.stall_after and running:
+            if self._stall_start is None:
+                self._stall_start = self._progress_t
+                self._stall_phase = phase
+            self._stall_d = max(self._stall_d, dstate)
 
     def _close_stall(self, now: float) -> None:
         if self._stall_start is None:
