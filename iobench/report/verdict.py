@@ -251,31 +251,67 @@ def decide(
     assert vs_base is not None
     real, moot = differences(win.facts, base.facts, roles)
     if real and vs_base.distinguishable:
-        extra, notes = "", []
-        if (
-            runner is not None
-            and runner is not base
-            and vs_runner
-            and not vs_runner.distinguishable
-        ):
-            extra = f"; {runner.name} ({fmt_s(runner.median)}) is as fast within noise"
-            notes.append(
-                f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); "
-                "either change pays off, and the start script shows the faster-measured one"
-            )
-        return _advice(win, base, vs_base, real, moot, common, extra, notes)
-    # the fastest measured is not beyond noise: a slower config may still be
+        return _advise_fastest(win, base, runner, vs_base, vs_runner, real, moot, common)
+    slower = _slower_beyond_noise(usable, base, win, bool(real), k, roles, common)
+    if slower is not None:
+        return slower
+    return _no_difference(win, base, vs_base, real, moot, common)
+
+
+def _advise_fastest(
+    win: ConfigTimes,
+    base: ConfigTimes,
+    runner: ConfigTimes | None,
+    vs_base: Comparison,
+    vs_runner: Comparison | None,
+    real: list[str],
+    moot: list[str],
+    common: Verdict,
+) -> Verdict:
+    """The fastest beats the baseline beyond noise; say so when the runner-up ties with it."""
+    extra, notes = "", []
+    if runner is not None and runner is not base and vs_runner and not vs_runner.distinguishable:
+        extra = f"; {runner.name} ({fmt_s(runner.median)}) is as fast within noise"
+        notes.append(
+            f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); "
+            "either change pays off, and the start script shows the faster-measured one"
+        )
+    return _advice(win, base, vs_base, real, moot, common, extra, notes)
+
+
+def _slower_beyond_noise(
+    usable: Sequence[ConfigTimes],
+    base: ConfigTimes,
+    win: ConfigTimes,
+    win_real: bool,
+    k: int,
+    roles: Mapping[str, Any],
+    common: Verdict,
+) -> Verdict | None:
+    """The fastest measured is not beyond noise: advise a slower config that is, if any."""
     for other in usable[1 : usable.index(base)]:
         test = compare(other.name, other.times, base.name, base.times, k)
         o_real, o_moot = differences(other.facts, base.facts, roles)
         if o_real and test.distinguishable:
             why = (
                 "its trials spread too much to tell"
-                if real
+                if win_real
                 else "it only moves things within one filesystem"
             )
             extra = f"; {win.name} measured faster ({fmt_s(win.median)}), but {why}"
             return _advice(other, base, test, o_real, o_moot, common, extra, [])
+    return None
+
+
+def _no_difference(
+    win: ConfigTimes,
+    base: ConfigTimes,
+    vs_base: Comparison,
+    real: list[str],
+    moot: list[str],
+    common: Verdict,
+) -> Verdict:
+    """Nothing beats the baseline beyond noise: same storage, or noise."""
     if not real:
         return replace(
             common,
