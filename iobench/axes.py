@@ -23,7 +23,16 @@ from iobench.errors import ScenarioError, UsageError
 from iobench.scenario import Config, Scenario, _check_name, _config, requirement_problem
 
 #: config keys an axis may vary (not a config's name, description or strategy)
-AXIS_KEYS = ("installer", "venv_creator", "link_mode", "compile", "cache_state", "venv", "tmpdir", "cache")
+AXIS_KEYS = (
+    "installer",
+    "venv_creator",
+    "link_mode",
+    "compile",
+    "cache_state",
+    "venv",
+    "tmpdir",
+    "cache",
+)
 #: how an axis is written in a generated config name (the value alone for the installer)
 _LABEL = {"installer": "", "venv_creator": "by", "link_mode": "link", "cache_state": "state"}
 _MAX_INCLUDE_DEPTH = 10
@@ -35,9 +44,13 @@ def matrix_spec(text: str) -> tuple[str, list[str]]:
     key = key.strip().replace("-", "_")
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not vals:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=V1,V2 (e.g. link_mode=hardlink,copy)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected KEY=V1,V2 (e.g. link_mode=hardlink,copy)"
+        )
     if key not in AXIS_KEYS:
-        raise argparse.ArgumentTypeError(f"{text!r}: {key!r} is not an axis (known: {', '.join(AXIS_KEYS)})")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {key!r} is not an axis (known: {', '.join(AXIS_KEYS)})"
+        )
     return key, vals
 
 
@@ -52,7 +65,9 @@ def axes_from_args(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     seen: set[str] = set()
     for key, _ in axes:
         if key in seen:
-            raise UsageError(f"axis {key} given twice (--installer, --venv-creator and --matrix each name one)")
+            raise UsageError(
+                f"axis {key} given twice (--installer, --venv-creator and --matrix each name one)"
+            )
         seen.add(key)
     return axes
 
@@ -102,19 +117,27 @@ def read_requirements(path: Path, depth: int = 0) -> list[str]:
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--requirements {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+        raise UsageError(
+            f"--requirements {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     out: list[str] = []
     for number, line in _logical_lines(text):
         where = f"{path}:{number}"
         if line.startswith(("-r", "--requirement")):
-            include = line.split("=", 1)[1] if line.startswith("--requirement=") else line.split(None, 1)[-1]
+            include = (
+                line.split("=", 1)[1]
+                if line.startswith("--requirement=")
+                else line.split(None, 1)[-1]
+            )
             include = include[2:] if include.startswith("-r") else include
             out += read_requirements(path.parent / include.strip(), depth + 1)
             continue
         if line.startswith("-") or " --" in line:
             shown = redact.redact_text(line)[:80]
-            raise UsageError(f"{where}: {shown!r}: pip options are not taken from a requirements file "
-                             "(only requirements and -r); give --index-url/--extra-index-url on the command line")
+            raise UsageError(
+                f"{where}: {shown!r}: pip options are not taken from a requirements file "
+                "(only requirements and -r); give --index-url/--extra-index-url on the command line"
+            )
         problem = requirement_problem(line)
         if problem:
             raise UsageError(f"{where}: {redact.redact_text(line)[:80]!r}: {problem}")
@@ -157,8 +180,12 @@ def _strip_comment(line: str) -> str:
 def extra_index_url(url: str) -> str:
     """An ``--extra-index-url``: http(s) or file, with a host; refused in one redacted line."""
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.hostname):
-        raise UsageError(f"--extra-index-url {redact.redact(url)!r}: expected an http(s):// or file:// index URL")
+    if parts.scheme not in ("http", "https", "file") or (
+        parts.scheme != "file" and not parts.hostname
+    ):
+        raise UsageError(
+            f"--extra-index-url {redact.redact(url)!r}: expected an http(s):// or file:// index URL"
+        )
     return url
 
 
@@ -168,8 +195,10 @@ def apply(scenario: Scenario, args: argparse.Namespace, resumed: bool) -> Scenar
     axes = axes_from_args(args)
     if resumed:
         if axes or requirements:
-            raise UsageError("--resume continues a run with its own configs and packages; "
-                             "drop --installer/--venv-creator/--matrix/--requirements")
+            raise UsageError(
+                "--resume continues a run with its own configs and packages; "
+                "drop --installer/--venv-creator/--matrix/--requirements"
+            )
         return scenario
     if requirements is not None:
         if getattr(args, "package", None):
@@ -186,5 +215,13 @@ def index_args(urls: list[str]) -> tuple[str, ...]:
     return tuple(a for url in urls for a in ("--extra-index-url", url))
 
 
-__all__ = ["AXIS_KEYS", "apply", "axes_from_args", "cross", "extra_index_url", "index_args", "matrix_spec",
-           "read_requirements"]
+__all__ = [
+    "AXIS_KEYS",
+    "apply",
+    "axes_from_args",
+    "cross",
+    "extra_index_url",
+    "index_args",
+    "matrix_spec",
+    "read_requirements",
+]

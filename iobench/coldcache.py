@@ -52,12 +52,17 @@ class ColdResult:
     skipped: tuple[str, ...] = ()  # better methods that could not run, each with why
 
     def to_row(self) -> dict[str, Any]:
-        return {"cold_method": self.method, "cold_warm_left": self.warm_left,
-                "cold_s": round(self.seconds, 6), "cold_skipped": "; ".join(self.skipped)}
+        return {
+            "cold_method": self.method,
+            "cold_warm_left": self.warm_left,
+            "cold_s": round(self.seconds, 6),
+            "cold_skipped": "; ".join(self.skipped),
+        }
 
 
-def make_cold(tree: str | os.PathLike[str], mode: str = "cold",
-              methods: tuple[str, ...] = METHODS) -> ColdResult:
+def make_cold(
+    tree: str | os.PathLike[str], mode: str = "cold", methods: tuple[str, ...] = METHODS
+) -> ColdResult:
     """Drop the caches holding ``tree`` with the first of ``methods`` that works here."""
     if mode not in MODES:
         raise UsageError(f"--cache-mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -88,8 +93,10 @@ def _lab_flush(path: Path) -> tuple[str, str]:
         data = flush(mount.mountpoint)
     except IOBenchError as e:
         raise ColdCacheUnavailable(str(e)) from None
-    return (f"forgot {data['dropped']} of {data['root_names']} top-level names of "
-            f"{mount.mountpoint} and all below them"), "negative entries at the volume's root"
+    return (
+        f"forgot {data['dropped']} of {data['root_names']} top-level names of "
+        f"{mount.mountpoint} and all below them"
+    ), "negative entries at the volume's root"
 
 
 def drop_caches() -> None:
@@ -99,9 +106,12 @@ def drop_caches() -> None:
         with open(DROP_CACHES, "w") as f:
             f.write("3\n")
     except OSError as e:
-        reasons = {errno.EROFS: "read-only /proc/sys (a container?)", errno.EACCES: "not permitted",
-                   errno.EPERM: "not permitted (needs root / CAP_SYS_ADMIN)",
-                   errno.ENOENT: "no /proc/sys/vm/drop_caches"}
+        reasons = {
+            errno.EROFS: "read-only /proc/sys (a container?)",
+            errno.EACCES: "not permitted",
+            errno.EPERM: "not permitted (needs root / CAP_SYS_ADMIN)",
+            errno.ENOENT: "no /proc/sys/vm/drop_caches",
+        }
         why = reasons.get(e.errno or 0, e.strerror or str(e))
         raise ColdCacheUnavailable(f"cannot write {DROP_CACHES}: {why}") from None
 
@@ -109,7 +119,9 @@ def drop_caches() -> None:
 def _drop_caches(path: Path) -> tuple[str, str]:
     drop_caches()
     mount = mount_of(path)
-    warm_left = "sshfs's own directory cache (20 s)" if mount and mount.fstype == "fuse.sshfs" else ""
+    warm_left = (
+        "sshfs's own directory cache (20 s)" if mount and mount.fstype == "fuse.sshfs" else ""
+    )
     return "page cache, dentries and inodes of every filesystem", warm_left
 
 
@@ -136,7 +148,10 @@ def _fadvise(path: Path) -> tuple[str, str]:
         raise ColdCacheUnavailable("posix_fadvise is not available on this system")
     os.sync()  # dirty pages are not dropped
     files = fadvise_tree(path) if path.is_dir() else fadvise_file(path)
-    return f"advised {files:,} files", "directory and attribute caches (walking the tree refreshed them)"
+    return (
+        f"advised {files:,} files",
+        "directory and attribute caches (walking the tree refreshed them)",
+    )
 
 
 def fadvise_file(path: Path) -> int:
@@ -166,6 +181,7 @@ def lab_counters(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def target_reads(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
     """What a restart asked of the lab volume: bytes read, lookups (getattr), opens, reads."""
+
     def count(stats: dict[str, Any], op: str) -> int:
         return int(stats.get("ops", {}).get(op, {}).get("count", 0))
 

@@ -127,7 +127,9 @@ class Pip:
             env["PIP_CACHE_DIR"] = str(cache)
         return InstallStep(argv + packages, env)
 
-    def split(self, log: Path, start_wall: float, end_wall: float, output: str) -> tuple[float | None, float | None]:
+    def split(
+        self, log: Path, start_wall: float, end_wall: float, output: str
+    ) -> tuple[float | None, float | None]:
         """(download_s, install_s) from pip's timestamped log; (None, None) when the log has
         no mark to split at (unreadable, e.g. on a full disk): unknown, never zero."""
         mark = None
@@ -154,7 +156,9 @@ def _pip_ts(line: str) -> float | None:
     return stamp.timestamp() + int(m.group(2)) / 1000
 
 
-_UV_TIME = re.compile(r"^(Resolved|Prepared|Installed|Audited) \d+ packages? in ([\d.]+)(ms|s|m)", re.M)
+_UV_TIME = re.compile(
+    r"^(Resolved|Prepared|Installed|Audited) \d+ packages? in ([\d.]+)(ms|s|m)", re.M
+)
 
 
 class Uv:
@@ -189,7 +193,9 @@ class Uv:
             env["UV_LINK_MODE"] = self.link_mode  # as users set it (uv --no-config still reads it)
         return InstallStep(argv + list(index.extra_args) + packages, env)
 
-    def split(self, log: Path, start_wall: float, end_wall: float, output: str) -> tuple[float | None, float | None]:
+    def split(
+        self, log: Path, start_wall: float, end_wall: float, output: str
+    ) -> tuple[float | None, float | None]:
         """(download_s, install_s) from uv's "Installed N packages in T" line; (None, None)
         when the output has none (unknown, never zero)."""
         total = max(0.0, end_wall - start_wall)
@@ -222,7 +228,14 @@ def venv_command(venv: Path, python: str | None = None, creator: str = "virtuale
     - ``uv``: ``uv venv`` (no pip either).
     """
     if creator == "virtualenv":
-        argv = [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools"]
+        argv = [
+            sys.executable,
+            "-m",
+            "virtualenv",
+            "--quiet",
+            "--no-periodic-update",
+            "--no-setuptools",
+        ]
         if python:
             argv += ["--python", python]
         return argv + [str(venv)]
@@ -233,7 +246,15 @@ def venv_command(venv: Path, python: str | None = None, creator: str = "virtuale
         uv = uv_binary()
         if uv is None:
             raise UsageError("venv creator 'uv' is not available: pip install 'iobench[uv]'")
-        return [uv, "venv", "--quiet", "--no-config", "--python", python or sys.executable, str(venv)]
+        return [
+            uv,
+            "venv",
+            "--quiet",
+            "--no-config",
+            "--python",
+            python or sys.executable,
+            str(venv),
+        ]
     raise UsageError(f"unknown venv creator '{creator}' (known: {', '.join(VENV_CREATORS)})")
 
 
@@ -284,24 +305,33 @@ def venv_contents(venv: Path) -> dict:
         for line in cfg.read_text().splitlines():
             key, _, value = line.partition("=")
             if key.strip() in ("version", "version_info", "virtualenv"):
-                found["python" if key.strip().startswith("version") else "virtualenv"] = value.strip()
+                found["python" if key.strip().startswith("version") else "virtualenv"] = (
+                    value.strip()
+                )
     for dist in venv.glob("lib/python*/site-packages/*.dist-info"):
         name, _, version = dist.name[: -len(".dist-info")].partition("-")
         found[name.lower()] = version
     return found
 
+
 # ---------------------------------------------------------------- what uv's link mode did
-_FALLBACK = re.compile(r"Failed to (?:clone|hardlink|symlink|reflink)[^\n]*?falling back to [^\n.]*", re.I)
+_FALLBACK = re.compile(
+    r"Failed to (?:clone|hardlink|symlink|reflink)[^\n]*?falling back to [^\n.]*", re.I
+)
 _LINK_SAMPLE = 8  # installed files looked at: enough to see a mode, cheap on a slow volume
 
 
-def link_columns(output: str, site: Path, seeded: set[str], cache: Path | None, requested: str) -> dict[str, str]:
+def link_columns(
+    output: str, site: Path, seeded: set[str], cache: Path | None, requested: str
+) -> dict[str, str]:
     """The trial-row columns of what the install did with its files: ``link_observed``
     (from the files on disk) and ``link_fallback`` (uv's warning, when it printed one)."""
     found = _FALLBACK.search(output)
     fallback = found.group(0).strip() if found else ""
-    return {"link_observed": observe_link(site, seeded, cache, requested, bool(fallback)),
-            "link_fallback": fallback[:160]}
+    return {
+        "link_observed": observe_link(site, seeded, cache, requested, bool(fallback)),
+        "link_fallback": fallback[:160],
+    }
 
 
 def sample_files(site: Path, seeded: set[str], most: int = _LINK_SAMPLE) -> list[Path]:
@@ -314,15 +344,25 @@ def sample_files(site: Path, seeded: set[str], most: int = _LINK_SAMPLE) -> list
         with open(rec, errors="replace") as fh:
             for line in fh:
                 rel = line.split(",", 1)[0]
-                if rel and ".dist-info/" not in rel and not rel.startswith(("..", "/")) and "__pycache__" not in rel:
+                if (
+                    rel
+                    and ".dist-info/" not in rel
+                    and not rel.startswith(("..", "/"))
+                    and "__pycache__" not in rel
+                ):
                     out.append(site / rel)
                 if len(out) >= most:
                     return out
     return out
 
 
-def observe_link(site: Path, seeded: set[str], cache: Path | None, requested: str = "default",
-                 fell_back: bool = False) -> str:
+def observe_link(
+    site: Path,
+    seeded: set[str],
+    cache: Path | None,
+    requested: str = "default",
+    fell_back: bool = False,
+) -> str:
     """How the installed files relate to the cache's, read from the disk: ``symlink`` (a
     link into the cache), ``hardlink`` (the cache's own inode), ``clone`` (an inode of its
     own, where a clone was asked for and uv reported no fall-back: a reflink shares the
@@ -386,10 +426,14 @@ def _venv_module_problem(python: str, ensurepip: bool) -> str | None:
     """``python -m venv`` needs the venv module (and ensurepip, to seed pip): Debian splits
     them into python3-venv."""
     probe = "import venv, ensurepip" if ensurepip else "import venv"
-    r = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [python, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
     if r.returncode != 0:
-        return (f"create venvs with `python -m venv`, which {python} cannot run ({probe} fails; "
-                "on Debian/Ubuntu: apt install python3-venv)")
+        return (
+            f"create venvs with `python -m venv`, which {python} cannot run ({probe} fails; "
+            "on Debian/Ubuntu: apt install python3-venv)"
+        )
     return None
 
 
@@ -404,8 +448,10 @@ def _outer_pip_problem() -> str | None:
         have = None
     need = ".".join(map(str, PIP_PYTHON_OPTION))
     if have is None or have < Version(need):
-        return (f"install with pip into a venv without pip, which needs pip >= {need} beside iobench "
-                f"(pip --python VENV); found {have or 'none'} in {sys.executable}")
+        return (
+            f"install with pip into a venv without pip, which needs pip >= {need} beside iobench "
+            f"(pip --python VENV); found {have or 'none'} in {sys.executable}"
+        )
     return None
 
 
@@ -440,4 +486,3 @@ __all__ = [
     "venv_command",
     "venv_contents",
 ]
-

@@ -82,7 +82,11 @@ class Recommendation:
 
 def check_starts(starts: float) -> float:
     """``--starts`` must be a finite number of at least 1 (a month holds the first start)."""
-    if isinstance(starts, bool) or not isinstance(starts, (int, float)) or not math.isfinite(starts):
+    if (
+        isinstance(starts, bool)
+        or not isinstance(starts, (int, float))
+        or not math.isfinite(starts)
+    ):
         raise UsageError(f"--starts must be a number, not {starts!r}")
     if starts < 1:
         raise UsageError(f"--starts must be at least 1 start a month (got {starts:g})")
@@ -96,7 +100,9 @@ def idle_seconds(f: LifeFigures, starts: float) -> float:
 
 def _line(f: LifeFigures, p: Prices) -> tuple[float, float]:
     """(intercept, slope) of the monthly total as a function of N."""
-    per_restart = f.restart_s / 3600 * p.gpu_usd_per_hour + f.restart_read_bytes / _GB * p.read_usd_per_gb
+    per_restart = (
+        f.restart_s / 3600 * p.gpu_usd_per_hour + f.restart_read_bytes / _GB * p.read_usd_per_gb
+    )
     first = f.first_s / 3600 * p.gpu_usd_per_hour
     keep = f.stored_bytes / _GB * p.storage_usd_per_gb_month
     return first - per_restart + keep, per_restart
@@ -106,8 +112,10 @@ def monthly(f: LifeFigures, starts: float, p: Prices) -> MonthlyCost:
     """The month of strategy ``f`` at ``starts`` starts."""
     idle = idle_seconds(f, starts)
     gpu = idle / 3600 * p.gpu_usd_per_hour
-    storage = (f.stored_bytes / _GB * p.storage_usd_per_gb_month
-               + (starts - 1) * f.restart_read_bytes / _GB * p.read_usd_per_gb)
+    storage = (
+        f.stored_bytes / _GB * p.storage_usd_per_gb_month
+        + (starts - 1) * f.restart_read_bytes / _GB * p.read_usd_per_gb
+    )
     return MonthlyCost(f.strategy, float(starts), idle, gpu, storage, gpu + storage)
 
 
@@ -127,17 +135,25 @@ def recommend(figures: list[LifeFigures], starts: float, p: Prices) -> Recommend
         raise UsageError("no strategy figures to compare")
     starts = check_starts(starts)
     by_name = {f.strategy: f for f in figures}
-    costs = sorted((monthly(f, starts, p) for f in figures),
-                   key=lambda c: (round(c.total_usd, 9), by_name[c.strategy].restart_s, c.strategy))
-    even = break_even(by_name[costs[0].strategy], by_name[costs[1].strategy], p) if len(costs) > 1 else None
+    costs = sorted(
+        (monthly(f, starts, p) for f in figures),
+        key=lambda c: (round(c.total_usd, 9), by_name[c.strategy].restart_s, c.strategy),
+    )
+    even = (
+        break_even(by_name[costs[0].strategy], by_name[costs[1].strategy], p)
+        if len(costs) > 1
+        else None
+    )
     return Recommendation(starts, tuple(costs), even)
 
 
-def crossings(figures: list[LifeFigures], p: Prices, lo: float = 1, hi: float = 1000) -> list[tuple[float, str, str, float]]:
+def crossings(
+    figures: list[LifeFigures], p: Prices, lo: float = 1, hi: float = 1000
+) -> list[tuple[float, str, str, float]]:
     """Every pair's crossing inside [lo, hi]: (starts, strategy a, strategy b, monthly $ there)."""
     found = []
     for i, a in enumerate(figures):
-        for b in figures[i + 1:]:
+        for b in figures[i + 1 :]:
             n = break_even(a, b, p)
             if n is not None and lo <= n <= hi:
                 found.append((n, a.strategy, b.strategy, monthly(a, n, p).total_usd))
@@ -168,7 +184,12 @@ class StoragePreset:
 @lru_cache(maxsize=1)
 def load_storage_presets() -> tuple[StoragePreset, ...]:
     """Read the packaged storage price table once."""
-    text = resources.files("iobench").joinpath("data").joinpath(STORAGE_PRICES_FILE).read_text(encoding="utf-8")
+    text = (
+        resources.files("iobench")
+        .joinpath("data")
+        .joinpath(STORAGE_PRICES_FILE)
+        .read_text(encoding="utf-8")
+    )
     return tuple(
         StoragePreset(
             name=row["name"].strip(),

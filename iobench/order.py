@@ -33,7 +33,10 @@ def round_order(configs: Sequence[Config], round_no: int, seed: int) -> list[Con
 
 
 def plan_trials(
-    configs: Sequence[Config], repeats: int, seed: int, done: frozenset[str] | set[str] = frozenset()
+    configs: Sequence[Config],
+    repeats: int,
+    seed: int,
+    done: frozenset[str] | set[str] = frozenset(),
 ) -> list[TrialSpec]:
     """Every trial of the run in order, minus those already done (for --resume)."""
     plans = [

@@ -116,7 +116,9 @@ def check(args: argparse.Namespace) -> RunPlan:
         from iobench.strategies import choose_method
 
         choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
-    plan.extra_index_urls = [axes.extra_index_url(u) for u in getattr(args, "extra_index_url", None) or []]
+    plan.extra_index_urls = [
+        axes.extra_index_url(u) for u in getattr(args, "extra_index_url", None) or []
+    ]
     check_index(plan)
     if meta is None:
         check_space(scenario, roles)
@@ -142,9 +144,13 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise UsageError(f"--wheelhouse: {args.wheelhouse} is not a folder")
     if args.sample_hz > 100:
-        raise UsageError(f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)")
+        raise UsageError(
+            f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)"
+        )
     if args.sample_hz < 0.1:
-        raise UsageError(f"--sample-hz {args.sample_hz:g}: at least 0.1 (slower sampling misses whole phases)")
+        raise UsageError(
+            f"--sample-hz {args.sample_hz:g}: at least 0.1 (slower sampling misses whole phases)"
+        )
     if args.repeats is not None and args.repeats > MAX_REPEATS:
         raise UsageError(f"--repeats {args.repeats}: at most {MAX_REPEATS}")
     for flag in ("stall_after", "stall_timeout", "trial_timeout", "lock_wait"):
@@ -184,7 +190,9 @@ def _scenario(args: argparse.Namespace, state: ResumeState | None) -> tuple[Scen
                 f"scenario {scenario.name} installs synthetic wheels served by iobench; "
                 "--index-url and --wheelhouse need real packages (a scenario such as torch, or --package REQ)"
             )
-    scenario = axes.apply(scenario, args, resumed=state is not None)  # --requirements, --installer, --matrix
+    scenario = axes.apply(
+        scenario, args, resumed=state is not None
+    )  # --requirements, --installer, --matrix
     if args.package:
         scenario = scenario.with_packages(args.package)
     if args.configs:
@@ -201,7 +209,9 @@ def _order_seed(meta: RunMeta | None) -> int:
 
 
 # ---------------------------------------------------------------- roles
-def _roles(args: argparse.Namespace, state: ResumeState | None, scenario: Scenario) -> tuple[dict[str, Path], list[str]]:
+def _roles(
+    args: argparse.Namespace, state: ResumeState | None, scenario: Scenario
+) -> tuple[dict[str, Path], list[str]]:
     """The roles' folders (given, a resumed run's, or the defaults) and why defaults were chosen."""
     notes: list[str] = []
     given: dict[str, Path] = {}
@@ -299,11 +309,15 @@ def same_storage_note(group: list[str], roles: dict[str, Path]) -> str:
 def results_note(results: Path, target: Path) -> list[str]:
     """Logs written during trials onto a network volume under test would add to what is measured."""
     fstype = metadata.fstype_of(target)
-    remote = fstype.startswith(("nfs", "fuse", "cifs", "smb", "9p", "ceph", "lustre", "gluster", "virtiofs"))
+    remote = fstype.startswith(
+        ("nfs", "fuse", "cifs", "smb", "9p", "ceph", "lustre", "gluster", "virtiofs")
+    )
     existing = next((p for p in (results, *results.parents) if p.exists()), Path("/"))
     if remote and os.stat(existing).st_dev == os.stat(target).st_dev:
-        return [f"note: the results folder is on the target ({fstype}); give --results a local folder "
-                "so that iobench's own logs do not share the volume under test"]
+        return [
+            f"note: the results folder is on the target ({fstype}); give --results a local folder "
+            "so that iobench's own logs do not share the volume under test"
+        ]
     return []
 
 
@@ -311,14 +325,18 @@ def check_roles_used(scenario: Scenario, roles: dict[str, Path]) -> None:
     used = set().union(*(c.roles() for c in scenario.configs))
     for role in sorted(used):
         if role not in roles:
-            raise UsageError(f"scenario {scenario.name} uses role '{role}' but no --path {role}=DIR was given")
+            raise UsageError(
+                f"scenario {scenario.name} uses role '{role}' but no --path {role}=DIR was given"
+            )
 
 
 def check_results_place(results: Path, roles: dict[str, Path]) -> None:
     """Results never inside a scratch folder (it is deleted at the end), nor scratch inside results."""
     real = Path(os.path.realpath(results))
     if SCRATCH_NAME in real.parts:
-        raise UsageError(f"--results {results}: inside an iobench scratch folder, which iobench deletes")
+        raise UsageError(
+            f"--results {results}: inside an iobench scratch folder, which iobench deletes"
+        )
     for name, path in roles.items():
         scratch = str(path / SCRATCH_NAME)
         if procfs.is_within(scratch, str(real)):
@@ -372,10 +390,14 @@ def check_space(scenario: Scenario, roles: dict[str, Path]) -> None:
 def check_index(plan: RunPlan) -> None:
     """Index options that go together, and a remote index that answers."""
     if plan.index_mbps is not None and not plan.local_index:
-        raise UsageError("--index-mbit needs the local index (--wheelhouse or a synthetic scenario)")
+        raise UsageError(
+            "--index-mbit needs the local index (--wheelhouse or a synthetic scenario)"
+        )
     check_mbit(plan.index_mbps)  # finite and in range, before anything is made
     if plan.extra_index_urls and plan.local_index:
-        raise UsageError("--extra-index-url goes beside a real index (PyPI or --index-url), not iobench's local one")
+        raise UsageError(
+            "--extra-index-url goes beside a real index (PyPI or --index-url), not iobench's local one"
+        )
     for url in filter(None, [plan.index_url, *plan.extra_index_urls]):
         check_reachable(url)
 
@@ -392,20 +414,26 @@ def check_reachable(url: str) -> None:
     parts = urllib.parse.urlsplit(url)
     headers = {}
     if parts.username is not None:
-        token = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        token = (
+            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        )
         headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
         netloc = parts.hostname or ""
         if parts.port:
             netloc += f":{parts.port}"
         url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=15) as resp:  # noqa: S310
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=15
+        ) as resp:  # noqa: S310
             resp.read(1)
     except urllib.error.HTTPError:
         return
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise IOBenchError(f"package index {redact.redact(url)} cannot be reached: {reason}") from None
+        raise IOBenchError(
+            f"package index {redact.redact(url)} cannot be reached: {reason}"
+        ) from None
 
 
 # ---------------------------------------------------------------- resume
@@ -414,7 +442,9 @@ def check_resume(meta: RunMeta, plan: RunPlan) -> None:
     run = meta.run_id
     configs = [c.name for c in plan.scenario.configs]
     if meta.scenario_name != plan.scenario.name or meta.config_names != configs:
-        raise UsageError(f"cannot resume {run}: scenario/configs changed (was {meta.scenario_name} {meta.config_names})")
+        raise UsageError(
+            f"cannot resume {run}: scenario/configs changed (was {meta.scenario_name} {meta.config_names})"
+        )
     old_roles = {k: str(v) for k, v in meta.role_paths.items()}
     new_roles = {k: str(Path(v).resolve()) for k, v in plan.roles.items()}
     if old_roles != new_roles:
@@ -423,7 +453,9 @@ def check_resume(meta: RunMeta, plan: RunPlan) -> None:
         raise UsageError(f"cannot resume {run}: repeats changed (was {meta.repeats})")
     packages = [redact.redact(p) for p in plan.scenario.packages]
     if list(meta.scenario.get("packages", [])) != packages:
-        raise UsageError(f"cannot resume {run}: packages changed (was {meta.scenario.get('packages')})")
+        raise UsageError(
+            f"cannot resume {run}: packages changed (was {meta.scenario.get('packages')})"
+        )
     if meta.venv_python not in (None, plan.python or sys.executable):
         raise UsageError(f"cannot resume {run}: --python changed (was {meta.venv_python})")
     kind = "local" if plan.local_index else "remote"
@@ -434,32 +466,46 @@ def check_resume(meta: RunMeta, plan: RunPlan) -> None:
 # ---------------------------------------------------------------- what meta.json says of the plan
 def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
     """meta.json of a new run: what ran, where, on what, with which decisions (checked)."""
-    return RunMeta.from_json({
-        "iobench_version": metadata.__version__,
-        "run_id": run_id,
-        "command": redact.redact_argv(p.command),
-        "label": p.label,
-        "started_at": utcnow(),
-        "ended_at": None,
-        "status": "running",
-        "scenario": {**p.scenario.to_dict(), "packages": [redact.redact(x) for x in p.scenario.packages]},
-        "repeats": p.repeats,
-        "order_seed": p.order_seed,
-        "roles": {name: metadata.mount_of(path) for name, path in p.roles.items()},
-        "same_storage": p.same_storage,
-        "role_notes": p.notes,
-        "host": metadata.host_info(),
-        "versions": metadata.versions(),
-        "pip_config": metadata.pip_config(isolated=p.local_index),
-        "index": index_meta,
-        "gpu": metadata.gpu_info(),
-        "sample_hz": p.sample_hz,
-        "stall_after_s": p.stall_after,
-        "stall_timeout_s": p.stall_timeout,
-        "trial_timeout_s": p.trial_timeout_s,
-        "venv_python": p.python or sys.executable,
-        "env": metadata.redact_env(dict(os.environ)),
-    }, "meta.json")
+    return RunMeta.from_json(
+        {
+            "iobench_version": metadata.__version__,
+            "run_id": run_id,
+            "command": redact.redact_argv(p.command),
+            "label": p.label,
+            "started_at": utcnow(),
+            "ended_at": None,
+            "status": "running",
+            "scenario": {
+                **p.scenario.to_dict(),
+                "packages": [redact.redact(x) for x in p.scenario.packages],
+            },
+            "repeats": p.repeats,
+            "order_seed": p.order_seed,
+            "roles": {name: metadata.mount_of(path) for name, path in p.roles.items()},
+            "same_storage": p.same_storage,
+            "role_notes": p.notes,
+            "host": metadata.host_info(),
+            "versions": metadata.versions(),
+            "pip_config": metadata.pip_config(isolated=p.local_index),
+            "index": index_meta,
+            "gpu": metadata.gpu_info(),
+            "sample_hz": p.sample_hz,
+            "stall_after_s": p.stall_after,
+            "stall_timeout_s": p.stall_timeout,
+            "trial_timeout_s": p.trial_timeout_s,
+            "venv_python": p.python or sys.executable,
+            "env": metadata.redact_env(dict(os.environ)),
+        },
+        "meta.json",
+    )
 
 
-__all__ = ["RunPlan", "check", "run_meta", "default_target", "default_tmp", "default_trial_timeout", "same_storage"]
+__all__ = [
+    "RunPlan",
+    "check",
+    "run_meta",
+    "default_target",
+    "default_tmp",
+    "default_trial_timeout",
+    "same_storage",
+]

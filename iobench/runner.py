@@ -62,7 +62,9 @@ class Runner:
             rd = self.run_dir = self._open_run_dir(index_meta)
             ctx = self._context(rd, index_spec)
             done = rd.done_trial_ids()
-            specs = plan_trials(self.plan.scenario.configs, self.plan.repeats, self.plan.order_seed, done)
+            specs = plan_trials(
+                self.plan.scenario.configs, self.plan.repeats, self.plan.order_seed, done
+            )
             total = len(specs) + len(done)
             self.progress.run_started(str(rd.path), total, len(done))
             for note in self.plan.notes:
@@ -92,7 +94,11 @@ class Runner:
         if p.wheelhouse is not None:
             self.index = LocalIndex(p.wheelhouse, p.index_mbps).start()
             return IndexSpec(self.index.url, local=True), {
-                "kind": "local", "source": str(p.wheelhouse), "url": self.index.url, "mbps": p.index_mbps}
+                "kind": "local",
+                "source": str(p.wheelhouse),
+                "url": self.index.url,
+                "mbps": p.index_mbps,
+            }
         if p.scenario.wheels and p.local_index:
             from iobench.wheels import cached_wheels, load_profile
 
@@ -101,9 +107,14 @@ class Runner:
             self.index = LocalIndex(cached_wheels(profile), p.index_mbps).start()
             source = f"synthetic profile {profile.name} ({profile.fingerprint()})"
             return IndexSpec(self.index.url, local=True), {
-                "kind": "local", "source": source, "url": self.index.url, "mbps": p.index_mbps}
-        return IndexSpec(p.index_url, local=False, extra_args=axes.index_args(p.extra_index_urls)), {
-            "kind": "remote", "url": redact.redact(p.index_url or "(pip configuration)")}
+                "kind": "local",
+                "source": source,
+                "url": self.index.url,
+                "mbps": p.index_mbps,
+            }
+        return IndexSpec(
+            p.index_url, local=False, extra_args=axes.index_args(p.extra_index_urls)
+        ), {"kind": "remote", "url": redact.redact(p.index_url or "(pip configuration)")}
 
     def _open_run_dir(self, index_meta: dict) -> RunDir:
         """Lock the target first (a refused run leaves nothing), then create or reopen the run."""
@@ -126,7 +137,8 @@ class Runner:
                 self.progress.message(
                     f"note: {self.scratch[role].root} holds scratch of other or crashed runs "
                     f"({', '.join(left[:3])}{'...' if len(left) > 3 else ''}); "
-                    f"`iobench clean {p.roles[role]}` removes it once no run uses it")
+                    f"`iobench clean {p.roles[role]}` removes it once no run uses it"
+                )
         return rd
 
     def _lock_target(self, run_id: str) -> None:
@@ -134,18 +146,37 @@ class Runner:
         scratch = Scratch(self.plan.roles["target"], run_id).ensure()
         self.lock = TargetLock(scratch.root, run_id, wait_s=self.plan.lock_wait).acquire()
         if self.lock.took_over:
-            self.progress.message(f"warning: took over a stale lock on {self.plan.roles['target']}: {self.lock.took_over}")
+            self.progress.message(
+                f"warning: took over a stale lock on {self.plan.roles['target']}: {self.lock.took_over}"
+            )
 
     def _context(self, rd: RunDir, index_spec: IndexSpec) -> TrialContext:
         p = self.plan
-        cwd = self.scratch["tmp"].run_root / "cwd"  # empty and local: `python -c` puts it on sys.path
+        cwd = (
+            self.scratch["tmp"].run_root / "cwd"
+        )  # empty and local: `python -c` puts it on sys.path
         cwd.mkdir(exist_ok=True)
         return TrialContext(
-            run_id=self.run_id, packages=list(p.scenario.packages), ready=p.scenario.ready, roles=p.roles,
-            scratch=self.scratch, logs=rd.logs_dir, cwd=cwd, index_spec=index_spec, index=self.index,
-            progress=self.progress, sample_hz=p.sample_hz, stall_after=p.stall_after,
-            stall_timeout=p.stall_timeout, trial_timeout_s=p.trial_timeout_s, python=p.python, stop=_STOP,
-            lifecycle=p.scenario.lifecycle, cache_mode=p.cache_mode, pack_method=p.pack_method)
+            run_id=self.run_id,
+            packages=list(p.scenario.packages),
+            ready=p.scenario.ready,
+            roles=p.roles,
+            scratch=self.scratch,
+            logs=rd.logs_dir,
+            cwd=cwd,
+            index_spec=index_spec,
+            index=self.index,
+            progress=self.progress,
+            sample_hz=p.sample_hz,
+            stall_after=p.stall_after,
+            stall_timeout=p.stall_timeout,
+            trial_timeout_s=p.trial_timeout_s,
+            python=p.python,
+            stop=_STOP,
+            lifecycle=p.scenario.lifecycle,
+            cache_mode=p.cache_mode,
+            pack_method=p.pack_method,
+        )
 
     def _warm_up(self, rd: RunDir, ctx: TrialContext) -> None:
         """Create and remove one venv, untimed, so the first trial does not pay virtualenv's
@@ -160,7 +191,9 @@ class Runner:
             self._update_meta(rd, versions={**rd.meta().versions, "venv": found})
 
     # ------------------------------------------------------------------ trials
-    def _one_trial(self, rd: RunDir, ctx: TrialContext, spec: TrialSpec, k: int, total: int) -> None:
+    def _one_trial(
+        self, rd: RunDir, ctx: TrialContext, spec: TrialSpec, k: int, total: int
+    ) -> None:
         """Run a trial, then: its row, its samples, the removal of its folders, in that order."""
         self.progress.trial_started(k, total, spec.trial_id)
         result = run_trial(ctx, spec)
@@ -176,11 +209,14 @@ class Runner:
         if self.remover.hung:
             raise VolumeHungError(
                 f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
-                f"{spec.trial_id} (rows kept); left behind: {', '.join(map(str, self.remover.left))}")
+                f"{spec.trial_id} (rows kept); left behind: {', '.join(map(str, self.remover.left))}"
+            )
         if result.row.status == "interrupted" or _STOP.is_set():
             raise KeyboardInterrupt
         if self.lock is not None and self.lock.lost:
-            raise LockLostError(f"{self.lock.lost}; the run stopped after trial {spec.trial_id} (rows kept)")
+            raise LockLostError(
+                f"{self.lock.lost}; the run stopped after trial {spec.trial_id} (rows kept)"
+            )
 
     def _save_series(self, rd: RunDir, result: TrialResult) -> None:
         """Samples and stalls; a full results disk costs them, never the trial's row."""
@@ -223,12 +259,16 @@ class Runner:
                 lock, where = self.lock, self.scratch_root("target")
                 error = self.remover.run(lock.release, where)
                 if error:
-                    self.progress.message(f"warning: lock in {where} not freed ({error}); it is stale once we exit")
+                    self.progress.message(
+                        f"warning: lock in {where} not freed ({error}); it is stale once we exit"
+                    )
             for scratch in self.scratch.values():  # a clean run leaves no empty scratch behind
                 self.remover.run(scratch.drop_if_empty, scratch.root)
             process.set_subreaper(False)
         finally:
-            if not self._interrupted:  # an interrupted iobench is on its way out: keep ignoring them
+            if (
+                not self._interrupted
+            ):  # an interrupted iobench is on its way out: keep ignoring them
                 for sig, handler in self._handlers.items():
                     signal.signal(sig, handler)  # type: ignore[arg-type]
 
@@ -239,7 +279,9 @@ class Runner:
         """Remove a scratch path while the removal progresses; say where it stays if not."""
         error = self.remover.remove(path, volume)
         if error:
-            self.progress.message(f"warning: could not remove {path}: {error}; `iobench clean` removes it later")
+            self.progress.message(
+                f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
+            )
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -81,25 +81,37 @@ STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         Strategy(
-            "reinstall", None, (), ("install",),
+            "reinstall",
+            None,
+            (),
+            ("install",),
             "the package cache, when the config keeps it on the target",
             "the whole venv: every start installs again",
             "nothing: the next start installs the new list",
         ),
         Strategy(
-            "persistent-venv", "target", (), (),
+            "persistent-venv",
+            "target",
+            (),
+            (),
             "the venv itself",
             "nothing on the volume; the page, name and attribute caches go cold",
             "install into the venv on the volume (pip runs at volume speed)",
         ),
         Strategy(
-            "packed-venv", "tmp", ("pack",), ("restore",),
+            "packed-venv",
+            "tmp",
+            ("pack",),
+            ("restore",),
             "one archive of the venv (tar, tar+zstd or a squashfs image)",
             "the venv on tmp: each restart restores it from the archive",
             "install on tmp, then pack again (the archive is one file: rewrite it whole)",
         ),
         Strategy(
-            "copied-venv", "tmp", ("copy-out",), ("copy-in",),
+            "copied-venv",
+            "tmp",
+            ("copy-out",),
+            ("copy-in",),
             "a copy of the venv tree",
             "the venv on tmp: each restart copies the tree back file by file",
             "install on tmp, then copy the tree out again",
@@ -114,7 +126,9 @@ class StepResult:
 
     step: str  # "pack", "restore", "copy-out", "copy-in"
     method: str  # "tar", "tar+zstd", "squashfs", "copy"
-    tool: str  # what ran: "zstd binary", "zstandard module", "mount -t squashfs", "squashfuse", "cp"
+    tool: (
+        str  # what ran: "zstd binary", "zstandard module", "mount -t squashfs", "squashfuse", "cp"
+    )
     command: str  # the shell line(s) a start script would use; "" when a Python module ran
     bytes: int  # bytes moved to or from the target (archive size, or tree size for copies)
     files: int  # entries (files and symlinks) in the venv tree
@@ -135,9 +149,7 @@ def get(name: str) -> Strategy:
     try:
         return STRATEGIES[name]
     except KeyError:
-        raise StrategyError(
-            f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}"
-        ) from None
+        raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}") from None
 
 
 # ---- what this machine can do ---------------------------------------------------------------
@@ -194,10 +206,17 @@ def choose_method(method: str = "auto") -> str:
             raise StrategyError("cannot pack a venv here: tar is missing")
         return found[0]
     if method not in PACK_METHODS:
-        raise StrategyError(f"unknown pack method {method!r}; known: auto, {', '.join(PACK_METHODS)}")
+        raise StrategyError(
+            f"unknown pack method {method!r}; known: auto, {', '.join(PACK_METHODS)}"
+        )
     if method not in found:
-        need = {"squashfs": "mksquashfs and squashfuse (or root)", "tar+zstd": "zstd or the zstandard module"}
-        raise StrategyError(f"pack method {method} cannot run here (needs {need.get(method, 'tar')})")
+        need = {
+            "squashfs": "mksquashfs and squashfuse (or root)",
+            "tar+zstd": "zstd or the zstandard module",
+        }
+        raise StrategyError(
+            f"pack method {method} cannot run here (needs {need.get(method, 'tar')})"
+        )
     return method
 
 
@@ -209,7 +228,9 @@ def run_checked(argv: Sequence[str]) -> None:
     r = subprocess.run(list(argv), capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if r.returncode != 0:
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-        raise StrategyError(f"{argv[0]} failed (exit {r.returncode}): {' | '.join(tail) or 'no output'}")
+        raise StrategyError(
+            f"{argv[0]} failed (exit {r.returncode}): {' | '.join(tail) or 'no output'}"
+        )
 
 
 def tree_size(path: Path) -> tuple[int, int]:
@@ -230,7 +251,9 @@ def _check_new(path: Path, what: str) -> Path:
     """``path`` must not exist and must lie inside an iobench scratch folder."""
     path = _absolute(path)
     if owning_scratch(path) is None:
-        raise SafetyError(f"{what} {path} is not inside an iobench scratch folder; refusing to write there")
+        raise SafetyError(
+            f"{what} {path} is not inside an iobench scratch folder; refusing to write there"
+        )
     if os.path.lexists(path):
         raise SafetyError(f"{what} {path} already exists; refusing to write over it")
     return path
@@ -266,7 +289,15 @@ _ARCHIVE = {"tar": "venv.tar", "tar+zstd": "venv.tar.zst", "squashfs": "venv.sqf
 def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[str]], str]:
     parent, name = str(venv.parent), venv.name
     if method == "squashfs":
-        argv = ["mksquashfs", str(venv), str(archive), "-noappend", "-quiet", "-no-progress", *_squashfs_comp()]
+        argv = [
+            "mksquashfs",
+            str(venv),
+            str(archive),
+            "-noappend",
+            "-quiet",
+            "-no-progress",
+            *_squashfs_comp(),
+        ]
         return [argv], "mksquashfs"
     if method == "tar":
         return [["tar", "-C", parent, "-cf", str(archive), name]], "tar"
@@ -277,7 +308,9 @@ def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[st
     return [helper], str(tool)
 
 
-def _unpack_commands(method: str, tool: str, archive: Path, venv: Path) -> tuple[list[list[str]], str]:
+def _unpack_commands(
+    method: str, tool: str, archive: Path, venv: Path
+) -> tuple[list[list[str]], str]:
     parent = str(venv.parent)
     if method == "squashfs":
         mounter = squashfs_mounter()
@@ -294,7 +327,9 @@ def _unpack_commands(method: str, tool: str, archive: Path, venv: Path) -> tuple
         return [["tar", "-C", parent, "-I", "zstd -T0", "-xf", str(archive)]], "zstd binary"
     if not _zstd_module():
         raise StrategyError(f"{archive} is zstd-compressed; install zstd or the zstandard module")
-    return [[sys.executable, "-m", "iobench.strategies", "zstd-unpack", str(archive), parent]], "zstandard module"
+    return [
+        [sys.executable, "-m", "iobench.strategies", "zstd-unpack", str(archive), parent]
+    ], "zstandard module"
 
 
 def _write_manifest(store: Path, data: dict[str, Any]) -> None:
@@ -336,9 +371,19 @@ def pack(venv: Path, store: Path, method: str = "auto", run: Runner = run_checke
     try:
         seconds = _timed(commands, run)
         size = archive.stat().st_size
-        _write_manifest(store, {"kind": "archive", "method": method, "tool": tool,
-                                "venv": str(venv), "archive": archive.name, "bytes": size,
-                                "files": files, "tree_bytes": tree_bytes})
+        _write_manifest(
+            store,
+            {
+                "kind": "archive",
+                "method": method,
+                "tool": tool,
+                "venv": str(venv),
+                "archive": archive.name,
+                "bytes": size,
+                "files": files,
+                "tree_bytes": tree_bytes,
+            },
+        )
     except BaseException:
         remove(store)
         raise
@@ -358,8 +403,17 @@ def unpack(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
     except BaseException:
         _undo_restore(venv, mounted, tool)
         raise
-    return StepResult("restore", manifest["method"], tool, _shell(commands), int(manifest["bytes"]),
-                      int(manifest["files"]), seconds, str(venv), mounted)
+    return StepResult(
+        "restore",
+        manifest["method"],
+        tool,
+        _shell(commands),
+        int(manifest["bytes"]),
+        int(manifest["files"]),
+        seconds,
+        str(venv),
+        mounted,
+    )
 
 
 def copy_out(venv: Path, store: Path, run: Runner = run_checked) -> StepResult:
@@ -373,12 +427,25 @@ def copy_out(venv: Path, store: Path, run: Runner = run_checked) -> StepResult:
     store.mkdir()
     try:
         seconds = _timed(commands, run)
-        _write_manifest(store, {"kind": "tree", "method": "copy", "tool": "cp", "venv": str(venv),
-                                "archive": "venv", "bytes": size, "files": files, "tree_bytes": size})
+        _write_manifest(
+            store,
+            {
+                "kind": "tree",
+                "method": "copy",
+                "tool": "cp",
+                "venv": str(venv),
+                "archive": "venv",
+                "bytes": size,
+                "files": files,
+                "tree_bytes": size,
+            },
+        )
     except BaseException:
         remove(store)
         raise
-    return StepResult("copy-out", "copy", "cp", _shell(commands), size, files, seconds, str(store / "venv"))
+    return StepResult(
+        "copy-out", "copy", "cp", _shell(commands), size, files, seconds, str(store / "venv")
+    )
 
 
 def copy_in(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
@@ -393,8 +460,16 @@ def copy_in(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
     except BaseException:
         _undo_restore(venv, False, "cp")
         raise
-    return StepResult("copy-in", "copy", "cp", _shell(commands), int(manifest["bytes"]),
-                      int(manifest["files"]), seconds, str(venv))
+    return StepResult(
+        "copy-in",
+        "copy",
+        "cp",
+        _shell(commands),
+        int(manifest["bytes"]),
+        int(manifest["files"]),
+        seconds,
+        str(venv),
+    )
 
 
 def _restore_target(manifest: dict[str, Any], venv: Path) -> Path:
@@ -438,8 +513,9 @@ def release(result: StepResult) -> None:
 # ---- a strategy's persist and restore, by name ---------------------------------------------------
 
 
-def persist(name: str, venv: Path, store: Path, method: str = "auto",
-            run: Runner = run_checked) -> StepResult | None:
+def persist(
+    name: str, venv: Path, store: Path, method: str = "auto", run: Runner = run_checked
+) -> StepResult | None:
     """The first start's step after the install: pack or copy-out; None for the others."""
     steps = get(name).first_start
     if "pack" in steps:
@@ -489,8 +565,10 @@ def _main(argv: list[str]) -> int:
     elif argv[:1] == ["zstd-unpack"] and len(argv) == 3:
         _zstd_unpack(*argv[1:])
     else:
-        print("usage: python -m iobench.strategies zstd-pack PARENT NAME ARCHIVE | zstd-unpack ARCHIVE PARENT",
-              file=sys.stderr)
+        print(
+            "usage: python -m iobench.strategies zstd-pack PARENT NAME ARCHIVE | zstd-unpack ARCHIVE PARENT",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

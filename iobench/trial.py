@@ -133,8 +133,15 @@ class Trial:
         self.row = identity_row(ctx, spec)
 
     def run(self) -> TrialResult:
-        steps = (self.make_dirs, self.prime_cache, self.start_measuring, self.create_venv,
-                 self.install, self.compile, self.ready_check)
+        steps = (
+            self.make_dirs,
+            self.prime_cache,
+            self.start_measuring,
+            self.create_venv,
+            self.install,
+            self.compile,
+            self.ready_check,
+        )
         stop: Stop | None = None
         try:
             for step in steps:
@@ -144,7 +151,9 @@ class Trial:
         except KeyboardInterrupt:
             stop = Stop("interrupted", INTERRUPTED)
         except OSError as exc:
-            stop = Stop("failed", f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc))
+            stop = Stop(
+                "failed", f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
+            )
         result = self.stopped(stop) if stop is not None else self.measured()
         self.note_contention()
         self.row.strategy = self.cfg.strategy
@@ -156,7 +165,9 @@ class Trial:
 
     # ------------------------------------------------------------------ steps
     def make_dirs(self) -> Stop | None:
-        dirs = {role: self.ctx.scratch[role].trial_dir(self.tid) for role in sorted(self.cfg.roles())}
+        dirs = {
+            role: self.ctx.scratch[role].trial_dir(self.tid) for role in sorted(self.cfg.roles())
+        }
         self.s.venv = dirs[self.cfg.venv] / "venv"
         self.s.tmpdir = dirs[self.cfg.tmpdir] / "tmp"
         self.s.tmpdir.mkdir(exist_ok=True)
@@ -177,10 +188,18 @@ class Trial:
         sampler = Sampler(self.ctx.sample_hz, stall_after=self.ctx.stall_after).start()
         deadline = time.monotonic() + self.ctx.trial_timeout_s
         try:
-            r = self.phase("prime-venv", self.ctx.venv_argv(venv, self.cfg.venv_creator), self.s.env, sampler, deadline)
+            r = self.phase(
+                "prime-venv",
+                self.ctx.venv_argv(venv, self.cfg.venv_creator),
+                self.s.env,
+                sampler,
+                deadline,
+            )
             stop = check(r, "priming venv")
             if stop is None:
-                step = self.installer().command(venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env)
+                step = self.installer().command(
+                    venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env
+                )
                 r = self.phase("prime-install", step.argv, step.env, sampler, deadline)
                 stop = check(r, "priming install")
         finally:
@@ -194,11 +213,17 @@ class Trial:
 
     def start_measuring(self) -> Stop | None:
         s = self.s
-        s.used0 = {"venv": used_bytes(s.venv.parent), "tmpdir": used_bytes(s.tmpdir), "cache": used_bytes(s.cache)}
+        s.used0 = {
+            "venv": used_bytes(s.venv.parent),
+            "tmpdir": used_bytes(s.tmpdir),
+            "cache": used_bytes(s.cache),
+        }
         s.index0 = self.ctx.index.snapshot() if self.ctx.index else None
         s.watch = ContentionWatch().start()  # its scans stay outside the timed interval
         fs = {"venv": s.venv.parent, "tmpdir": s.tmpdir, **({"cache": s.cache} if s.cache else {})}
-        s.sampler = Sampler(self.ctx.sample_hz, stall_after=self.ctx.stall_after, fs_paths=fs).start()
+        s.sampler = Sampler(
+            self.ctx.sample_hz, stall_after=self.ctx.stall_after, fs_paths=fs
+        ).start()
         s.t0 = time.monotonic()
         s.deadline = s.t0 + self.ctx.trial_timeout_s
         return None
@@ -216,24 +241,39 @@ class Trial:
     def install(self) -> Stop | None:
         """The install, its time split into download and install from the installer's log."""
         log = self.ctx.logs / f"{self.tid}.log"
-        step = self.installer().command(self.s.venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env)
+        step = self.installer().command(
+            self.s.venv, self.ctx.packages, self.ctx.index_spec, self.s.cache, log, self.s.env
+        )
         r = self.phase("install", step.argv, step.env)
         dl, inst = self.installer().split(log, r.start_wall, r.start_wall + r.seconds, r.output)
         redact.redact_file(log)  # kept under results/…/logs: a direct URL may carry credentials
         self.s.phases["download"], self.s.phases["install"] = dl, inst
-        if r.ok:  # what the installer did with the files: hard links, copies, symlinks (uv's link mode)
-            fill(self.row, **installers.link_columns(r.output, self.s.site, self.s.seeded, self.s.cache, self.cfg.link_mode))
+        if (
+            r.ok
+        ):  # what the installer did with the files: hard links, copies, symlinks (uv's link mode)
+            fill(
+                self.row,
+                **installers.link_columns(
+                    r.output, self.s.site, self.s.seeded, self.s.cache, self.cfg.link_mode
+                ),
+            )
         self.s.download_end = None if dl is None else (r.start - self.s.t0) + dl
         if dl is None and r.ok:
-            self.ctx.progress.message(f"  {self.tid}: {self.cfg.installer}'s log has no phase marks; "
-                                      "download_s and install_s left empty (unknown)")
+            self.ctx.progress.message(
+                f"  {self.tid}: {self.cfg.installer}'s log has no phase marks; "
+                "download_s and install_s left empty (unknown)"
+            )
         return check(r, self.cfg.installer)
 
     def compile(self) -> Stop | None:
         """Bytecode of what the install added; like pip, files that do not compile (torch
         ships py312-only modules) are not an install failure: the ready check decides."""
         site = self.s.site
-        added = sorted(site / n for n in {p.name for p in site.iterdir()} - self.s.before if not n.endswith(".dist-info"))
+        added = sorted(
+            site / n
+            for n in {p.name for p in site.iterdir()} - self.s.before
+            if not n.endswith(".dist-info")
+        )
         if self.cfg.compile != "on" or not added:
             return None
         argv = installers.compile_command(self.s.venv, added, parallel=self.cfg.installer == "uv")
@@ -255,7 +295,11 @@ class Trial:
         return installers.get_installer(self.cfg.installer, self.cfg.link_mode)
 
     def phase(
-        self, name: str, argv: list[str], env: dict[str, str], sampler: Sampler | None = None,
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        sampler: Sampler | None = None,
         deadline: float | None = None,
     ) -> PhaseResult:
         """Run one phase under the trial's sampler, watchdog and deadline."""
@@ -265,7 +309,9 @@ class Trial:
         limits = Limits(self.ctx.stall_timeout, deadline or self.s.deadline, self.ctx.stop)
 
         def tick(elapsed: float) -> None:
-            self.ctx.progress.tick(self.tid, name, elapsed, sampler.latest(), sampler.current_stall_s())
+            self.ctx.progress.tick(
+                self.tid, name, elapsed, sampler.latest(), sampler.current_stall_s()
+            )
 
         # output goes to the run's logs (local disk), not the volume under test; kept on failure
         out = self.ctx.logs / f"{self.tid}.{name}.out"
@@ -276,9 +322,14 @@ class Trial:
         assert self.s.sampler is not None
         result = self.s.sampler.stop()
         label_download(result, self.s.download_end)
-        fill(self.row, status="ok", time_to_ready_s=self.s.t_ready - self.s.t0,
-             files_installed=installers.record_file_count(self.s.site, self.s.seeded),
-             **{f"{p}_s": v for p, v in self.s.phases.items()}, **tree_fields(self.s.sampler, result))
+        fill(
+            self.row,
+            status="ok",
+            time_to_ready_s=self.s.t_ready - self.s.t0,
+            files_installed=installers.record_file_count(self.s.site, self.s.seeded),
+            **{f"{p}_s": v for p, v in self.s.phases.items()},
+            **tree_fields(self.s.sampler, result),
+        )
         fill(self.row, **derived_fields(self.row, result), **self.space_fields(result))
         return TrialResult(self.row, result)
 
@@ -313,7 +364,9 @@ class Trial:
         found = self.s.watch.stop()
         self.row.contended = format_contended(found)
         if found:
-            self.ctx.progress.message(f"  {self.tid}: other processes did disk I/O meanwhile (MB): {self.row.contended}")
+            self.ctx.progress.message(
+                f"  {self.tid}: other processes did disk I/O meanwhile (MB): {self.row.contended}"
+            )
 
 
 def identity_row(ctx: TrialContext, spec: TrialSpec) -> TrialRow:
@@ -359,7 +412,9 @@ def check(r: PhaseResult, what: str) -> Stop | None:
         return Stop("interrupted", INTERRUPTED)
     if r.error:
         return Stop("failed", f"{what}: {r.error}")
-    return Stop("failed", f"{what} failed (exit {r.returncode}): {procfs.tail(r.output, _TAIL_LINES)}")
+    return Stop(
+        "failed", f"{what} failed (exit {r.returncode}): {procfs.tail(r.output, _TAIL_LINES)}"
+    )
 
 
 def label_download(result: SamplerResult, download_end: float | None) -> None:

@@ -76,7 +76,9 @@ def test_drop_caches_empties_the_page_cache(disk_dir: Path) -> None:
 
 
 def test_a_read_only_proc_sys_falls_back_to_fadvise_and_says_why(
-    disk_dir: Path, tmpfs, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001 - conftest factory
+    disk_dir: Path,
+    tmpfs,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001 - conftest factory
 ) -> None:
     ro = tmpfs(size="1m")
     (ro / "drop_caches").write_text("0\n")
@@ -99,8 +101,16 @@ def test_no_method_left_is_an_error(tmp_path: Path) -> None:
 
 def test_target_reads_diffs_two_counter_snapshots() -> None:
     before = {"bytes_read": 10, "ops": {"getattr": {"count": 5}, "open": {"count": 1}}}
-    after = {"bytes_read": 110, "ops": {"getattr": {"count": 25}, "open": {"count": 4}, "read": {"count": 7}}}
-    assert coldcache.target_reads(before, after) == {"bytes_read": 100, "getattr": 20, "open": 3, "read": 7}
+    after = {
+        "bytes_read": 110,
+        "ops": {"getattr": {"count": 25}, "open": {"count": 4}, "read": {"count": 7}},
+    }
+    assert coldcache.target_reads(before, after) == {
+        "bytes_read": 100,
+        "getattr": 20,
+        "open": 3,
+        "read": 7,
+    }
 
 
 # ---- on the lab volume ------------------------------------------------------------------------
@@ -123,8 +133,12 @@ def slow(tmp_path: Path):  # noqa: ANN201 - a generator fixture
 def _ready_check(venv: Path) -> tuple[float, dict[str, int]]:
     before = coldcache.lab_counters(venv)
     t0 = time.monotonic()
-    r = subprocess.run([str(venv / "bin" / "python"), "-c", READY],
-                       capture_output=True, text=True, env=HERMETIC_ENV)
+    r = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", READY],
+        capture_output=True,
+        text=True,
+        env=HERMETIC_ENV,
+    )
     seconds = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     after = coldcache.lab_counters(venv)

@@ -31,7 +31,9 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def _make_venv(venv: Path, creator: str, env: dict[str, str]) -> None:
-    r = subprocess.run(installers.venv_command(venv, None, creator), env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        installers.venv_command(venv, None, creator), env=env, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -49,9 +51,13 @@ def _cache_twins(path: Path, site: Path, cache: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- venv creators
 @pytest.mark.e2e
-@pytest.mark.parametrize(("creator", "seeds_pip"),
-                         [("virtualenv", True), ("venv", True), ("venv-without-pip", False), ("uv", False)])
-def test_each_creator_makes_a_venv_with_or_without_pip(tmp_path: Path, creator: str, seeds_pip: bool) -> None:
+@pytest.mark.parametrize(
+    ("creator", "seeds_pip"),
+    [("virtualenv", True), ("venv", True), ("venv-without-pip", False), ("uv", False)],
+)
+def test_each_creator_makes_a_venv_with_or_without_pip(
+    tmp_path: Path, creator: str, seeds_pip: bool
+) -> None:
     venv = tmp_path / "venv"
     _make_venv(venv, creator, _env(tmp_path))
     assert (venv / "bin" / "python").exists() and installers.site_packages(venv).is_dir()
@@ -65,9 +71,17 @@ def test_pip_installs_into_a_venv_without_pip_from_outside(tmp_path: Path) -> No
     venv = tmp_path / "venv"
     env = _env(tmp_path)
     _make_venv(venv, "venv-without-pip", env)
-    index = IndexSpec(None, local=True, extra_args=("--no-index", "--find-links", str(_wheelhouse())))
+    index = IndexSpec(
+        None, local=True, extra_args=("--no-index", "--find-links", str(_wheelhouse()))
+    )
     step = Pip().command(venv, ["tiny-core"], index, None, tmp_path / "pip.log", env)
-    assert step.argv[:5] == [installers.sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+    assert step.argv[:5] == [
+        installers.sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(venv / "bin" / "python"),
+    ]
     r = subprocess.run(step.argv, env=step.env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     site = installers.site_packages(venv)
@@ -118,33 +132,52 @@ def test_cache_on_another_filesystem_falls_back_to_copy(tmpfs, disk_dir: Path) -
     assert cols["link_observed"] == "copy"
     assert cols["link_fallback"].startswith("Failed to hardlink files; falling back to full copy")
     for f in installers.sample_files(site, set()):
-        assert f.lstat().st_nlink == 1 and f.lstat().st_dev != next(iter(_cache_twins(f, site, cache))).stat().st_dev
+        assert (
+            f.lstat().st_nlink == 1
+            and f.lstat().st_dev != next(iter(_cache_twins(f, site, cache))).stat().st_dev
+        )
 
 
 def test_pip_output_has_no_fallback_and_an_empty_site_says_nothing(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()
     assert installers.link_columns("Successfully installed x", site, set(), None, "default") == {
-        "link_observed": "", "link_fallback": ""}
+        "link_observed": "",
+        "link_fallback": "",
+    }
 
 
 # ---------------------------------------------------------------- requirement files
 def test_requirements_file_as_pip_reads_it(tmp_path: Path) -> None:
     (tmp_path / "base.txt").write_text("numpy>=1.26  # the base\n")
     req = tmp_path / "req.txt"
-    req.write_text("# a comment\n\ntorch==2.13.0 ; sys_platform == 'linux'\n"
-                   "pkg[extra]>=1, \\\n  <2\n-r base.txt\nw @ https://h/w-1.0-py3-none-any.whl#sha256=ab\n")
+    req.write_text(
+        "# a comment\n\ntorch==2.13.0 ; sys_platform == 'linux'\n"
+        "pkg[extra]>=1, \\\n  <2\n-r base.txt\nw @ https://h/w-1.0-py3-none-any.whl#sha256=ab\n"
+    )
     assert axes.read_requirements(req) == [
-        "torch==2.13.0 ; sys_platform == 'linux'", "pkg[extra]>=1,   <2", "numpy>=1.26", "w @ https://h/w-1.0-py3-none-any.whl#sha256=ab"]
+        "torch==2.13.0 ; sys_platform == 'linux'",
+        "pkg[extra]>=1,   <2",
+        "numpy>=1.26",
+        "w @ https://h/w-1.0-py3-none-any.whl#sha256=ab",
+    ]
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("torch==2.13.0\nnot a req!!\n", r"req.txt:2: 'not a req!!': not a requirement"),
-    ("torch\n--index-url https://u:secret@host/simple\n", r"req.txt:2: '--index-url https://\*\*\*@host/simple': pip options are not taken"),
-    ("torch --hash=sha256:abc\n", r"req.txt:1: .*pip options are not taken"),
-    ("# only comments\n", r"no requirements in it"),
-])
-def test_a_bad_requirements_line_is_one_line_naming_file_and_line(tmp_path: Path, text: str, match: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("torch==2.13.0\nnot a req!!\n", r"req.txt:2: 'not a req!!': not a requirement"),
+        (
+            "torch\n--index-url https://u:secret@host/simple\n",
+            r"req.txt:2: '--index-url https://\*\*\*@host/simple': pip options are not taken",
+        ),
+        ("torch --hash=sha256:abc\n", r"req.txt:1: .*pip options are not taken"),
+        ("# only comments\n", r"no requirements in it"),
+    ],
+)
+def test_a_bad_requirements_line_is_one_line_naming_file_and_line(
+    tmp_path: Path, text: str, match: str
+) -> None:
     req = tmp_path / "req.txt"
     req.write_text(text)
     with pytest.raises(UsageError, match=match) as err:
@@ -153,7 +186,10 @@ def test_a_bad_requirements_line_is_one_line_naming_file_and_line(tmp_path: Path
 
 
 def test_extra_index_url_is_checked_and_redacted() -> None:
-    assert axes.extra_index_url("https://download.pytorch.org/whl/cu124") == "https://download.pytorch.org/whl/cu124"
+    assert (
+        axes.extra_index_url("https://download.pytorch.org/whl/cu124")
+        == "https://download.pytorch.org/whl/cu124"
+    )
     with pytest.raises(UsageError) as err:
         axes.extra_index_url("ftp://user:hunter2@host/simple")
     assert "hunter2" not in str(err.value) and "***" in str(err.value)
@@ -162,26 +198,48 @@ def test_extra_index_url_is_checked_and_redacted() -> None:
 
 # ---------------------------------------------------------------- axes crossed with the configs
 def _args(**kw: object) -> argparse.Namespace:
-    return argparse.Namespace(**{"installer": None, "venv_creator": None, "matrix": [], "requirements": None,
-                                 "package": [], **kw})
+    return argparse.Namespace(
+        **{
+            "installer": None,
+            "venv_creator": None,
+            "matrix": [],
+            "requirements": None,
+            "package": [],
+            **kw,
+        }
+    )
 
 
 def test_axes_cross_every_config_and_name_it() -> None:
     s = load_scenario(str(TINY)).select(["naive", "nocache"])
-    out = axes.apply(s, _args(installer="pip,uv", matrix=[axes.matrix_spec("link_mode=hardlink,symlink")]), False)
+    out = axes.apply(
+        s, _args(installer="pip,uv", matrix=[axes.matrix_spec("link_mode=hardlink,symlink")]), False
+    )
     names = [c.name for c in out.configs]
-    assert names == ["naive_pip", "naive_uv_link-hardlink", "naive_uv_link-symlink",
-                     "nocache_pip", "nocache_uv_link-hardlink", "nocache_uv_link-symlink"]
+    assert names == [
+        "naive_pip",
+        "naive_uv_link-hardlink",
+        "naive_uv_link-symlink",
+        "nocache_pip",
+        "nocache_uv_link-hardlink",
+        "nocache_uv_link-symlink",
+    ]
     pip = out.config("naive_pip")
     assert (pip.installer, pip.link_mode, pip.cache) == ("pip", "default", "target")
     one = axes.apply(s, _args(venv_creator="uv"), False)  # one value: set, no suffix
     assert [(c.name, c.venv_creator) for c in one.configs] == [("naive", "uv"), ("nocache", "uv")]
 
 
-@pytest.mark.parametrize(("kw", "match"), [
-    ({"venv_creator": "conda"}, r"--matrix: configs.naive_?.*venv_creator: 'conda' is not one of"),
-    ({"installer": "uv", "matrix": [("installer", ["pip"])]}, "axis installer given twice"),
-])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (
+            {"venv_creator": "conda"},
+            r"--matrix: configs.naive_?.*venv_creator: 'conda' is not one of",
+        ),
+        ({"installer": "uv", "matrix": [("installer", ["pip"])]}, "axis installer given twice"),
+    ],
+)
 def test_a_bad_axis_is_one_line(kw: dict, match: str) -> None:
     s = load_scenario(str(TINY)).select(["naive"])
     with pytest.raises(UsageError, match=match):
@@ -194,7 +252,9 @@ def test_link_mode_with_pip_in_a_scenario_file_is_refused(tmp_path: Path) -> Non
     from iobench.errors import ScenarioError
 
     bad = tmp_path / "bad.toml"
-    bad.write_text(TINY.read_text().replace('cache = "off"\n', 'cache = "off"\nlink_mode = "symlink"\n'))
+    bad.write_text(
+        TINY.read_text().replace('cache = "off"\n', 'cache = "off"\nlink_mode = "symlink"\n')
+    )
     with pytest.raises(ScenarioError, match=r"configs.nocache.link_mode: 'symlink' is uv's"):
         load_scenario(str(bad))
 
@@ -204,7 +264,11 @@ def test_shipped_uv_scenarios_put_uv_beside_pip() -> None:
         s = load_scenario(name)
         by = {c.name: c for c in s.configs}
         assert by["naive"].installer == "pip"
-        assert (by["uv-naive"].venv, by["uv-naive"].cache, by["uv-naive"].installer) == ("target", "target", "uv")
+        assert (by["uv-naive"].venv, by["uv-naive"].cache, by["uv-naive"].installer) == (
+            "target",
+            "target",
+            "uv",
+        )
         assert (by["uv-cache-on-tmp"].venv, by["uv-cache-on-tmp"].cache) == ("target", "tmp")
         assert (by["uv-all-tmp"].venv, by["uv-all-tmp"].cache) == ("tmp", "tmp")
 
@@ -214,17 +278,34 @@ def test_a_missing_venv_creator_fails_before_anything_is_made(tmp_path: Path, mo
     results = tmp_path / "results"
     (tmp_path / "t").mkdir()
     (tmp_path / "s").mkdir()
-    rc = main(["run", "--scenario", str(TINY), "--configs", "nocache", "--venv-creator", "uv",
-               "--target", str(tmp_path / "t"), "--tmp", str(tmp_path / "s"), "--results", str(results),
-               "--no-report", "--quiet"])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(TINY),
+            "--configs",
+            "nocache",
+            "--venv-creator",
+            "uv",
+            "--target",
+            str(tmp_path / "t"),
+            "--tmp",
+            str(tmp_path / "s"),
+            "--results",
+            str(results),
+            "--no-report",
+            "--quiet",
+        ]
+    )
     assert rc == 2 and not results.exists()
     assert not any((tmp_path / "t").iterdir())
 
 
 # ---------------------------------------------------------------- end to end: a run across the axes
 @pytest.mark.e2e
-def test_run_across_installers_link_modes_and_creators_on_two_filesystems(tmpfs, disk_dir: Path,
-                                                                          tmp_path: Path) -> None:
+def test_run_across_installers_link_modes_and_creators_on_two_filesystems(
+    tmpfs, disk_dir: Path, tmp_path: Path
+) -> None:
     target = tmpfs(size="200m", name="target")
     if fstype_of(disk_dir) == "tmpfs":
         pytest.skip("the test's temp folder is itself a tmpfs; need a disk filesystem")
@@ -233,36 +314,87 @@ def test_run_across_installers_link_modes_and_creators_on_two_filesystems(tmpfs,
         "naive_pip_by-venv": ("venv", "default", "copy", False),
         "nocache_pip_by-venv-without-pip": ("venv-without-pip", "default", "copy", False),
         "naive_uv_by-uv_link-hardlink": ("uv", "hardlink", "hardlink", False),  # all on the tmpfs
-        "venv-on-tmp_uv_by-virtualenv_link-symlink": ("virtualenv", "symlink", "symlink", False),  # all on disk
+        "venv-on-tmp_uv_by-virtualenv_link-symlink": (
+            "virtualenv",
+            "symlink",
+            "symlink",
+            False,
+        ),  # all on disk
         "venv-on-tmp_uv_by-venv_link-copy": ("venv", "copy", "copy", False),
-        "warm_uv_by-uv_link-hardlink": ("uv", "hardlink", "copy", True),  # venv on disk, cache on the tmpfs
+        "warm_uv_by-uv_link-hardlink": (
+            "uv",
+            "hardlink",
+            "copy",
+            True,
+        ),  # venv on disk, cache on the tmpfs
     }
-    rc = main(["run", "--scenario", str(TINY), "--target", str(target), "--tmp", str(disk_dir),
-               "--results", str(results), "--no-report", "--quiet", "--installer", "pip,uv",
-               "--venv-creator", "virtualenv,venv,venv-without-pip,uv",
-               "--matrix", "link_mode=hardlink,copy,symlink", "--configs", ",".join(configs)])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(TINY),
+            "--target",
+            str(target),
+            "--tmp",
+            str(disk_dir),
+            "--results",
+            str(results),
+            "--no-report",
+            "--quiet",
+            "--installer",
+            "pip,uv",
+            "--venv-creator",
+            "virtualenv,venv,venv-without-pip,uv",
+            "--matrix",
+            "link_mode=hardlink,copy,symlink",
+            "--configs",
+            ",".join(configs),
+        ]
+    )
     assert rc == 0
     rows = {r["config"]: r for r in read_csv(only_run_dir(results) / "trials.csv")}
     assert set(rows) == set(configs)
     for name, (creator, link, seen, warned) in configs.items():
         r = rows[name]
         assert r["status"] == "ok", r["error"]
-        assert (r["venv_creator"], r["link_mode"], r["link_observed"]) == (creator, link, seen), name
+        assert (r["venv_creator"], r["link_mode"], r["link_observed"]) == (creator, link, seen), (
+            name
+        )
         assert bool(r["link_fallback"]) is warned, (name, r["link_fallback"])
         assert float(r["venv_s"]) > 0 and int(r["files_installed"]) > 0
     # python -m venv seeds pip through ensurepip: its venv phase does more than one without pip
-    assert float(rows["naive_pip_by-venv"]["venv_s"]) > float(rows["naive_uv_by-uv_link-hardlink"]["venv_s"])
+    assert float(rows["naive_pip_by-venv"]["venv_s"]) > float(
+        rows["naive_uv_by-uv_link-hardlink"]["venv_s"]
+    )
 
 
-def test_extra_index_beside_the_local_index_is_refused_before_anything_is_made(tmp_path: Path, capsys) -> None:
+def test_extra_index_beside_the_local_index_is_refused_before_anything_is_made(
+    tmp_path: Path, capsys
+) -> None:
     results = tmp_path / "results"
     (tmp_path / "t").mkdir()
     (tmp_path / "s").mkdir()
-    rc = main(["run", "--scenario", str(TINY), "--extra-index-url", "https://me:hunter2@127.0.0.1:9/simple",
-               "--target", str(tmp_path / "t"), "--tmp", str(tmp_path / "s"), "--results", str(results),
-               "--no-report", "--quiet"])
+    rc = main(
+        [
+            "run",
+            "--scenario",
+            str(TINY),
+            "--extra-index-url",
+            "https://me:hunter2@127.0.0.1:9/simple",
+            "--target",
+            str(tmp_path / "t"),
+            "--tmp",
+            str(tmp_path / "s"),
+            "--results",
+            str(results),
+            "--no-report",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
-    assert rc == 2 and not results.exists() and "beside a real index" in err and "hunter2" not in err
+    assert (
+        rc == 2 and not results.exists() and "beside a real index" in err and "hunter2" not in err
+    )
 
 
 @pytest.mark.e2e
@@ -273,8 +405,19 @@ def test_run_installs_a_requirements_file_and_refuses_a_bad_one(tmp_path: Path, 
     (tmp_path / "s").mkdir()
     req = tmp_path / "req.txt"
     req.write_text("# the app\ntiny-core  # from the local index\n")
-    common = ["run", "--scenario", str(TINY), "--configs", "nocache", "--target", str(tmp_path / "t"),
-              "--tmp", str(tmp_path / "s"), "--no-report", "--quiet"]
+    common = [
+        "run",
+        "--scenario",
+        str(TINY),
+        "--configs",
+        "nocache",
+        "--target",
+        str(tmp_path / "t"),
+        "--tmp",
+        str(tmp_path / "s"),
+        "--no-report",
+        "--quiet",
+    ]
     assert main([*common, "--results", str(tmp_path / "results"), "--requirements", str(req)]) == 0
     run = only_run_dir(tmp_path / "results")
     assert json.loads((run / "meta.json").read_text())["scenario"]["packages"] == ["tiny-core"]

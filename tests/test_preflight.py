@@ -36,8 +36,20 @@ def _created_nothing(tmp_path: Path, results: Path) -> None:
 
 def test_a_plan_holds_the_checked_run(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
-    plan = preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-                                 "--results", str(results), "--repeats", "3"))
+    plan = preflight.check(
+        _args(
+            "--scenario",
+            str(TINY),
+            "--target",
+            str(target),
+            "--tmp",
+            str(tmp),
+            "--results",
+            str(results),
+            "--repeats",
+            "3",
+        )
+    )
     assert plan.roles == {"target": target.resolve(), "tmp": tmp.resolve()}
     assert plan.repeats == 3 and plan.results_root == results.resolve() and plan.local_index
     assert plan.trial_timeout_s == preflight.TRIAL_BASE_S + preflight.TRIAL_S_PER_MB * 10
@@ -45,15 +57,31 @@ def test_a_plan_holds_the_checked_run(tmp_path: Path) -> None:
     _created_nothing(tmp_path, results)
 
 
-def test_missing_uv_fails_before_the_first_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_uv_fails_before_the_first_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scenario = tmp_path / "uv.toml"
-    scenario.write_text(TINY.read_text().replace('wheels = "tiny-profile.toml"', f'wheels = "{DATA / "tiny-profile.toml"}"')
-                        + '\n[configs.fast]\nvenv = "tmp"\ntmpdir = "tmp"\ncache = "off"\ninstaller = "uv"\n')
+    scenario.write_text(
+        TINY.read_text().replace(
+            'wheels = "tiny-profile.toml"', f'wheels = "{DATA / "tiny-profile.toml"}"'
+        )
+        + '\n[configs.fast]\nvenv = "tmp"\ntmpdir = "tmp"\ncache = "off"\ninstaller = "uv"\n'
+    )
     monkeypatch.setattr(installers, "uv_binary", lambda: None)
     target, tmp, results = _dirs(tmp_path)
     with pytest.raises(UsageError, match="configs fast install with uv, which is not available"):
-        preflight.check(_args("--scenario", str(scenario), "--target", str(target), "--tmp", str(tmp),
-                              "--results", str(results)))
+        preflight.check(
+            _args(
+                "--scenario",
+                str(scenario),
+                "--target",
+                str(target),
+                "--tmp",
+                str(tmp),
+                "--results",
+                str(results),
+            )
+        )
     _created_nothing(tmp_path, results)
 
 
@@ -61,20 +89,42 @@ def test_results_inside_a_scratch_folder_are_refused(tmp_path: Path) -> None:
     target, tmp, _ = _dirs(tmp_path)
     inside = target / ".iobench-scratch" / "results"
     with pytest.raises(UsageError, match="inside an iobench scratch folder"):
-        preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-                              "--results", str(inside)))
+        preflight.check(
+            _args(
+                "--scenario",
+                str(TINY),
+                "--target",
+                str(target),
+                "--tmp",
+                str(tmp),
+                "--results",
+                str(inside),
+            )
+        )
 
 
 def test_scratch_inside_results_is_refused(tmp_path: Path) -> None:
     target, tmp, _ = _dirs(tmp_path)
     with pytest.raises(UsageError, match="would lie inside it"):
-        preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-                              "--results", str(tmp_path)))
+        preflight.check(
+            _args(
+                "--scenario",
+                str(TINY),
+                "--target",
+                str(target),
+                "--tmp",
+                str(tmp),
+                "--results",
+                str(tmp_path),
+            )
+        )
     assert not (tmp_path / ".iobench-scratch").exists()
 
 
 @pytest.mark.parametrize("where", ["/", "home"])
-def test_default_target_refuses_root_and_a_home_folder(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_target_refuses_root_and_a_home_folder(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if Path("/workspace").is_dir() and os.path.ismount("/workspace"):
         pytest.skip("/workspace is a mount point here: it is the default target")
     monkeypatch.chdir("/" if where == "/" else Path.home())
@@ -82,14 +132,18 @@ def test_default_target_refuses_root_and_a_home_folder(where: str, monkeypatch: 
         preflight.default_target()
 
 
-def test_default_target_is_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_target_is_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if Path("/workspace").is_dir() and os.path.ismount("/workspace"):
         pytest.skip("/workspace is a mount point here: it is the default target")
     monkeypatch.chdir(tmp_path)
     assert preflight.default_target() == (tmp_path.resolve(), "the current folder")
 
 
-def test_default_tmp_leaves_the_targets_filesystem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_tmp_leaves_the_targets_filesystem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shm = Path("/dev/shm")
     if not shm.is_dir() or preflight.same_filesystem(shm, tmp_path):
         pytest.skip("needs a /dev/shm on another filesystem than the test's temp folder")
@@ -97,13 +151,20 @@ def test_default_tmp_leaves_the_targets_filesystem(tmp_path: Path, monkeypatch: 
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))  # shares the target's filesystem
-    plan = preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--results", str(results)))
+    plan = preflight.check(
+        _args("--scenario", str(TINY), "--target", str(target), "--results", str(results))
+    )
     assert plan.roles["tmp"] == shm.resolve()
-    assert any(n.startswith("tmp: /dev/shm (") and "shares the target's filesystem" in n for n in plan.notes)
+    assert any(
+        n.startswith("tmp: /dev/shm (") and "shares the target's filesystem" in n
+        for n in plan.notes
+    )
     assert plan.same_storage == []
 
 
-def test_default_tmp_is_the_system_temp_dir_on_another_filesystem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_tmp_is_the_system_temp_dir_on_another_filesystem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shm = Path("/dev/shm")
     if not shm.is_dir() or preflight.same_filesystem(shm, tmp_path):
         pytest.skip("needs a /dev/shm on another filesystem than the test's temp folder")
@@ -114,8 +175,18 @@ def test_default_tmp_is_the_system_temp_dir_on_another_filesystem(tmp_path: Path
 
 def test_roles_on_one_filesystem_are_said_and_recorded(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
-    plan = preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-                                 "--results", str(results)))
+    plan = preflight.check(
+        _args(
+            "--scenario",
+            str(TINY),
+            "--target",
+            str(target),
+            "--tmp",
+            str(tmp),
+            "--results",
+            str(results),
+        )
+    )
     assert plan.same_storage == [["target", "tmp"]]
     note = [n for n in plan.notes if "one filesystem" in n]
     assert len(note) == 1 and "roles target and tmp" in note[0] and "same storage" in note[0]
@@ -124,27 +195,71 @@ def test_roles_on_one_filesystem_are_said_and_recorded(tmp_path: Path) -> None:
 def test_index_mbps_needs_the_local_index(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
     with pytest.raises(UsageError, match="--index-mbit needs the local index"):
-        preflight.check(_args("--scenario", str(TINY), "--package", "six", "--index-url", "http://127.0.0.1:9/",
-                              "--index-mbps", "5", "--target", str(target), "--tmp", str(tmp), "--results", str(results)))
+        preflight.check(
+            _args(
+                "--scenario",
+                str(TINY),
+                "--package",
+                "six",
+                "--index-url",
+                "http://127.0.0.1:9/",
+                "--index-mbps",
+                "5",
+                "--target",
+                str(target),
+                "--tmp",
+                str(tmp),
+                "--results",
+                str(results),
+            )
+        )
     _created_nothing(tmp_path, results)
 
 
 def test_resume_refuses_a_changed_package_list(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
-    plan = preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-                                 "--results", str(results)))
-    data = {"run_id": "r1", "repeats": plan.repeats, "scenario": {**plan.scenario.to_dict(), "packages": ["other"]},
-            "roles": {k: {"path": str(v)} for k, v in plan.roles.items()}}
+    plan = preflight.check(
+        _args(
+            "--scenario",
+            str(TINY),
+            "--target",
+            str(target),
+            "--tmp",
+            str(tmp),
+            "--results",
+            str(results),
+        )
+    )
+    data = {
+        "run_id": "r1",
+        "repeats": plan.repeats,
+        "scenario": {**plan.scenario.to_dict(), "packages": ["other"]},
+        "roles": {k: {"path": str(v)} for k, v in plan.roles.items()},
+    }
     with pytest.raises(UsageError, match="cannot resume r1: packages changed"):
         preflight.check_resume(RunMeta.from_json(data), plan)
     data["scenario"]["packages"] = list(plan.scenario.packages)
     preflight.check_resume(RunMeta.from_json(data), plan)  # unchanged: accepted
 
 
-@pytest.mark.parametrize("flag", ["--trial-timeout", "--stall-timeout", "--stall-after", "--lock-wait"])
+@pytest.mark.parametrize(
+    "flag", ["--trial-timeout", "--stall-timeout", "--stall-after", "--lock-wait"]
+)
 def test_times_beyond_a_sane_range_are_refused_in_one_line(tmp_path: Path, flag: str) -> None:
     target, tmp, results = _dirs(tmp_path)
     with pytest.raises(UsageError, match=f"^{flag} 1e\\+07: at most 1e\\+06 s$"):
-        preflight.check(_args("--scenario", str(TINY), "--target", str(target), "--tmp", str(tmp),
-                              "--results", str(results), flag, "1e7"))
+        preflight.check(
+            _args(
+                "--scenario",
+                str(TINY),
+                "--target",
+                str(target),
+                "--tmp",
+                str(tmp),
+                "--results",
+                str(results),
+                flag,
+                "1e7",
+            )
+        )
     _created_nothing(tmp_path, results)

@@ -53,13 +53,34 @@ def build_wheel(out: Path) -> Path:
 def make_venv(venv: Path, wheel: Path) -> None:
     """A real virtualenv with the wheel installed from the local file, no index."""
     subprocess.run(
-        [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--no-setuptools", str(venv)],
-        check=True, env=HERMETIC_ENV, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "virtualenv",
+            "--quiet",
+            "--no-periodic-update",
+            "--no-setuptools",
+            str(venv),
+        ],
+        check=True,
+        env=HERMETIC_ENV,
+        capture_output=True,
     )
     subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated", "--no-index", "--no-deps",
-         "--quiet", str(wheel)],
-        check=True, env=HERMETIC_ENV, capture_output=True,
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--no-index",
+            "--no-deps",
+            "--quiet",
+            str(wheel),
+        ],
+        check=True,
+        env=HERMETIC_ENV,
+        capture_output=True,
     )
 
 
@@ -67,11 +88,15 @@ def check_venv(venv: Path) -> None:
     """The venv's python imports the package, knows its prefix, and the console script runs."""
     r = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import h8pkg, sys; print(h8pkg.VALUE, sys.prefix)"],
-        capture_output=True, text=True, env=HERMETIC_ENV,
+        capture_output=True,
+        text=True,
+        env=HERMETIC_ENV,
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["42", str(venv)]
-    r = subprocess.run([str(venv / "bin" / "h8hello")], capture_output=True, text=True, env=HERMETIC_ENV)
+    r = subprocess.run(
+        [str(venv / "bin" / "h8hello")], capture_output=True, text=True, env=HERMETIC_ENV
+    )
     assert r.returncode == 0 and r.stdout.strip() == "hello 42", r.stderr
 
 
@@ -95,13 +120,23 @@ def only_sentinels(*scratches: Scratch) -> None:
 
 
 def _cases() -> list[tuple[str, str]]:
-    return [("packed-venv", "tar"), ("packed-venv", "tar+zstd"), ("packed-venv", "zstd-module"),
-            ("packed-venv", "squashfs"), ("packed-venv", "squashfuse"), ("copied-venv", "copy")]
+    return [
+        ("packed-venv", "tar"),
+        ("packed-venv", "tar+zstd"),
+        ("packed-venv", "zstd-module"),
+        ("packed-venv", "squashfs"),
+        ("packed-venv", "squashfuse"),
+        ("copied-venv", "copy"),
+    ]
 
 
 @pytest.mark.parametrize(("name", "method"), _cases())
 def test_persist_remove_restore_imports_and_leaves_nothing(
-    name: str, method: str, roles: tuple[Scratch, Scratch], wheel: Path, monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    method: str,
+    roles: tuple[Scratch, Scratch],
+    wheel: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     target, local = roles
     if method == "zstd-module":
@@ -109,7 +144,11 @@ def test_persist_remove_restore_imports_and_leaves_nothing(
         monkeypatch.setattr(strategies, "compressor", lambda: "zstandard module")
         method = "tar+zstd"
     elif method == "squashfuse":
-        if not (shutil.which("squashfuse") and shutil.which("mksquashfs") and os.path.exists("/dev/fuse")):
+        if not (
+            shutil.which("squashfuse")
+            and shutil.which("mksquashfs")
+            and os.path.exists("/dev/fuse")
+        ):
             pytest.skip("squashfuse or mksquashfs missing")
         monkeypatch.setattr(strategies, "squashfs_mounter", lambda: "squashfuse")
         method = "squashfs"
@@ -195,7 +234,9 @@ def test_steps_refuse_paths_outside_scratch_and_existing_ones(
         strategies.copy_out(local.root, target.root / "other")
 
 
-def test_a_failed_step_removes_only_what_it_made(roles: tuple[Scratch, Scratch], wheel: Path) -> None:
+def test_a_failed_step_removes_only_what_it_made(
+    roles: tuple[Scratch, Scratch], wheel: Path
+) -> None:
     target, local = roles
     venv = local.root / "venv"
     make_venv(venv, wheel)
@@ -230,7 +271,12 @@ def test_a_failing_command_is_one_clear_error(roles: tuple[Scratch, Scratch], wh
 
 
 def test_strategies_as_data() -> None:
-    assert list(strategies.STRATEGIES) == ["reinstall", "persistent-venv", "packed-venv", "copied-venv"]
+    assert list(strategies.STRATEGIES) == [
+        "reinstall",
+        "persistent-venv",
+        "packed-venv",
+        "copied-venv",
+    ]
     assert strategies.get("persistent-venv").venv_role == "target"
     assert strategies.get("packed-venv").restart == ("restore",)
     assert strategies.get("reinstall").restart == ("install",)
@@ -245,6 +291,11 @@ def test_strategies_as_data() -> None:
 def test_step_result_row_columns() -> None:
     r = strategies.StepResult("restore", "tar", "tar", "tar -xf a", 10, 2, 0.5, "/v")
     assert r.to_row("restore") == {
-        "restore_method": "tar", "restore_tool": "tar", "restore_command": "tar -xf a",
-        "restore_bytes": 10, "restore_files": 2, "restore_mounted": False, "restore_s": 0.5,
+        "restore_method": "tar",
+        "restore_tool": "tar",
+        "restore_command": "tar -xf a",
+        "restore_bytes": 10,
+        "restore_files": 2,
+        "restore_mounted": False,
+        "restore_s": 0.5,
     }

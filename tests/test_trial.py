@@ -10,8 +10,8 @@ import pytest
 from iobench import installers
 from iobench.installers import IndexSpec, Pip, Uv
 from iobench.process import PhaseResult
-from iobench.records import TrialRow
 from iobench.progress import PlainProgress
+from iobench.records import TrialRow
 from iobench.sampler import SamplerResult
 from iobench.scenario import Config
 from iobench.scratch import Scratch
@@ -32,11 +32,22 @@ def _ctx(tmp_path: Path, python: str | None = None) -> TrialContext:
     for p in (*roles.values(), tmp_path / "logs", tmp_path / "cwd"):
         p.mkdir()
     return TrialContext(
-        run_id="run1", packages=["nothing-to-see"], ready="pass", roles=roles,
+        run_id="run1",
+        packages=["nothing-to-see"],
+        ready="pass",
+        roles=roles,
         scratch={r: Scratch(p, "run1").ensure().claim() for r, p in roles.items()},
-        logs=tmp_path / "logs", cwd=tmp_path / "cwd", index_spec=IndexSpec(None, local=True), index=None,
-        progress=PlainProgress(stream=io.StringIO()), sample_hz=10, stall_after=30, stall_timeout=None,
-        trial_timeout_s=120, python=python)
+        logs=tmp_path / "logs",
+        cwd=tmp_path / "cwd",
+        index_spec=IndexSpec(None, local=True),
+        index=None,
+        progress=PlainProgress(stream=io.StringIO()),
+        sample_hz=10,
+        stall_after=30,
+        stall_timeout=None,
+        trial_timeout_s=120,
+        python=python,
+    )
 
 
 CFG = Config("naive", "target", "tmp", "off", compile="off")
@@ -53,7 +64,9 @@ def test_a_failing_venv_creator_gives_a_failed_row(tmp_path: Path) -> None:
     assert (tmp_path / "logs" / "naive-r2.venv.out").is_file()  # a failed phase keeps its output
 
 
-def test_ctrl_c_in_a_step_is_an_interrupted_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_in_a_step_is_an_interrupted_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def interrupted(self: Trial) -> Stop | None:
         raise KeyboardInterrupt
 
@@ -62,7 +75,9 @@ def test_ctrl_c_in_a_step_is_an_interrupted_row(tmp_path: Path, monkeypatch: pyt
     assert row.status == "interrupted" and "interrupted by the user" in row.error
 
 
-def test_a_full_disk_while_making_folders_is_a_failed_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_while_making_folders_is_a_failed_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def full(self: Scratch, trial_id: str) -> Path:
         raise OSError(28, "No space left on device", str(self.run_root / trial_id))
 
@@ -73,19 +88,25 @@ def test_a_full_disk_while_making_folders_is_a_failed_row(tmp_path: Path, monkey
 
 
 def _phase(**kw: object) -> PhaseResult:
-    return PhaseResult(**{"phase": "install", "start_wall": 0.0, "start": 0.0, "end": 1.0, "returncode": 0, **kw})
+    return PhaseResult(
+        **{"phase": "install", "start_wall": 0.0, "start": 0.0, "end": 1.0, "returncode": 0, **kw}
+    )
 
 
 def test_check_names_why_a_phase_ended() -> None:
     assert check(_phase(), "pip") is None
     assert check(_phase(returncode=1, output="a\nb\nERROR: no such package\n"), "pip") == Stop(
-        "failed", "pip failed (exit 1): a | b | ERROR: no such package")
+        "failed", "pip failed (exit 1): a | b | ERROR: no such package"
+    )
     assert check(_phase(returncode=None, stopped="stalled", error="no progress"), "pip") == Stop(
-        "stalled", "install: no progress")
+        "stalled", "install: no progress"
+    )
     assert check(_phase(returncode=-9, stopped="timeout", error="past the limit"), "pip") == Stop(
-        "failed", "pip: past the limit")
+        "failed", "pip: past the limit"
+    )
     assert check(_phase(returncode=None, error="cannot start x: No such file"), "pip") == Stop(
-        "failed", "pip: cannot start x: No such file")
+        "failed", "pip: cannot start x: No such file"
+    )
 
 
 def test_phase_split_unknown_is_none_never_zero(tmp_path: Path) -> None:
@@ -96,22 +117,54 @@ def test_phase_split_unknown_is_none_never_zero(tmp_path: Path) -> None:
     log.write_text("2026-01-01T00:00:04,500 Installing collected packages: a\n")
     start = 1767225600.0  # 2026-01-01T00:00:00 UTC
     assert Pip().split(log, start, start + 10, "") == (pytest.approx(4.5), pytest.approx(5.5))
-    assert Uv().split(log, 100.0, 110.0, "Installed 2 packages in 250ms\n") == (pytest.approx(9.75), 0.25)
+    assert Uv().split(log, 100.0, 110.0, "Installed 2 packages in 250ms\n") == (
+        pytest.approx(9.75),
+        0.25,
+    )
 
 
 def test_derived_fields_from_literal_samples() -> None:
     rows = [
-        {"t": 0.1, "phase": "install", "iowait_pct": 10.0, "procs_blocked": 1, "tree_dstate": 0, "tree_fswait": 0,
-         "tree_rss_bytes": 100},
-        {"t": 0.2, "phase": "install", "iowait_pct": 30.0, "procs_blocked": 3, "tree_dstate": 2, "tree_fswait": 1,
-         "tree_rss_bytes": 300},
+        {
+            "t": 0.1,
+            "phase": "install",
+            "iowait_pct": 10.0,
+            "procs_blocked": 1,
+            "tree_dstate": 0,
+            "tree_fswait": 0,
+            "tree_rss_bytes": 100,
+        },
+        {
+            "t": 0.2,
+            "phase": "install",
+            "iowait_pct": 30.0,
+            "procs_blocked": 3,
+            "tree_dstate": 2,
+            "tree_fswait": 1,
+            "tree_rss_bytes": 300,
+        },
     ]
     result = SamplerResult(rows=rows, stalls=[], self_cpu_s=0.01234, ticks=2, fs_peak={})
-    row = TrialRow(run_id="r", trial_id="a-r1", config="a", repeat=1, status="ok", time_to_ready_s=4.0, cpu_s=1.0)
+    row = TrialRow(
+        run_id="r",
+        trial_id="a-r1",
+        config="a",
+        repeat=1,
+        status="ok",
+        time_to_ready_s=4.0,
+        cpu_s=1.0,
+    )
     out = derived_fields(row, result)
-    assert out == {"offcpu_frac": 0.75, "iowait_mean_pct": 20.0, "iowait_p95_pct": pytest.approx(29.0),
-                   "blocked_max": 3, "dstate_max": 2, "fswait_frac": 0.5, "rss_max_bytes": 300,
-                   "sampler_cpu_s": 0.0123}
+    assert out == {
+        "offcpu_frac": 0.75,
+        "iowait_mean_pct": 20.0,
+        "iowait_p95_pct": pytest.approx(29.0),
+        "blocked_max": 3,
+        "dstate_max": 2,
+        "fswait_frac": 0.5,
+        "rss_max_bytes": 300,
+        "sampler_cpu_s": 0.0123,
+    }
     label_download(result, 0.15)
     assert [r["phase"] for r in rows] == ["download", "install"]
     label_download(result, None)  # an unknown split relabels nothing
@@ -121,5 +174,11 @@ def test_derived_fields_from_literal_samples() -> None:
 def test_venv_contents_reads_what_a_venv_is_made_of(tmp_path: Path) -> None:
     venv = tmp_path / "v"
     (venv / "lib" / "python3.12" / "site-packages" / "pip-24.0.dist-info").mkdir(parents=True)
-    (venv / "pyvenv.cfg").write_text("home = /usr\nversion_info = 3.12.1.final.0\nvirtualenv = 20.25.0\n")
-    assert installers.venv_contents(venv) == {"python": "3.12.1.final.0", "virtualenv": "20.25.0", "pip": "24.0"}
+    (venv / "pyvenv.cfg").write_text(
+        "home = /usr\nversion_info = 3.12.1.final.0\nvirtualenv = 20.25.0\n"
+    )
+    assert installers.venv_contents(venv) == {
+        "python": "3.12.1.final.0",
+        "virtualenv": "20.25.0",
+        "pip": "24.0",
+    }

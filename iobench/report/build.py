@@ -32,7 +32,9 @@ class ReportResult:
     meta: dict
     paths: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    lifecycle: list[str] = field(default_factory=list)  # start-up strategies (report/lifecycle_report.py)
+    lifecycle: list[str] = field(
+        default_factory=list
+    )  # start-up strategies (report/lifecycle_report.py)
 
     @property
     def winner(self) -> str | None:
@@ -166,8 +168,13 @@ def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
     result.paths["lifecycle_csv"] = write_csv(section, result.out_dir / "lifecycle.csv")
     chart = None
     if section.prices is not None and len(section.figures) > 1:
-        drawn = plot_lifecycle(section.figures, section.prices, result.out_dir / "lifecycle.png",
-                               starts=section.starts, title=f"Monthly cost by start-up strategy — {run.scenario_name}")
+        drawn = plot_lifecycle(
+            section.figures,
+            section.prices,
+            result.out_dir / "lifecycle.png",
+            starts=section.starts,
+            title=f"Monthly cost by start-up strategy — {run.scenario_name}",
+        )
         chart = result.paths["lifecycle_png"] = drawn.path
     block = html_block(section, chart)
     return page.replace("</body>", block + "</body>", 1) if "</body>" in page else page + block
@@ -206,9 +213,7 @@ def build_report(
             "time_to_ready": result.paths.get("time_to_ready_png"),
             "cost": result.paths.get("cost_png"),
         }
-        page = html_page.render_report(
-            summary, meta, rec, chart_paths, timelines, result.warnings
-        )
+        page = html_page.render_report(summary, meta, rec, chart_paths, timelines, result.warnings)
         page = _with_lifecycle(result, run, page)
         html_path = out / "report.html"
         html_path.write_text(page, encoding="utf-8")

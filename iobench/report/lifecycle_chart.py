@@ -53,26 +53,61 @@ def plot_lifecycle(
     for i, f in enumerate(figures):
         ys = [monthly(f, float(n), prices).total_usd for n in ns]
         positive = positive and min(ys) > 0
-        ax.plot(ns, ys, _STYLES[i % len(_STYLES)], color=_COLOURS[i % len(_COLOURS)], lw=2,
-                label=f"{f.strategy}: first start {f.first_s:.1f} s, restart {f.restart_s:.1f} s")
+        ax.plot(
+            ns,
+            ys,
+            _STYLES[i % len(_STYLES)],
+            color=_COLOURS[i % len(_COLOURS)],
+            lw=2,
+            label=f"{f.strategy}: first start {f.first_s:.1f} s, restart {f.restart_s:.1f} s",
+        )
     marked = crossings(figures, prices, lo, hi)
     notes: list[str] = []
     for n, a, b, usd in marked:
         cheapest = usd <= min(monthly(f, n, prices).total_usd for f in figures) * (1 + 1e-9)
-        ax.plot([n], [usd], "o", ms=7 if cheapest else 4, mfc="white",
-                mec="black" if cheapest else "#888888", zorder=5)
+        ax.plot(
+            [n],
+            [usd],
+            "o",
+            ms=7 if cheapest else 4,
+            mfc="white",
+            mec="black" if cheapest else "#888888",
+            zorder=5,
+        )
         if cheapest:  # where the cheapest strategy changes: numbered, listed in the corner
-            notes.append(_dollars(f"{len(notes) + 1}: {a} = {b} at {n:.1f} starts/month, {format_usd(usd)}"))
-            ax.annotate(str(len(notes)), (n, usd), textcoords="offset points", xytext=(-4, 7),
-                        fontsize=8, fontweight="bold")
+            notes.append(
+                _dollars(f"{len(notes) + 1}: {a} = {b} at {n:.1f} starts/month, {format_usd(usd)}")
+            )
+            ax.annotate(
+                str(len(notes)),
+                (n, usd),
+                textcoords="offset points",
+                xytext=(-4, 7),
+                fontsize=8,
+                fontweight="bold",
+            )
     if notes:
-        ax.text(0.01, 0.98, "cheapest strategy changes at\n" + "\n".join(notes), transform=ax.transAxes,
-                va="top", ha="left", fontsize=7,
-                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9})
+        ax.text(
+            0.01,
+            0.98,
+            "cheapest strategy changes at\n" + "\n".join(notes),
+            transform=ax.transAxes,
+            va="top",
+            ha="left",
+            fontsize=7,
+            bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9},
+        )
     if starts is not None:
         ax.axvline(starts, color="#777777", lw=1, ls=":")
-        ax.annotate(f"your {starts:g} starts", (starts, 0), xycoords=("data", "axes fraction"),
-                    textcoords="offset points", xytext=(3, 4), fontsize=8, color="#555555")
+        ax.annotate(
+            f"your {starts:g} starts",
+            (starts, 0),
+            xycoords=("data", "axes fraction"),
+            textcoords="offset points",
+            xytext=(3, 4),
+            fontsize=8,
+            color="#555555",
+        )
     ax.set_xscale("log")
     if positive:  # a line a + bN is flat, then rises: on a log axis crossings at cents stay visible
         ax.set_yscale("log")
@@ -81,9 +116,14 @@ def plot_lifecycle(
     ax.set_xlim(lo, hi)
     ax.set_xlabel("starts per month (log scale)")
     ax.set_ylabel("USD per month, GPU idle + storage" + (" (log scale)" if positive else ""))
-    price = _dollars(f"GPU ${prices.gpu_usd_per_hour:g}/hour, storage "
-                     f"${prices.storage_usd_per_gb_month:g}/GB-month")
-    ax.set_title(f"{title + ': ' if title else ''}monthly cost of each start-up strategy\n{price}", fontsize=10)
+    price = _dollars(
+        f"GPU ${prices.gpu_usd_per_hour:g}/hour, storage "
+        f"${prices.storage_usd_per_gb_month:g}/GB-month"
+    )
+    ax.set_title(
+        f"{title + ': ' if title else ''}monthly cost of each start-up strategy\n{price}",
+        fontsize=10,
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
