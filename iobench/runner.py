@@ -13,13 +13,11 @@ where it is, and exits.
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
-import threading
 from pathlib import Path
 
-from iobench import axes, installers, process, redact
+from iobench import axes, installers, process, redact, signals
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
@@ -32,10 +30,6 @@ from iobench.results import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.sampler import stall_dicts
 from iobench.scratch import Scratch
 from iobench.trial import TrialContext, TrialResult, TrialSpec, run_trial
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_STOP = threading.Event()  # the first signal asked the run to stop
-_CLEANING = threading.Event()  # the clean-up runs: every signal is swallowed
 
 
 class Runner:
@@ -55,7 +49,7 @@ class Runner:
 
     def run(self) -> RunDir:
         """Run every planned trial not yet done; the run directory is complete, or says why not."""
-        self._catch_signals()
+        self._handlers = signals.catch()
         process.set_subreaper(True)
         try:
             index_spec, index_meta = self._start_index()
@@ -90,31 +84,32 @@ class Runner:
 
     # ------------------------------------------------------------------ set-up
     def _start_index(self) -> tuple[IndexSpec, dict]:
+        """The loopback index over --wheelhouse or the scenario's synthetic wheels, if any."""
         p = self.plan
-        if p.wheelhouse is not None:
-            self.index = LocalIndex(p.wheelhouse, p.index_mbps).start()
-            return IndexSpec(self.index.url, local=True), {
-                "kind": "local",
-                "source": str(p.wheelhouse),
-                "url": self.index.url,
-                "mbps": p.index_mbps,
-            }
-        if p.scenario.wheels and p.local_index:
+        folder, source = p.wheelhouse, str(p.wheelhouse)
+        if folder is None and p.scenario.wheels and p.local_index:
             from iobench.wheels import cached_wheels, load_profile
 
             profile = load_profile(p.scenario.wheels)
             self.progress.message(f"wheels: profile {profile.name} ({profile.file_count} files)")
-            self.index = LocalIndex(cached_wheels(profile), p.index_mbps).start()
+            folder = cached_wheels(profile)
             source = f"synthetic profile {profile.name} ({profile.fingerprint()})"
-            return IndexSpec(self.index.url, local=True), {
-                "kind": "local",
-                "source": source,
-                "url": self.index.url,
-                "mbps": p.index_mbps,
+        if folder is None:
+            remote = IndexSpec(
+                p.index_url, local=False, extra_args=axes.index_args(p.extra_index_urls)
+            )
+            return remote, {
+                "kind": "remote",
+                "url": redact.redact(p.index_url or "(pip configuration)"),
             }
-        return IndexSpec(
-            p.index_url, local=False, extra_args=axes.index_args(p.extra_index_urls)
-        ), {"kind": "remote", "url": redact.redact(p.index_url or "(pip configuration)")}
+        self.index = LocalIndex(folder, p.index_mbps).start()
+        url = self.index.url
+        return IndexSpec(url, local=True), {
+            "kind": "local",
+            "source": source,
+            "url": url,
+            "mbps": p.index_mbps,
+        }
 
     def _open_run_dir(self, index_meta: dict) -> RunDir:
         """Lock the target first (a refused run leaves nothing), then create or reopen the run."""
@@ -151,32 +146,12 @@ class Runner:
             )
 
     def _context(self, rd: RunDir, index_spec: IndexSpec) -> TrialContext:
-        p = self.plan
-        cwd = (
-            self.scratch["tmp"].run_root / "cwd"
-        )  # empty and local: `python -c` puts it on sys.path
+        cwd = self.scratch["tmp"].run_root / "cwd"  # empty, local: `python -c` puts it on sys.path
         cwd.mkdir(exist_ok=True)
-        return TrialContext(
-            run_id=self.run_id,
-            packages=list(p.scenario.packages),
-            ready=p.scenario.ready,
-            roles=p.roles,
-            scratch=self.scratch,
-            logs=rd.logs_dir,
-            cwd=cwd,
-            index_spec=index_spec,
-            index=self.index,
-            progress=self.progress,
-            sample_hz=p.sample_hz,
-            stall_after=p.stall_after,
-            stall_timeout=p.stall_timeout,
-            trial_timeout_s=p.trial_timeout_s,
-            python=p.python,
-            stop=_STOP,
-            lifecycle=p.scenario.lifecycle,
-            cache_mode=p.cache_mode,
-            pack_method=p.pack_method,
-        )
+        return TrialContext.of_plan(
+            self.plan, run_id=self.run_id, scratch=self.scratch, logs=rd.logs_dir, cwd=cwd,
+            index_spec=index_spec, index=self.index, progress=self.progress, stop=signals.STOP,
+        )  # fmt: skip
 
     def _warm_up(self, rd: RunDir, ctx: TrialContext) -> None:
         """Create and remove one venv, untimed, so the first trial does not pay virtualenv's
@@ -211,7 +186,7 @@ class Runner:
                 f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
                 f"{spec.trial_id} (rows kept); left behind: {', '.join(map(str, self.remover.left))}"
             )
-        if result.row.status == "interrupted" or _STOP.is_set():
+        if result.row.status == "interrupted" or signals.STOP.is_set():
             raise KeyboardInterrupt
         if self.lock is not None and self.lock.lost:
             raise LockLostError(
@@ -238,18 +213,10 @@ class Runner:
             self.progress.message(f"warning: meta.json not updated ({', '.join(changes)}): {exc}")
 
     # ------------------------------------------------------------------ clean-up
-    def _catch_signals(self) -> None:
-        _STOP.clear()
-        _CLEANING.clear()
-        self._handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
-        for sig in _SIGNALS:
-            if self._handlers[sig] != signal.SIG_IGN:  # under nohup a hangup must not stop us
-                signal.signal(sig, _interrupt)
-
     def _cleanup(self) -> None:
         """Remove what the run made and free the lock; no signal cuts this short, and no
         step waits on a volume that stopped answering."""
-        _CLEANING.set()  # from here on every signal is ignored (see _interrupt)
+        signals.cleaning()
         try:
             if self.index is not None:
                 self.index.stop()
@@ -266,33 +233,18 @@ class Runner:
                 self.remover.run(scratch.drop_if_empty, scratch.root)
             process.set_subreaper(False)
         finally:
-            if (
-                not self._interrupted
-            ):  # an interrupted iobench is on its way out: keep ignoring them
-                for sig, handler in self._handlers.items():
-                    signal.signal(sig, handler)  # type: ignore[arg-type]
+            if not self._interrupted:  # an interrupted iobench is on its way out: keep ignoring
+                signals.restore(self._handlers)
 
     def scratch_root(self, role: str) -> Path:
         return Scratch(self.plan.roles[role]).root
 
     def _remove(self, path: Path, volume: Path) -> None:
         """Remove a scratch path while the removal progresses; say where it stays if not."""
-        error = self.remover.remove(path, volume)
-        if error:
+        if error := self.remover.remove(path, volume):
             self.progress.message(
                 f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
             )
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """The first Ctrl-C, SIGTERM or SIGHUP interrupts; later ones are ignored, so that the
-    interrupted trial's row is recorded and the clean-up finishes. The handler stays
-    installed and returns, rather than being swapped for SIG_IGN: a signal already caught
-    by the C handler would then raise "signal ignored due to race condition" anywhere."""
-    if _STOP.is_set() or _CLEANING.is_set():
-        return
-    _STOP.set()  # also seen where the KeyboardInterrupt is lost (an at-fork hook swallows it)
-    raise KeyboardInterrupt
 
 
 __all__ = ["Runner"]

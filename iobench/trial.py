@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from iobench import installers, metadata, procfs, redact
 from iobench.contention import ContentionWatch, format_contended
@@ -30,6 +31,9 @@ from iobench.sampler import Sampler, SamplerResult
 from iobench.scenario import Config
 from iobench.scratch import Scratch, remove
 from iobench.stats import percentile
+
+if TYPE_CHECKING:
+    from iobench.preflight import RunPlan
 
 _TAIL_LINES = 12
 INTERRUPTED = "interrupted by the user (SIGINT/SIGTERM); trial scratch removed"
@@ -75,6 +79,26 @@ class TrialContext:
 
     def venv_argv(self, venv: Path, creator: str = "virtualenv") -> list[str]:
         return installers.venv_command(venv, self.python, creator)
+
+    @classmethod
+    def of_plan(cls, plan: RunPlan, **run_parts: Any) -> TrialContext:
+        """The context a run's trials share: the plan's settings plus what the run made
+        (``run_id``, ``scratch``, ``logs``, ``cwd``, ``index_spec``, ``index``, ``progress``,
+        ``stop``)."""
+        return cls(
+            packages=list(plan.scenario.packages),
+            ready=plan.scenario.ready,
+            roles=plan.roles,
+            sample_hz=plan.sample_hz,
+            stall_after=plan.stall_after,
+            stall_timeout=plan.stall_timeout,
+            trial_timeout_s=plan.trial_timeout_s,
+            python=plan.python,
+            lifecycle=plan.scenario.lifecycle,
+            cache_mode=plan.cache_mode,
+            pack_method=plan.pack_method,
+            **run_parts,
+        )
 
 
 @dataclass(frozen=True)
