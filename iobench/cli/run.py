@@ -35,6 +35,18 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         epilog=RUN_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_where(p)
+    _add_what(p)
+    _add_output(p)
+    _add_limits(p)
+    from iobench.cost import add_cost_arguments
+
+    add_cost_arguments(p)
+    p.set_defaults(func=run_command)
+
+
+def _add_where(p: argparse.ArgumentParser) -> None:
+    """The roles: the volume under test, the local temp folder, extra places."""
     where = p.add_argument_group("where (the roles a config can place things on)")
     where.add_argument(
         "--target",
@@ -46,7 +58,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--tmp",
         type=Path,
         metavar="DIR",
-        help="the local temp folder (default: the system temp dir)",
+        help="the local temp folder (default: the system temp dir, or /dev/shm when that shares "
+        "the target's filesystem)",
     )
     where.add_argument(
         "--path",
@@ -56,6 +69,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=DIR",
         help="an extra role, e.g. local=/root/scratch (repeatable)",
     )
+
+
+def _add_what(p: argparse.ArgumentParser) -> None:
+    """What is installed, from where, by which interpreter, across which axes."""
     what = p.add_argument_group("what to install")
     what.add_argument(
         "--scenario",
@@ -102,12 +119,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="interpreter for the venvs (default: the one running iobench)",
     )
     _add_axes(what)
-    _add_output(p)
-    _add_limits(p)
-    from iobench.cost import add_cost_arguments
-
-    add_cost_arguments(p)
-    p.set_defaults(func=run_command)
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
