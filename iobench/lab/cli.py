@@ -57,6 +57,15 @@ def _add_up(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="folder holding the files (default: a tmpfs the lab mounts itself)",
     )
+    _add_delays(p)
+    p.add_argument(
+        "--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount"
+    )
+    p.set_defaults(func=handle_up)
+
+
+def _add_delays(p: argparse.ArgumentParser) -> None:
+    """The volume's delays, caps, burst credits and kernel cache time."""
     p.add_argument(
         "--latency-ms",
         type=float,
@@ -99,10 +108,6 @@ def _add_up(p: argparse.ArgumentParser) -> None:
         "(default 1, libfuse's own, near an NFS client's attribute cache; "
         "0: every path lookup is a round trip, like NFS with noac)",
     )
-    p.add_argument(
-        "--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount"
-    )
-    p.set_defaults(func=handle_up)
 
 
 def options_from_args(args: argparse.Namespace) -> VolumeOptions:
