@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from rich.console import Console
 
 from iobench.live import LiveProgress, fmt_duration
@@ -39,6 +40,12 @@ def _sample(t: float, mb: int, calls: int, iowait: float = 2.0, dstate: int = 0)
         "iowait_pct": iowait,
         "tree_dstate": dstate,
     }
+
+
+@pytest.fixture(autouse=True)
+def _a_real_terminal_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich draws no live area for TERM=dumb (as the suite runs in CI); these tests draw one."""
+    monkeypatch.setenv("TERM", "xterm-256color")
 
 
 def _live(buf: io.StringIO) -> LiveProgress:

@@ -157,7 +157,8 @@ def slow(tmp_path: Path):  # noqa: ANN201 - a generator fixture
     reason = lab_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    with slow_volume(tmp_path, latency_ms=1) as mnt:
+    # a 200 MB/s cap: the 64 MB write spans several buckets however fast the backing tmpfs is
+    with slow_volume(tmp_path, latency_ms=1, mb_per_s=200) as mnt:
         yield mnt
 
 

@@ -57,9 +57,19 @@ def test_valid_pid_accepts_pids() -> None:
     assert procfs.valid_pid(1) == 1 and procfs.valid_pid("42") == 42 and procfs.valid_pid(7.0) == 7
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def test_is_ours_follows_a_real_process_through_exit() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "needle-xyz"])
     try:
+        deadline = time.monotonic() + 10  # the child shows its own command line once it execs
+        while b"needle-xyz" not in _cmdline(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         started = procfs.start_time(proc.pid)
         assert started is not None
         assert procfs.is_ours(proc.pid, ["needle-xyz"], started)
