@@ -7,7 +7,8 @@ and why it was chosen; in short:
 * **median** and **percentile** of the finite values; percentiles interpolate linearly
   between order statistics (Hyndman & Fan type 7, numpy's default).
 * **Tie rule** (``compare``): two configs differ when the confidence interval of the ratio
-  of their times, from Welch's t-test on the logarithms of the trial times, excludes 1
+  of their times, from Student's t-test on the logarithms of the trial times (variance
+  pooled over the two configs), excludes 1
   *and* the ratio of their medians is at least ``MIN_EFFECT`` (5 %). The interval's level is
   95 % split over the comparisons made (Bonferroni), because the winner is picked as the
   fastest of several configs. Fewer than ``MIN_TRIALS`` (2) successful trials on either side
@@ -149,18 +150,19 @@ def _mean_var(xs: Sequence[float]) -> tuple[float, float]:
 def ratio_interval(
     fast: Sequence[float], slow: Sequence[float], comparisons: int = 1
 ) -> tuple[float, float]:
-    """Interval of slow/fast (geometric means) from Welch's t on log times; NaN if n < 2."""
+    """Interval of slow/fast (geometric means) from Student's t on log times with the
+    variance pooled over both configs; NaN if n < 2 on either side."""
     a = [math.log(x) for x in finite(fast) if x > 0]
     b = [math.log(x) for x in finite(slow) if x > 0]
-    if len(a) < MIN_TRIALS or len(b) < MIN_TRIALS:
+    na, nb = len(a), len(b)
+    if na < MIN_TRIALS or nb < MIN_TRIALS:
         return math.nan, math.nan
     (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
     diff = mb - ma
-    sa, sb = va / len(a), vb / len(b)
-    se = math.sqrt(sa + sb)
+    df = na + nb - 2
+    se = math.sqrt(((na - 1) * va + (nb - 1) * vb) / df * (1.0 / na + 1.0 / nb))
     if se == 0.0:
         return math.exp(diff), math.exp(diff)
-    df = (sa + sb) ** 2 / (sa**2 / (len(a) - 1) + sb**2 / (len(b) - 1))
     alpha = (1.0 - CONFIDENCE) / max(comparisons, 1)
     q = t_quantile(1.0 - alpha / 2.0, df)
     return math.exp(diff - q * se), math.exp(diff + q * se)

@@ -135,9 +135,11 @@ def test_without_naive_the_baseline_is_the_scenarios_first_config_whatever_ran_f
 
 
 def test_a_slower_config_beyond_noise_is_advised_when_the_fastest_spreads_too_much() -> None:
-    # measured here: tiny scenario, 1 ms FUSE volume (target) vs /dev/shm, other jobs running
+    # measured here: tiny scenario, 1 ms FUSE volume (target) vs /dev/shm, other jobs running;
+    # warm's trials (2.57, 2.59, 5.44 s) widened by hand to an outlier of 17 s, since the
+    # measured ones now rank beyond noise with the pooled variance
     configs = [
-        ConfigTimes("warm", (2.5736, 2.5934, 5.4422), WARM),
+        ConfigTimes("warm", (1.0, 2.5934, 17.0), WARM),
         ConfigTimes("venv-on-tmp", (3.4544, 5.9729, 4.9669), ON_TMP),
         ConfigTimes("nocache", (13.0565, 14.6735, 11.8042), {**NAIVE, "cache_role": "off"}),
         ConfigTimes("naive", (18.8766, 18.063, 18.3778), NAIVE),
