@@ -1,7 +1,8 @@
 """Automation: `nox -s lab-deps tests package` is what CI runs (`.ci/run`, the README's test command).
 
 Sessions:
-- ``lab-deps``: apt-get the Debian packages the lab tests need (FUSE 3, sshfs, sshd, iproute2),
+- ``lab-deps``: apt-get the Debian packages the lab tests need (FUSE 3, sshfs, sshd, iproute2,
+  squashfs-tools, squashfuse, zstd),
   when run as root on a Debian-like machine and they are missing; otherwise it says which are
   missing and the lab tests skip. Its own step, so that installing system packages is never a
   side effect of running the tests.
@@ -31,12 +32,18 @@ nox.options.sessions = ["lint", "tests", "package"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = None  # the interpreter nox runs on
-APT_PACKAGES = ["fuse3", "libfuse3-3", "sshfs", "openssh-server", "iproute2"]
+APT_PACKAGES = [
+    "fuse3", "libfuse3-3", "sshfs", "openssh-server", "iproute2",
+    "squashfs-tools", "squashfuse", "zstd",  # packed-venv's archives (tests/test_strategies.py)
+]  # fmt: skip
 APT_COMMANDS = {
     "fusermount3": "fuse3",
     "sshfs": "sshfs",
     "sshd": "openssh-server",
     "ip": "iproute2",
+    "mksquashfs": "squashfs-tools",
+    "squashfuse": "squashfuse",
+    "zstd": "zstd",
 }
 LIBFUSE = (
     "/usr/lib/x86_64-linux-gnu/libfuse3.so.3",
