@@ -77,16 +77,3 @@ def disk_dir(tmp_path: Path) -> Path:
     d = tmp_path / "disk"
     d.mkdir()
     return d
-
-
-def read_csv(path: Path) -> list[dict]:
-    import csv
-
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def only_run_dir(results: Path) -> Path:
-    dirs = [d for d in results.iterdir() if d.is_dir()]
-    assert len(dirs) == 1, dirs
-    return dirs[0]
