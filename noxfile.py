@@ -22,6 +22,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -32,6 +33,31 @@ nox.options.sessions = ["lint", "tests", "package"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = None  # the interpreter nox runs on
+
+
+def _drop_a_library_path_that_breaks_ssl() -> None:
+    """Drop LD_LIBRARY_PATH when it makes this interpreter load another Python's libpython.
+
+    Seen in CI: pyenv's 3.11.7 with LD_LIBRARY_PATH naming /usr/lib/x86_64-linux-gnu loads
+    Debian's libpython3.11 (3.11.2), whose missing symbols break ``import ssl``, and with it
+    virtualenv, which every session and much of the suite create venvs with. Kept when
+    ``import ssl`` works with it, or fails without it too (then it is not the cause).
+    """
+    if "LD_LIBRARY_PATH" not in os.environ:
+        return
+    probe = [sys.executable, "-c", "import ssl"]
+    if subprocess.run(probe, capture_output=True).returncode == 0:
+        return
+    clean = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    if subprocess.run(probe, capture_output=True, env=clean).returncode == 0:
+        print(
+            f"nox > LD_LIBRARY_PATH={os.environ['LD_LIBRARY_PATH']} breaks `import ssl` for "
+            f"{sys.executable} (another Python's libpython comes first); dropped for the sessions"
+        )
+        del os.environ["LD_LIBRARY_PATH"]
+
+
+_drop_a_library_path_that_breaks_ssl()
 APT_PACKAGES = [
     "fuse3", "libfuse3-3", "sshfs", "openssh-server", "iproute2",
     "squashfs-tools", "squashfuse", "zstd",  # packed-venv's archives (tests/test_strategies.py)
