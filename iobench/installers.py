@@ -156,9 +156,19 @@ def _pip_ts(line: str) -> float | None:
     return stamp.timestamp() + int(m.group(2)) / 1000
 
 
+# uv writes a duration as ``850ms``, ``2.35s`` or, past a minute, ``1m 05s``
 _UV_TIME = re.compile(
-    r"^(Resolved|Prepared|Installed|Audited) \d+ packages? in ([\d.]+)(ms|s|m)", re.M
+    r"^(Resolved|Prepared|Installed|Audited) \d+ packages? in "
+    r"(?:(?P<min>\d+)m (?P<minsec>\d+)s|(?P<value>[\d.]+)(?P<unit>ms|s))",
+    re.M,
 )
+
+
+def _uv_seconds(m: re.Match[str]) -> float:
+    """The seconds of one of uv's timing lines (``_UV_TIME``)."""
+    if m.group("min") is not None:
+        return 60.0 * int(m.group("min")) + int(m.group("minsec"))
+    return float(m.group("value")) * (1e-3 if m.group("unit") == "ms" else 1.0)
 
 
 class Uv:
@@ -202,7 +212,7 @@ class Uv:
         install = None
         for m in _UV_TIME.finditer(output):
             if m.group(1) == "Installed":
-                install = float(m.group(2)) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(3)]
+                install = _uv_seconds(m)
         if install is None:
             return None, None
         install = min(install, total)

@@ -276,12 +276,52 @@ def predict_scenario(
     return out
 
 
-def predicted_s(scenario: Any, config_name: str, probes: dict[str, Any]) -> float:
+def unpredictable(cfg: Any, scenario: Any) -> str | None:
+    """Why ``cfg`` of ``scenario`` cannot be predicted (its row's ``predicted_s`` stays
+    empty rather than holding a guess), or None: only what was traced is predicted."""
+    if not getattr(scenario, "wheels", None):
+        return "no wheel profile: the size of what is installed is unknown"
+    if cfg.installer != "pip":
+        return f"installer {cfg.installer} is not traced (iobench/data/opmix.toml)"
+    if cfg.venv_creator != "virtualenv":
+        return f"venv creator {cfg.venv_creator} is not traced"
+    return None
+
+
+def predicted_by_config(scenario: Any, probes: dict[str, Any]) -> dict[str, float | None]:
+    """Every config's predicted time-to-ready from a run's probe document (``probe_roles``);
+    None for the configs :func:`unpredictable` names and where a role was not probed."""
+    by_path = {p["path"]: Costs.from_probe(p) for p in probes.get("paths", [])}
+    folders = {r: by_path[p] for r, p in probes.get("roles", {}).items() if p in by_path}
+    profile = None
+    out: dict[str, float | None] = {}
+    for cfg in scenario.configs:
+        if unpredictable(cfg, scenario) or not cfg.roles() <= set(folders):
+            out[cfg.name] = None
+            continue
+        if profile is None:
+            from iobench.wheels import load_profile
+
+            profile = load_profile(scenario.wheels)
+        roles = {
+            "venv": folders[cfg.venv],
+            "tmpdir": folders[cfg.tmpdir],
+            "cache": folders[cfg.cache] if cfg.cache != "off" else None,
+        }
+        pred = predict_config(
+            cfg.name, roles, cfg.cache_state, load_opmix(cfg.installer), Size.of(profile),
+            cpu_s=probes.get("cpu_s"),
+        )  # fmt: skip
+        skip = pred.phases.get("compile", 0.0) if cfg.compile != "on" else 0.0
+        out[cfg.name] = pred.total_s - skip
+    return out
+
+
+def predicted_s(scenario: Any, config_name: str, probes: dict[str, Any]) -> float | None:
     """One config's predicted time-to-ready from a run's probe document (``probe_roles``):
-    the call the runner makes to record ``predicted_s`` beside ``time_to_ready_s``."""
-    by_path = {p["path"]: Costs.from_probe(p) for p in probes["paths"]}
-    folders = {role: by_path[path] for role, path in probes["roles"].items() if path in by_path}
-    for pred in predict_scenario(scenario, folders, cpu_s=probes.get("cpu_s")):
-        if pred.config == config_name:
-            return pred.total_s
-    raise UsageError(f"no config '{config_name}' in scenario '{scenario.name}'")
+    the figure recorded as ``predicted_s`` beside ``time_to_ready_s``; None when the config
+    cannot be predicted (:func:`unpredictable`)."""
+    found = predicted_by_config(scenario, probes)
+    if config_name not in found:
+        raise UsageError(f"no config '{config_name}' in scenario '{scenario.name}'")
+    return found[config_name]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from iobench import axes, installers, metadata, procfs, redact
+from iobench.earlystop import MIN_GIVE_UP
 from iobench.errors import IOBenchError, UsageError
 from iobench.index import check_mbit
 from iobench.results import ResumeState, RunDir, utcnow
@@ -71,6 +72,9 @@ class RunPlan:
     cost: Any = None  # the report's cost options (iobench.cost.CostOptions) or None
     cache_mode: str = "cold"  # restarts (lifecycle scenarios): iobench.coldcache.MODES
     pack_method: str = "auto"  # packed-venv's archive: iobench.strategies.PACK_METHODS
+    probe: bool = True  # probe the roles at the start, for predicted_s (iobench.runpolicy)
+    give_up_after: float | None = None  # end a trial past K x the best median (docs/early-stop.md)
+    repeats_auto: bool = False  # stop repeating once settled; ``repeats`` is then the maximum
 
     @property
     def local_index(self) -> bool:
@@ -80,6 +84,7 @@ class RunPlan:
 
 def check(args: argparse.Namespace) -> RunPlan:
     """Validate `iobench run`'s arguments and the machine; raise one IOBenchError line."""
+    auto = _repeats_auto(args)
     _check_options(args)
     state = RunDir.open(args.resume).resume_state() if args.resume is not None else None
     meta = state.meta if state is not None else None
@@ -108,6 +113,9 @@ def check(args: argparse.Namespace) -> RunPlan:
         cost=_cost(args),
         cache_mode=getattr(args, "cache_mode", None) or "cold",
         pack_method=getattr(args, "pack_method", None) or "auto",
+        probe=not getattr(args, "no_probe", False),
+        give_up_after=getattr(args, "give_up_after", None),
+        repeats_auto=auto,
     )
     check_roles_used(scenario, roles)
     check_results_place(plan.results_root, roles)
@@ -168,6 +176,22 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UsageError("--resume continues a run with its own scenario; drop --scenario")
     if args.index_url and args.wheelhouse:
         raise UsageError("give --wheelhouse or --index-url, not both")
+
+
+def _repeats_auto(args: argparse.Namespace) -> bool:
+    """``--repeats auto[:N]`` (parsed as ``("auto", N)``) becomes ``--repeats N`` plus the
+    rule of docs/early-stop.md; a resumed auto run stays one. ``--give-up-after`` checked."""
+    k = getattr(args, "give_up_after", None)
+    if k is not None and not (math.isfinite(k) and k >= MIN_GIVE_UP):
+        raise UsageError(
+            f"--give-up-after {k:g}: at least {MIN_GIVE_UP:g} (less ends trials by noise)"
+        )
+    if isinstance(args.repeats, tuple):
+        args.repeats = args.repeats[1]
+        return True
+    if args.resume is not None and args.repeats is None:
+        return bool(RunDir.open(args.resume).meta().repeats_auto)
+    return False
 
 
 def _cost(args: argparse.Namespace) -> Any:

@@ -26,7 +26,7 @@ from iobench.errors import RunDirError
 #: a trial's phases, in order; each has a ``<phase>_s`` column
 PHASES = ("venv", "download", "install", "compile", "import")
 #: trial statuses; a trial with a final status is not run again by --resume
-FINAL_STATUSES = ("ok", "failed", "stalled")
+FINAL_STATUSES = ("ok", "failed", "stalled", "censored")
 STATUSES = (*FINAL_STATUSES, "interrupted")
 
 #: units, and the range a value read back must lie in (inclusive)
@@ -96,7 +96,9 @@ class TrialRow:
     cache_state: str = text("`cold` (empty cache) or `warm` (primed by an untimed install)")
     installer: str = text("`pip` or `uv`")
     compile: str = text("`on`/`off`: bytecode compiled after the install")
-    status: str = required("`ok`, `failed`, `stalled` or `interrupted`")
+    status: str = required(
+        "`ok`, `failed`, `stalled`, `censored` (ended by `--give-up-after`) or `interrupted`"
+    )
     started_at: str = text("when the trial started, ISO 8601 UTC")
     venv_s: float | None = column("venv creation", "s")
     download_s: float | None = column("the installer's download part (split from its log)", "s")
@@ -105,6 +107,16 @@ class TrialRow:
     import_s: float | None = column("the ready check (first import)", "s")
     time_to_ready_s: float | None = column(
         "from venv creation start to ready-check success (phases plus gaps); empty unless ok", "s"
+    )
+    predicted_s: float | None = column(
+        "time-to-ready predicted from the run's probe (probe.json; docs/prediction.md); empty "
+        "when the config cannot be predicted (uv, an untraced installer) or the run was not probed",
+        "s",
+    )
+    censored_after_s: float | None = column(
+        "a `censored` trial's lower bound of its time-to-ready: the `--give-up-after` bound it ran "
+        "past before it was ended",
+        "s",
     )
     read_bytes: int | None = column(
         "bytes the installer trees passed to read() (`rchar`, children included)", "bytes"

@@ -151,6 +151,11 @@ class RunDir:
         return self.path / "stalls.csv"
 
     @property
+    def probe_json(self) -> Path:
+        """The probe of the run's roles at its start (``iobench.probe.probe_roles``), if made."""
+        return self.path / "probe.json"
+
+    @property
     def samples_dir(self) -> Path:
         return self.path / "samples"
 
@@ -218,6 +223,18 @@ class RunDir:
         meta = RunMeta.from_json(data, str(self.meta_json))
         self.write_meta(meta)
         return meta
+
+    def write_probe(self, doc: dict) -> None:
+        """Keep the start-of-run probe (written once, atomically, like meta.json)."""
+        redact.write_private(self.probe_json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+    def probe(self) -> dict | None:
+        """probe.json as written, or None when the run has none (or it does not parse)."""
+        try:
+            doc = json.loads(self.probe_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
 
     # -------------------------------------------------------------- trials.csv
     def append_trial(self, row: TrialRow) -> None:

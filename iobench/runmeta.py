@@ -166,6 +166,15 @@ class RunMeta:
     trial_timeout_s: float | None = key(
         "wall-clock limit of one trial (`--trial-timeout`)", lo=0, hi=1e7
     )
+    give_up_after: float | None = key(
+        "`--give-up-after K`: a trial past K x the best median was ended as `censored` (null: "
+        "off; docs/early-stop.md)",
+        lo=0,
+        hi=1e6,
+    )
+    repeats_auto: dict[str, Any] | None = key(
+        "`--repeats auto`: {max, rounds_run, rule, stopped_because} (null: fixed repeats)"
+    )
     same_storage: list[list[str]] = key("groups of roles that share one filesystem", [])
     role_notes: list[str] = key("defaults chosen for the roles and facts said at the start", [])
     venv_python: str | None = key("the interpreter the venvs were made with", check="path")

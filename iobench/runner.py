@@ -22,14 +22,14 @@ from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
 from iobench.lock import TargetLock
-from iobench.order import plan_trials
 from iobench.preflight import RunPlan, run_meta
 from iobench.progress import PlainProgress, Progress
 from iobench.removal import Remover
 from iobench.results import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
+from iobench.runpolicy import RunTrials
 from iobench.sampler import stall_dicts
 from iobench.scratch import Scratch
-from iobench.trial import TrialContext, TrialResult, TrialSpec, run_trial
+from iobench.trial import TrialContext, TrialResult, TrialSpec
 
 
 class Runner:
@@ -56,9 +56,7 @@ class Runner:
             rd = self.run_dir = self._open_run_dir(index_meta)
             ctx = self._context(rd, index_spec)
             done = rd.done_trial_ids()
-            specs = plan_trials(
-                self.plan.scenario.configs, self.plan.repeats, self.plan.order_seed, done
-            )
+            specs = self.trials = RunTrials.start(self.plan, rd, self.scratch, done, self.progress)
             total = len(specs) + len(done)
             self.progress.run_started(str(rd.path), total, len(done))
             for note in self.plan.notes:
@@ -171,7 +169,7 @@ class Runner:
     ) -> None:
         """Run a trial, then: its row, its samples, the removal of its folders, in that order."""
         self.progress.trial_started(k, total, spec.trial_id)
-        result = run_trial(ctx, spec)
+        result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
         try:
             rd.append_trial(result.row)
         except OSError as exc:

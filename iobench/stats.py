@@ -190,3 +190,21 @@ def compare(
     else:
         reason = ""
     return Comparison(fast_name, slow_name, ratio, low, high, len(a), len(b), not reason, reason)
+
+
+def censored_median(values: Sequence[float], censored: Sequence[bool]) -> tuple[float, bool]:
+    """The median of times some of which are only lower bounds (``censored``: the trial was
+    ended at that time, docs/early-stop.md): ``(m, False)`` when the median is a finished
+    time, ``(b, True)`` when it is not ("> b"). A censored time counts as +inf for where the
+    median falls; ``b`` is the median with every bound taken as its value (the median can
+    only be larger). NaN without values."""
+    pairs = [(float(v), bool(c)) for v, c in zip(values, censored, strict=True)]
+    pairs = [(v, c) for v, c in pairs if math.isfinite(v)]
+    if not pairs:
+        return math.nan, False
+    ranked = sorted(pairs, key=lambda p: (math.inf if p[1] else p[0], p[0]))
+    n = len(ranked)
+    middle = ranked[(n - 1) // 2 : n // 2 + 1]
+    if any(c for _, c in middle):
+        return median([v for v, _ in pairs]), True
+    return sum(v for v, _ in middle) / len(middle), False

@@ -12,6 +12,7 @@ the row. Its folders are ``<role scratch>/<run>/<trial id>``; the runner removes
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -76,6 +77,7 @@ class TrialContext:
     lifecycle: bool = False  # after the first start, persist and measure a restart
     cache_mode: str = "cold"  # how the restart finds the caches (iobench.coldcache)
     pack_method: str = "auto"  # packed-venv's archive (iobench.strategies.PACK_METHODS)
+    give_up_s: float | None = None  # --give-up-after's bound for this trial (iobench.runpolicy)
 
     def venv_argv(self, venv: Path, creator: str = "virtualenv") -> list[str]:
         return installers.venv_command(venv, self.python, creator)
@@ -249,7 +251,7 @@ class Trial:
             self.ctx.sample_hz, stall_after=self.ctx.stall_after, fs_paths=fs
         ).start()
         s.t0 = time.monotonic()
-        s.deadline = s.t0 + self.ctx.trial_timeout_s
+        s.deadline = s.t0 + min(self.ctx.trial_timeout_s, self.ctx.give_up_s or math.inf)
         return None
 
     def create_venv(self) -> Stop | None:

@@ -138,6 +138,27 @@ def test_cache_on_another_filesystem_falls_back_to_copy(tmpfs, disk_dir: Path) -
         )
 
 
+@pytest.mark.parametrize(
+    ("line", "install_s"),
+    [
+        ("Installed 10 packages in 850ms", 0.85),
+        ("Installed 10 packages in 2.35s", 2.35),
+        # past a minute uv writes minutes and seconds: a lab volume at 1 ms took this long
+        ("Installed 10 packages in 1m 05s", 65.0),
+        ("Installed 1 package in 12m 00s", 720.0),
+    ],
+)
+def test_uv_install_time_is_read_in_every_unit_uv_writes(line: str, install_s: float) -> None:
+    output = f"Resolved 10 packages in 3ms\nPrepared 10 packages in 1m 30s\n{line}\n + torch==2\n"
+    download, install = Uv().split(Path("unused"), 0.0, 1000.0, output)
+    assert install == pytest.approx(install_s)
+    assert download == pytest.approx(1000.0 - install_s)
+
+
+def test_uv_output_without_an_installed_line_is_unknown_not_zero() -> None:
+    assert Uv().split(Path("unused"), 0.0, 5.0, "Resolved 1 package in 1ms\n") == (None, None)
+
+
 def test_pip_output_has_no_fallback_and_an_empty_site_says_nothing(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()

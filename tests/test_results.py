@@ -304,7 +304,7 @@ HOSTILE_TRIALS = [
     (_replace_cell("repeat", "x"), r"repeat: 'x' is not a number"),
     (
         _replace_cell("status", "pwned"),
-        r"status: 'pwned' is not one of ok, failed, stalled, interrupted",
+        r"status: 'pwned' is not one of ok, failed, stalled, censored, interrupted",
     ),
     (
         _replace_cell("trial_id", "../../etc/passwd"),

@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iobench.cli.common import positive_float, positive_int, role_spec
+from iobench.cli.common import positive_float, role_spec
 from iobench.errors import IOBenchError
+
+#: trial statuses that are a result: finished, or ended by --give-up-after with a lower bound
+FINISHED = ("ok", "censored")
 
 # ---------------------------------------------------------------- run
 RUN_EXAMPLES = """examples:
@@ -92,9 +95,10 @@ def _add_what(p: argparse.ArgumentParser) -> None:
     )
     what.add_argument(
         "--repeats",
-        type=positive_int,
-        metavar="N",
-        help="trials per config (default: the scenario's)",
+        type=repeats_arg,
+        metavar="N|auto[:N]",
+        help="trials per config (default: the scenario's); auto: stop once the ranking and the "
+        "headline ratio are settled, at most N rounds (default 5; docs/early-stop.md)",
     )
     what.add_argument(
         "--wheelhouse",
@@ -191,6 +195,18 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
         help="end a trial still running after S seconds (default: 600 + 2 per MB the scenario installs)",
     )
     how.add_argument(
+        "--give-up-after",
+        type=positive_float,
+        metavar="K",
+        help="end a trial running past K x the best median so far and record it as censored "
+        "(> its bound); K >= 1.5 (default: off)",
+    )
+    how.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the short probe of the roles at the start (no predicted_s in the rows)",
+    )
+    how.add_argument(
         "--lock-wait",
         type=float,
         default=0.0,
@@ -252,6 +268,18 @@ def _add_axes(what: argparse._ArgumentGroup) -> None:
         metavar="URL",
         help="a further index beside PyPI or --index-url (repeatable), e.g. the torch CUDA index",
     )
+
+
+def repeats_arg(text: str) -> int | tuple[str, int]:
+    """``--repeats``: N >= 1, ``auto`` or ``auto:N`` (iobench.earlystop.parse_repeats)."""
+    from iobench.earlystop import parse_repeats
+
+    try:
+        return parse_repeats(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number >= 1, auto or auto:N (N >= 2), got {text!r}"
+        ) from None
 
 
 def _make_progress(args: argparse.Namespace) -> Any:
@@ -316,11 +344,11 @@ def run_exit_code(rows: list[Any], allow_failures: bool = False) -> int:
 
     ``rows``: one per trial, its latest (``RunDir.trials(latest_only=True)``).
     """
-    if rows and all(r.status == "ok" for r in rows):
+    if rows and all(r.status in FINISHED for r in rows):
         return 0
     if allow_failures:
         configs = {r.config for r in rows}
-        good = {r.config for r in rows if r.status == "ok"}
+        good = {r.config for r in rows if r.status in FINISHED}
         return 0 if configs and configs == good else 1
     return 1
 
@@ -335,7 +363,7 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
     meta = run_dir.meta()
     for line in console_summary(rows, meta.roles, meta.config_names):
         print(line)
-    failed = [r.trial_id for r in latest if r.status != "ok"]
+    failed = [r.trial_id for r in latest if r.status not in FINISHED]
     if not args.no_report and any(r.status == "ok" for r in latest):
         try:
             import_report_libraries()

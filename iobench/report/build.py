@@ -13,7 +13,7 @@ from pathlib import Path
 
 from iobench.cost import CostOptions, resolve_price
 from iobench.errors import RunDirError
-from iobench.report import charts, formats
+from iobench.report import charts, foresight, formats
 from iobench.report import html as html_page
 from iobench.report.load import Run, load_run
 from iobench.report.recommend import Recommendation, recommend
@@ -215,6 +215,7 @@ def build_report(
         }
         page = html_page.render_report(summary, meta, rec, chart_paths, timelines, result.warnings)
         page = _with_lifecycle(result, run, page)
+        page = foresight.add_to(result, run.trials, page)  # predicted vs measured, censored
         html_path = out / "report.html"
         html_path.write_text(page, encoding="utf-8")
         result.paths["html"] = html_path

@@ -1,0 +1,158 @@
+"""When a run has its answer: the give-up bound of the next trial and the rule that stops repeating.
+
+Both are pure functions of the rows measured so far (docs/early-stop.md states the rule and
+why): ``give_up_bound`` is ``K`` times the best finished median, the time past which a trial
+is ended and recorded as ``censored`` (its time-to-ready is only known to exceed the bound);
+``settled`` says whether the ranking and the headline ratio can no longer change enough to
+matter, using the report's own tie rule (``iobench.stats.compare``), so a run stopped early
+says what its report would say.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from iobench.stats import censored_median, compare, ratio_interval
+
+#: --give-up-after below this would end trials that are only noisily slower
+MIN_GIVE_UP = 1.5
+#: rounds before the rule may stop a run (the tie rule needs two values a side)
+MIN_ROUNDS = 2
+#: --repeats auto's maximum unless given (``auto:N``)
+DEFAULT_MAX_REPEATS = 5
+#: the headline ratio is settled when its interval lies within this share of it
+RATIO_TOLERANCE = 0.25
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One trial's time-to-ready, or (``censored``) the bound it ran past."""
+
+    seconds: float
+    censored: bool = False
+
+
+def outcomes(rows: Iterable[object]) -> dict[str, list[Outcome]]:
+    """Per config (first-seen order): the ok trials' times and the censored ones' bounds;
+    failed, stalled and interrupted trials say nothing about the time and are left out."""
+    out: dict[str, list[Outcome]] = {}
+    for r in rows:
+        status, config = getattr(r, "status", ""), str(getattr(r, "config", ""))
+        if status == "ok" and _finite(getattr(r, "time_to_ready_s", None)):
+            out.setdefault(config, []).append(Outcome(float(r.time_to_ready_s)))  # type: ignore[attr-defined]
+        elif status == "censored" and _finite(getattr(r, "censored_after_s", None)):
+            out.setdefault(config, []).append(Outcome(float(r.censored_after_s), True))  # type: ignore[attr-defined]
+    return out
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def config_median(obs: Sequence[Outcome]) -> tuple[float, bool]:
+    """A config's median and whether it is only a lower bound (``> b``)."""
+    return censored_median([o.seconds for o in obs], [o.censored for o in obs])
+
+
+def ranking(by_config: Mapping[str, Sequence[Outcome]]) -> list[str]:
+    """Configs fastest first: finished medians by value, then the censored ones by bound."""
+    meds = {c: config_median(v) for c, v in by_config.items() if v}
+    return sorted(meds, key=lambda c: (meds[c][1], meds[c][0]))
+
+
+def best_median(by_config: Mapping[str, Sequence[Outcome]]) -> float | None:
+    """The smallest finished median of any config, None while no config has one."""
+    meds = [m for v in by_config.values() if v for m, cen in [config_median(v)] if not cen]
+    return min(meds) if meds else None
+
+
+def give_up_bound(
+    by_config: Mapping[str, Sequence[Outcome]],
+    k: float,
+    predicted: Mapping[str, float | None] | None = None,
+    config: str = "",
+) -> float | None:
+    """The next trial's bound: ``k`` x the best finished median. Before any config has
+    finished, the prediction stands in (docs/prediction.md): a ``config`` predicted slower
+    than ``k`` x the best prediction gets that as its bound, every other one runs in full
+    (so the configs that set the first measured best are never cut by a prediction)."""
+    best = best_median(by_config)
+    if best is not None and best > 0:
+        return k * best
+    guesses = [v for v in (predicted or {}).values() if v is not None and v > 0]
+    mine = (predicted or {}).get(config)
+    if guesses and mine is not None and mine > k * min(guesses):
+        return k * min(guesses)
+    return None
+
+
+def settled(
+    by_config: Mapping[str, Sequence[Outcome]], baseline: str, min_rounds: int = MIN_ROUNDS
+) -> str | None:
+    """Why the run may stop repeating now, or None to run another round.
+
+    Settled when every config has ``min_rounds`` values and (1) the fastest config ``W``
+    has no censored value and is told from every other config ``C``: by the report's tie
+    rule (``stats.compare``, censored values at their bound, which only understates the
+    difference) when C's median is a finished time; when C's median is censored (``> b``,
+    more than K x best) by every value of W lying below every value or bound of C; and (2)
+    the headline ratio ``baseline / W`` is known within ±``RATIO_TOLERANCE``: its interval
+    (``ratio_interval``) lies inside it, or the baseline's median is censored (the ratio is
+    then reported as ``> b / W``).
+    """
+    have = {c: list(v) for c, v in by_config.items() if v}
+    if len(have) < 2 or min(len(v) for v in have.values()) < min_rounds:
+        return None
+    order = ranking(have)
+    w = order[0]
+    if any(o.censored for o in have[w]):
+        return None
+    fast = [o.seconds for o in have[w]]
+    for other in order[1:]:
+        obs = have[other]
+        if config_median(obs)[1]:  # "> b": more than K x best; every W value must be below it
+            if max(fast) >= min(o.seconds for o in obs):
+                return None
+        elif not compare(w, fast, other, [o.seconds for o in obs], len(order) - 1).distinguishable:
+            return None
+    n = min(len(v) for v in have.values())
+    if baseline == w or baseline not in have:
+        return f"ranking settled after {n} rounds ({w} fastest beyond noise)"
+    med_b, cen_b = config_median(have[baseline])
+    med_w = config_median(have[w])[0]
+    if cen_b:
+        return (
+            f"ranking and headline ratio settled after {n} rounds ({w} fastest beyond noise; "
+            f"{baseline} / {w} > {med_b / med_w:.2f}x, censored)"
+        )
+    ratio = med_b / med_w
+    lo, hi = ratio_interval(fast, [o.seconds for o in have[baseline]])
+    if not (lo >= ratio / (1 + RATIO_TOLERANCE) and hi <= ratio * (1 + RATIO_TOLERANCE)):
+        return None
+    return (
+        f"ranking and headline ratio settled after {n} rounds ({w} fastest beyond noise; "
+        f"{baseline} / {w} = {ratio:.2f}x, 95% interval {lo:.2f}-{hi:.2f}x)"
+    )
+
+
+def parse_repeats(text: str) -> int | tuple[str, int]:
+    """``--repeats``: a number of trials per config, or ``auto`` / ``auto:N`` (stop once
+    settled, at most N rounds; default ``DEFAULT_MAX_REPEATS``) as ``("auto", N)``."""
+    word, _, most = text.strip().partition(":")
+    if word != "auto":
+        value = int(text)
+        if value < 1:
+            raise ValueError(text)
+        return value
+    top = int(most) if most else DEFAULT_MAX_REPEATS
+    if top < MIN_ROUNDS:
+        raise ValueError(text)
+    return ("auto", top)
+
+
+__all__ = [
+    "Outcome", "best_median", "config_median", "give_up_bound", "outcomes", "parse_repeats",
+    "ranking", "settled",
+]  # fmt: skip

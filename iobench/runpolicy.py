@@ -1,0 +1,157 @@
+"""What a run decides from its own measurements: the probe and predictions at its start, the
+give-up bound of each trial, and when to stop repeating.
+
+The runner hands its trials through ``RunTrials``: iterating it yields the planned trials
+(``iobench.order``) until ``--repeats auto``'s rule (``iobench.earlystop.settled``) says the
+answer is known; ``RunTrials.run`` runs one trial under ``--give-up-after``'s bound, marks
+a trial ended by that bound ``censored`` with the bound as its lower bound, and records the
+config's ``predicted_s`` beside its time-to-ready (``iobench.predict``, from probe.json).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from iobench import earlystop
+from iobench.errors import IOBenchError
+from iobench.order import plan_trials
+from iobench.progress import Progress
+from iobench.results import RunDir
+from iobench.trial import TrialContext, TrialResult, TrialSpec, run_trial
+
+if TYPE_CHECKING:
+    from iobench.preflight import RunPlan
+    from iobench.scratch import Scratch
+
+#: each micro-probe of the start-of-run probe runs this long at most (a slow folder: ~4 s)
+PROBE_SECONDS = 0.3
+#: process.py's sentence for a phase ended at the trial's deadline
+_DEADLINE_SENTENCE = "past the trial's time limit"
+
+
+def probe_run(
+    plan: RunPlan, rd: RunDir, scratch: Mapping[str, Scratch], progress: Progress
+) -> dict[str, Any] | None:
+    """The run's probe document: probe.json as kept (a resumed run), else a short probe of
+    each role's scratch folder, kept in the run directory; None with ``--no-probe``."""
+    if not plan.probe:
+        return None
+    kept = rd.probe()
+    if kept is not None:
+        return kept
+    from iobench.probe import probe_roles
+
+    progress.message(f"probe: {', '.join(sorted(scratch))} (~{PROBE_SECONDS:g} s per operation)")
+    try:
+        doc = probe_roles({r: s.run_root for r, s in scratch.items()}, seconds=PROBE_SECONDS)
+        rd.write_probe(doc)
+    except (OSError, IOBenchError) as exc:
+        progress.message(f"warning: probe failed ({exc}); predicted_s left empty")
+        return None
+    return doc
+
+
+def predictions(plan: RunPlan, doc: dict[str, Any] | None) -> dict[str, float | None]:
+    """Each config's predicted time-to-ready (None: not probed, or not predictable)."""
+    if doc is None:
+        return {}
+    from iobench.predict import predicted_by_config
+
+    try:
+        return predicted_by_config(plan.scenario, doc)
+    except (IOBenchError, KeyError, ValueError) as exc:
+        raise IOBenchError(f"cannot predict from {doc.get('roles')}: {exc}") from None
+
+
+class RunTrials:
+    """The run's trials in order, stopped once settled; each run under its give-up bound."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        rd: RunDir,
+        specs: list[TrialSpec],
+        predicted: dict[str, float | None],
+        progress: Progress,
+    ) -> None:
+        self.plan, self.rd, self.specs, self.predicted = plan, rd, specs, predicted
+        self.progress = progress
+        names = [c.name for c in plan.scenario.configs]
+        self.baseline = "naive" if "naive" in names else (names[0] if names else "")
+        self.rounds_run = 0
+
+    @classmethod
+    def start(
+        cls,
+        plan: RunPlan,
+        rd: RunDir,
+        scratch: Mapping[str, Scratch],
+        done: set[str],
+        progress: Progress,
+    ) -> RunTrials:
+        """Probe, predict, plan, and say what was predicted and how the run may stop."""
+        predicted = predictions(plan, probe_run(plan, rd, scratch, progress))
+        known = {c: round(v, 1) for c, v in predicted.items() if v is not None}
+        if known:
+            said = ", ".join(f"{c} {v} s" for c, v in known.items())
+            progress.message(f"predicted time-to-ready: {said}")
+        specs = plan_trials(plan.scenario.configs, plan.repeats, plan.order_seed, done)
+        rules: dict[str, Any] = {"give_up_after": plan.give_up_after}
+        if plan.repeats_auto:
+            rules["repeats_auto"] = {"max": plan.repeats, "rule": "docs/early-stop.md"}
+        rd.update_meta(**rules)
+        return cls(plan, rd, specs, predicted, progress)
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def __iter__(self) -> Iterator[TrialSpec]:
+        for spec in self.specs:
+            if self.plan.repeats_auto and spec.position == 0 and spec.round > 1:
+                why = earlystop.settled(self._outcomes(), self.baseline)
+                if why is not None:
+                    self.progress.message(f"--repeats auto: stopped, {why}")
+                    self._record(why)
+                    return
+            self.rounds_run = max(self.rounds_run, spec.round)
+            yield spec
+        if self.plan.repeats_auto:
+            self._record(f"maximum reached ({self.plan.repeats} rounds)")
+
+    def run(self, ctx: TrialContext, spec: TrialSpec) -> TrialResult:
+        """One trial under the give-up bound; its row gets ``predicted_s`` and, when the
+        bound ended it, status ``censored`` and ``censored_after_s``."""
+        k, seen = self.plan.give_up_after, self._outcomes()
+        bound = earlystop.give_up_bound(seen, k, self.predicted, spec.config.name) if k else None
+        limit = bound if bound is not None and bound < ctx.trial_timeout_s else None
+        ctx.give_up_s = limit
+        try:
+            result = run_trial(ctx, spec)
+        finally:
+            ctx.give_up_s = None
+        row = result.row
+        row.predicted_s = self.predicted.get(spec.config.name)
+        if limit is not None and row.status == "failed" and _DEADLINE_SENTENCE in row.error:
+            where = row.error.split(":", 1)[0]
+            basis = "median" if earlystop.best_median(seen) is not None else "prediction"
+            row.status, row.censored_after_s = "censored", limit
+            row.error = (
+                f"given up in {where} after {limit:.1f} s ({k:g} x the best {basis}, "
+                f"{limit / k:.1f} s)"
+            )
+        return result
+
+    def _outcomes(self) -> dict[str, list[earlystop.Outcome]]:
+        return earlystop.outcomes(self.rd.trials(latest_only=True))
+
+    def _record(self, why: str) -> None:
+        auto = {"max": self.plan.repeats, "rounds_run": self.rounds_run,
+                "rule": "docs/early-stop.md", "stopped_because": why}  # fmt: skip
+        try:
+            self.rd.update_meta(repeats_auto=auto)
+        except (OSError, IOBenchError):
+            pass  # a full results disk costs the note, never the run
+
+
+__all__ = ["RunTrials", "predictions", "probe_run"]

@@ -1,0 +1,82 @@
+"""End to end: `iobench run --give-up-after --repeats auto` on a slow lab volume ends the
+slow config's trials as censored and stops once the answer is settled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.files import DATA, only_run_dir, read_csv
+
+from iobench.__main__ import main
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lab]
+
+SCENARIO = """\
+[scenario]
+name = "tiny-early"
+description = "two configs of the tiny wheels: all on the slow target, all on tmp"
+packages = ["tiny-core"]
+wheels = "{profile}"
+ready = "import tiny_core; tiny_core.check()"
+repeats = 1
+size_mb = 10
+
+[configs.naive]
+venv = "target"
+tmpdir = "target"
+cache = "target"
+
+[configs.venv-on-tmp]
+venv = "tmp"
+tmpdir = "tmp"
+cache = "tmp"
+"""
+
+
+@pytest.fixture
+def slow(tmp_path: Path):  # noqa: ANN201 - a generator fixture
+    from iobench.lab.manage import lab_unavailable_reason
+    from iobench.lab.testing import slow_volume
+
+    reason = lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with slow_volume(tmp_path, latency_ms=3) as mnt:
+        yield mnt
+
+
+def test_give_up_censors_the_slow_config_and_auto_stops(slow: Path, tmpfs, tmp_path: Path) -> None:
+    scenario = tmp_path / "tiny-early.toml"
+    scenario.write_text(SCENARIO.format(profile=DATA / "tiny-profile.toml"))
+    results = tmp_path / "results"
+    argv = ["run", "--scenario", str(scenario), "--target", str(slow), "--tmp",
+            str(tmpfs(size="200m", name="tmp")), "--results", str(results), "--no-report",
+            "--quiet", "--repeats", "auto:4", "--give-up-after", "1.5"]  # fmt: skip
+    assert main(argv) == 0  # a censored trial is a result, not a failure
+    run = only_run_dir(results)
+    rows = read_csv(run / "trials.csv")
+    meta = json.loads((run / "meta.json").read_text())
+    by = {r["trial_id"]: r for r in rows}
+    # stopped after 2 of at most 4 rounds: the rule, not the maximum, ended it
+    assert meta["repeats_auto"]["rounds_run"] == 2 and meta["repeats_auto"]["max"] == 4
+    assert "settled" in meta["repeats_auto"]["stopped_because"], meta["repeats_auto"]
+    assert sorted(by) == ["naive-r1", "naive-r2", "venv-on-tmp-r1", "venv-on-tmp-r2"]
+    assert meta["give_up_after"] == 1.5
+    fast = [float(r["time_to_ready_s"]) for r in rows if r["config"] == "venv-on-tmp"]
+    assert all(r["status"] == "ok" for r in rows if r["config"] == "venv-on-tmp")
+    censored = [r for r in rows if r["status"] == "censored"]
+    assert censored and all(r["config"] == "naive" for r in censored)
+    for r in censored:
+        bound = float(r["censored_after_s"])
+        assert r["time_to_ready_s"] == "" and "given up in" in r["error"]
+        if "best prediction" in r["error"]:  # before anything finished: K x the best predicted
+            assert bound == pytest.approx(1.5 * min(float(x["predicted_s"]) for x in rows), rel=1e-3)
+        else:  # K x a median of the fast config's times
+            assert bound >= 1.5 * min(fast) * 0.999
+        # the venv was removed with the rest of the trial's scratch
+        assert not list(slow.glob(f".iobench-scratch/*/{r['trial_id']}"))
+    # probed at the start; every pip config has a prediction
+    assert (run / "probe.json").is_file()
+    assert all(float(r["predicted_s"]) > 0 for r in rows)
