@@ -122,7 +122,7 @@ class RunTrials:
     def run(self, ctx: TrialContext, spec: TrialSpec) -> TrialResult:
         """One trial under the give-up bound; its row gets ``predicted_s`` and, when the
         bound ended it, status ``censored`` and ``censored_after_s``."""
-        k, seen = self.plan.give_up_after, self._outcomes()
+        k, seen = self.plan.give_up_after or 0.0, self._outcomes()
         bound = earlystop.give_up_bound(seen, k, self.predicted, spec.config.name) if k else None
         limit = bound if bound is not None and bound < ctx.trial_timeout_s else None
         ctx.give_up_s = limit
