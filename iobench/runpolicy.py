@@ -10,6 +10,7 @@ config's ``predicted_s`` beside its time-to-ready (``iobench.predict``, from pro
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +75,10 @@ class RunTrials:
         specs: list[TrialSpec],
         predicted: dict[str, float | None],
         progress: Progress,
+        doc: dict[str, Any] | None = None,
     ) -> None:
         self.plan, self.rd, self.specs, self.predicted = plan, rd, specs, predicted
+        self.doc = doc  # the probe: costs per folder, and the CPU speed at the start
         self.progress = progress
         names = [c.name for c in plan.scenario.configs]
         self.baseline = "naive" if "naive" in names else (names[0] if names else "")
@@ -91,7 +94,10 @@ class RunTrials:
         progress: Progress,
     ) -> RunTrials:
         """Probe, predict, plan, and say what was predicted and how the run may stop."""
-        predicted = predictions(plan, probe_run(plan, rd, scratch, progress))
+        if plan.resume is not None and plan.give_up_after is None:  # a resumed run keeps its K
+            plan.give_up_after = rd.meta().give_up_after
+        doc = probe_run(plan, rd, scratch, progress)
+        predicted = predictions(plan, doc)
         known = {c: round(v, 1) for c, v in predicted.items() if v is not None}
         if known:
             said = ", ".join(f"{c} {v} s" for c, v in known.items())
@@ -101,7 +107,7 @@ class RunTrials:
         if plan.repeats_auto:
             rules["repeats_auto"] = {"max": plan.repeats, "rule": "docs/early-stop.md"}
         rd.update_meta(**rules)
-        return cls(plan, rd, specs, predicted, progress)
+        return cls(plan, rd, specs, predicted, progress, doc)
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -122,6 +128,7 @@ class RunTrials:
     def run(self, ctx: TrialContext, spec: TrialSpec) -> TrialResult:
         """One trial under the give-up bound; its row gets ``predicted_s`` and, when the
         bound ended it, status ``censored`` and ``censored_after_s``."""
+        self._recalibrate()
         k, seen = self.plan.give_up_after or 0.0, self._outcomes()
         bound = earlystop.give_up_bound(seen, k, self.predicted, spec.config.name) if k else None
         limit = bound if bound is not None and bound < ctx.trial_timeout_s else None
@@ -141,6 +148,20 @@ class RunTrials:
                 f"{limit / k:.1f} s)"
             )
         return result
+
+    def _recalibrate(self) -> None:
+        """Predict again with the CPU speed of this moment (``probe.cpu_seconds``, one run,
+        ~0.3 s): on a shared machine the load moves by the minute, and the fast part of a
+        trial goes with the load at its time, not the probe's (docs/prediction.md)."""
+        if self.doc is None or not any(v is not None for v in self.predicted.values()):
+            return
+        from iobench.probe import cpu_seconds
+
+        try:
+            cpu = cpu_seconds(runs=1)
+        except (OSError, subprocess.SubprocessError):
+            return
+        self.predicted = predictions(self.plan, {**self.doc, "cpu_s": cpu})
 
     def _outcomes(self) -> dict[str, list[earlystop.Outcome]]:
         return earlystop.outcomes(self.rd.trials(latest_only=True))

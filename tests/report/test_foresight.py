@@ -1,0 +1,54 @@
+"""The report's "Predicted and given up" section: prediction error per config, censored
+medians drawn as "> X s", and a note when the named winner had given-up trials."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from iobench.report.foresight import build
+
+
+def _trials(rows: list[tuple[str, str, float, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        rows, columns=["config", "status", "time_to_ready_s", "predicted_s", "censored_after_s"]
+    )
+
+
+def test_error_is_against_the_measured_median_and_censored_medians_are_bounds() -> None:
+    nan = math.nan
+    df = _trials([
+        ("fast", "ok", 10.0, 11.0, nan), ("fast", "ok", 12.0, 11.0, nan),
+        ("slow", "censored", nan, 50.0, 33.0), ("slow", "censored", nan, 50.0, 30.0),
+        ("slow", "ok", 80.0, 50.0, nan),
+        ("uv", "ok", 5.0, nan, nan), ("uv", "failed", nan, nan, nan),
+    ])  # fmt: skip
+    s = build(df, winner="fast")
+    by = {r.config: r for r in s.rows}
+    assert by["fast"].measured_s == 11.0 and by["fast"].error_text == "+0.0 %"
+    assert by["slow"].censored_median and by["slow"].measured_text == "> 33.0 s"
+    assert math.isnan(by["slow"].error_pct)  # a bound has no error, only "> x predicted"
+    assert by["slow"].n_censored == 2 and by["slow"].n_ok == 1
+    assert by["uv"].error_text == "—" and math.isnan(by["uv"].predicted_s)
+    lines = s.lines()
+    assert any(line.lstrip().startswith("slow") and "> 33.0 s" in line for line in lines)
+    assert s.notes == []  # the winner had no censored trial
+    assert "&gt; 33.0 s" in s.html()
+
+
+def test_a_winner_with_given_up_trials_is_said() -> None:
+    nan = math.nan
+    df = _trials([
+        ("w", "ok", 10.0, 12.0, nan), ("w", "censored", nan, 12.0, 30.0),
+        ("naive", "ok", 40.0, 35.0, nan), ("naive", "ok", 42.0, 35.0, nan),
+    ])  # fmt: skip
+    s = build(df, winner="w")
+    assert len(s.notes) == 1 and "w, named fastest, had 1 of 2 trials given up" in s.notes[0]
+    assert any(line.startswith("note: w, named fastest") for line in s.lines())
+
+
+def test_nothing_shown_without_predictions_or_censored_trials() -> None:
+    nan = math.nan
+    s = build(_trials([("a", "ok", 1.0, nan, nan)]), winner="a")
+    assert s.lines() == [] and s.html() == ""
