@@ -96,7 +96,8 @@ def settled(
     Settled when every config has ``min_rounds`` values and (1) the fastest config ``W``
     has no censored value and is told from every other config ``C``: by the report's tie
     rule (``stats.compare``, censored values at their bound, which only understates the
-    difference) when C's median is a finished time; when C's median is censored (``> b``,
+    difference), or known alike (the ratio's interval within ±``RATIO_TOLERANCE`` of 1),
+    when C's median is a finished time; when C's median is censored (``> b``,
     more than K x best) by every value of W lying below every value or bound of C; and (2)
     the headline ratio ``baseline / W`` is known within ±``RATIO_TOLERANCE``: its interval
     (``ratio_interval``) lies inside it, or the baseline's median is censored (the ratio is
@@ -110,21 +111,27 @@ def settled(
     if any(o.censored for o in have[w]):
         return None
     fast = [o.seconds for o in have[w]]
+    alike = []
     for other in order[1:]:
         obs = have[other]
         if config_median(obs)[1]:  # "> b": more than K x best; every W value must be below it
             if max(fast) >= min(o.seconds for o in obs):
                 return None
-        elif not compare(w, fast, other, [o.seconds for o in obs], len(order) - 1).distinguishable:
-            return None
+        else:
+            c = compare(w, fast, other, [o.seconds for o in obs], len(order) - 1)
+            if not c.distinguishable:
+                if not _alike(c.low, c.high):
+                    return None
+                alike.append(other)
     n = min(len(v) for v in have.values())
+    lead = f"{w} fastest beyond noise" + (f" (alike: {', '.join(alike)})" if alike else "")
     if baseline == w or baseline not in have:
-        return f"ranking settled after {n} rounds ({w} fastest beyond noise)"
+        return f"ranking settled after {n} rounds ({lead})"
     med_b, cen_b = config_median(have[baseline])
     med_w = config_median(have[w])[0]
     if cen_b:
         return (
-            f"ranking and headline ratio settled after {n} rounds ({w} fastest beyond noise; "
+            f"ranking and headline ratio settled after {n} rounds ({lead}; "
             f"{baseline} / {w} > {med_b / med_w:.2f}x, censored)"
         )
     ratio = med_b / med_w
@@ -132,9 +139,15 @@ def settled(
     if not (lo >= ratio / (1 + RATIO_TOLERANCE) and hi <= ratio * (1 + RATIO_TOLERANCE)):
         return None
     return (
-        f"ranking and headline ratio settled after {n} rounds ({w} fastest beyond noise; "
+        f"ranking and headline ratio settled after {n} rounds ({lead}; "
         f"{baseline} / {w} = {ratio:.2f}x, 95% interval {lo:.2f}-{hi:.2f}x)"
     )
+
+
+def _alike(low: float, high: float) -> bool:
+    """A ratio's interval within ±``RATIO_TOLERANCE`` of 1: the two configs are alike for
+    the answer (either is as good), so more trials would not change what is advised."""
+    return low >= 1 / (1 + RATIO_TOLERANCE) and high <= 1 + RATIO_TOLERANCE
 
 
 def parse_repeats(text: str) -> int | tuple[str, int]:
