@@ -39,7 +39,8 @@ class ConfigForesight:
 
     @property
     def error_pct(self) -> float:
-        """(predicted - measured) / measured, %; NaN without both (or with a lower bound)."""
+        """(predicted - measured) / measured, %; NaN without both or when the median is only a
+        lower bound (the text then gives the error's upper bound)."""
         if self.censored_median or not (self.measured_s > 0) or math.isnan(self.predicted_s):
             return math.nan
         return 100.0 * (self.predicted_s - self.measured_s) / self.measured_s
@@ -48,8 +49,9 @@ class ConfigForesight:
     def error_text(self) -> str:
         e = self.error_pct
         if math.isnan(e):
-            if self.censored_median and self.predicted_s > 0:
-                return f"measured > {self.measured_s / self.predicted_s:.2f}x predicted"
+            if self.censored_median and self.predicted_s > 0 and self.measured_s > 0:
+                # the median exceeds the bound, so the error is below the bound's
+                return f"< {100.0 * (self.predicted_s - self.measured_s) / self.measured_s:+.1f} %"
             return "—"
         return f"{e:+.1f} %"
 

@@ -28,7 +28,8 @@ def test_error_is_against_the_measured_median_and_censored_medians_are_bounds() 
     by = {r.config: r for r in s.rows}
     assert by["fast"].measured_s == 11.0 and by["fast"].error_text == "+0.0 %"
     assert by["slow"].censored_median and by["slow"].measured_text == "> 33.0 s"
-    assert math.isnan(by["slow"].error_pct)  # a bound has no error, only "> x predicted"
+    assert math.isnan(by["slow"].error_pct)  # a median "> 33 s": the error is below +51.5 %
+    assert by["slow"].error_text == "< +51.5 %"
     assert by["slow"].n_censored == 2 and by["slow"].n_ok == 1
     assert by["uv"].error_text == "—" and math.isnan(by["uv"].predicted_s)
     lines = s.lines()
