@@ -209,10 +209,26 @@ def smoke(session: nox.Session) -> None:
     session.run("iobench", "run", "--results", ".nox/smoke-results", *session.posargs)
 
 
+#: where `nox -s bench` keeps its results (git-ignored), and the slow-down that fails it
+BENCH_STORAGE = ".benchmarks"
+BENCH_FAIL = "median:25%"
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """pytest-benchmark benchmarks: start-up, sampler overhead, report speed."""
+    """pytest-benchmark benchmarks: start-up, sampler overhead, report speed.
+
+    Each run is saved under .benchmarks/ and compared with the last saved one: a median
+    25 % slower fails the session (the first run has nothing to compare with and says so).
+    """
     session.install("-e", ".[test]")
+    saved = sorted(Path(BENCH_STORAGE).glob("*/*.json"))
+    if saved:
+        compare = ["--benchmark-compare", f"--benchmark-compare-fail={BENCH_FAIL}"]
+        session.log(f"comparing with the last saved run, {saved[-1]}")
+    else:
+        compare = []
+        session.log(f"no saved benchmark run in {BENCH_STORAGE}/ yet: saving this one, no compare")
     session.run(
         "pytest",
         "tests/benchmarks",
@@ -222,5 +238,8 @@ def bench(session: nox.Session) -> None:
         "addopts=",
         "--benchmark-only",
         "--benchmark-columns=min,median,max,rounds",
+        f"--benchmark-storage=file://{BENCH_STORAGE}",
+        "--benchmark-autosave",
+        *compare,
         *session.posargs,
     )

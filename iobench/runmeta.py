@@ -17,7 +17,8 @@ would misread the files (a key or column renamed, removed, or given another mean
 - 2: trials.csv gains ``position`` (a trial's place in its round, whose order is shuffled);
   meta.json gains ``order_seed`` (the seed of that order); readers ignore columns and keep
   keys they do not know. Version 1 upgrades on reading: ``order_seed`` null, ``position``
-  empty.
+  empty. Added within version 2 (a missing key reads as the behaviour before it):
+  ``overhead`` (iobench's own cost; missing: unknown).
 """
 
 from __future__ import annotations
@@ -180,6 +181,11 @@ class RunMeta:
     venv_python: str | None = key("the interpreter the venvs were made with", check="path")
     env: dict[str, str] = key(
         "environment variables the run saw, credentials redacted (iobench/metadata.py)", {}
+    )
+    overhead: dict[str, Any] | None = key(
+        "iobench's own cost (iobench/overhead.py): wall_s (started_at to ended_at), trials_s "
+        "(measured), parts_s by cause, before_start_s, report_s, primes, primes_reused (null: "
+        "not recorded, as before the key)"
     )
     extra: dict[str, Any] = _extra()
 

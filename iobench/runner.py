@@ -9,27 +9,34 @@ samples, then the removal of the trial's folders — and never formats a report.
 Clean-up finishes whatever signals arrive (they are ignored while it runs), and every part
 of it is bounded in time: on a hung volume iobench gives up deleting what it cannot, says
 where it is, and exits.
+
+Its own cost is kept small and on record (meta.json's ``overhead``): warm caches are primed
+once per placement (``iobench.warmcache``); a trial's folders go to the run's trash, removed
+in the background only on volumes no running trial uses (``iobench.removal.Reaper``).
 """
 
 from __future__ import annotations
 
+import os
 import socket
-import subprocess
+import time
 from pathlib import Path
 
-from iobench import axes, installers, process, redact, signals
+from iobench import overhead, process, signals
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
 from iobench.lock import TargetLock
 from iobench.preflight import RunPlan, run_meta
 from iobench.progress import PlainProgress, Progress
-from iobench.removal import Remover
+from iobench.removal import TRASH, Reaper, Remover
 from iobench.results import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.runpolicy import RunTrials
+from iobench.runstart import claim_scratch, start_index, warm_up
 from iobench.sampler import stall_dicts
 from iobench.scratch import Scratch
 from iobench.trial import TrialContext, TrialResult, TrialSpec
+from iobench.warmcache import WarmCaches
 
 
 class Runner:
@@ -46,31 +53,40 @@ class Runner:
         self._handlers: dict[int, object] = {}
         self._interrupted = False
         self.remover = Remover()
+        self.reaper: Reaper | None = None
+        self.clock = overhead.Clock()
+        self.warm: WarmCaches | None = None
 
     def run(self) -> RunDir:
         """Run every planned trial not yet done; the run directory is complete, or says why not."""
         self._handlers = signals.catch()
         process.set_subreaper(True)
         try:
-            index_spec, index_meta = self._start_index()
-            rd = self.run_dir = self._open_run_dir(index_meta)
-            ctx = self._context(rd, index_spec)
-            done = rd.done_trial_ids()
-            specs = self.trials = RunTrials.start(self.plan, rd, self.scratch, done, self.progress)
-            total = len(specs) + len(done)
-            self.progress.run_started(str(rd.path), total, len(done))
-            for note in self.plan.notes:
-                self.progress.message(note)
-            self._warm_up(rd, ctx)
+            self.index, index_spec, index_meta = start_index(self.plan, self.progress)
+            self.clock = overhead.Clock()  # from meta.json's started_at, stamped next
+            with self.clock.part("setup"):
+                rd = self.run_dir = self._open_run_dir(index_meta)
+                ctx = self._context(rd, index_spec)
+                done = rd.done_trial_ids()
+                specs = self.trials = RunTrials.start(
+                    self.plan, rd, self.scratch, done, self.progress
+                )
+                total = len(specs) + len(done)
+                self.progress.run_started(str(rd.path), total, len(done))
+                for note in self.plan.notes:
+                    self.progress.message(note)
+                if found := warm_up(ctx, self.scratch["tmp"], self._remove):
+                    self._update_meta(rd, versions={**rd.meta().versions, "venv": found})
             for k, spec in enumerate(specs, start=len(done) + 1):
                 self._one_trial(rd, ctx, spec, k, total)
-            self._update_meta(rd, status="complete", ended_at=utcnow())
+            self._empty_trash()
+            self._update_meta(rd, status="complete", ended_at=utcnow(), overhead=self._account())
             self.progress.run_finished()
             return rd
         except (KeyboardInterrupt, LockLostError, VolumeHungError) as exc:
             self._interrupted = isinstance(exc, KeyboardInterrupt)
             exc.run_dir = self.run_dir.path if self.run_dir else None  # type: ignore[union-attr]
-            changes = {"status": "interrupted", "ended_at": utcnow()}
+            changes = {"status": "interrupted", "ended_at": utcnow(), "overhead": self._account()}
             if not isinstance(exc, KeyboardInterrupt):
                 status = "lock-lost" if isinstance(exc, LockLostError) else "volume-hung"
                 changes.update(status=status, status_reason=str(exc))
@@ -81,34 +97,6 @@ class Runner:
             self._cleanup()
 
     # ------------------------------------------------------------------ set-up
-    def _start_index(self) -> tuple[IndexSpec, dict]:
-        """The loopback index over --wheelhouse or the scenario's synthetic wheels, if any."""
-        p = self.plan
-        folder, source = p.wheelhouse, str(p.wheelhouse)
-        if folder is None and p.scenario.wheels and p.local_index:
-            from iobench.wheels import cached_wheels, load_profile
-
-            profile = load_profile(p.scenario.wheels)
-            self.progress.message(f"wheels: profile {profile.name} ({profile.file_count} files)")
-            folder = cached_wheels(profile)
-            source = f"synthetic profile {profile.name} ({profile.fingerprint()})"
-        if folder is None:
-            remote = IndexSpec(
-                p.index_url, local=False, extra_args=axes.index_args(p.extra_index_urls)
-            )
-            return remote, {
-                "kind": "remote",
-                "url": redact.redact(p.index_url or "(pip configuration)"),
-            }
-        self.index = LocalIndex(folder, p.index_mbps).start()
-        url = self.index.url
-        return IndexSpec(url, local=True), {
-            "kind": "local",
-            "source": source,
-            "url": url,
-            "mbps": p.index_mbps,
-        }
-
     def _open_run_dir(self, index_meta: dict) -> RunDir:
         """Lock the target first (a refused run leaves nothing), then create or reopen the run."""
         p = self.plan
@@ -122,16 +110,10 @@ class Runner:
             run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
             self._lock_target(run_id)
             rd = RunDir.create(p.results_root, run_id, run_meta(p, run_id, index_meta))
-        kept = {"target"} if p.scenario.lifecycle else set()  # where strategies keep their venv
-        for role in sorted(set().union(*(c.roles() for c in p.scenario.configs)) | {"tmp"} | kept):
-            self.scratch[role] = Scratch(p.roles[role], run_id).ensure().claim()
-            left = [q.name for q in self.scratch[role].leftovers() if q.name != run_id]
-            if left:
-                self.progress.message(
-                    f"note: {self.scratch[role].root} holds scratch of other or crashed runs "
-                    f"({', '.join(left[:3])}{'...' if len(left) > 3 else ''}); "
-                    f"`iobench clean {p.roles[role]}` removes it once no run uses it"
-                )
+        self.scratch = claim_scratch(p, run_id, self.progress)
+        devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
+        self.reaper = Reaper(self.remover, devices)
+        self.warm = WarmCaches(self.scratch)
         return rd
 
     def _lock_target(self, run_id: str) -> None:
@@ -149,36 +131,35 @@ class Runner:
         return TrialContext.of_plan(
             self.plan, run_id=self.run_id, scratch=self.scratch, logs=rd.logs_dir, cwd=cwd,
             index_spec=index_spec, index=self.index, progress=self.progress, stop=signals.STOP,
+            warm=self.warm,
         )  # fmt: skip
-
-    def _warm_up(self, rd: RunDir, ctx: TrialContext) -> None:
-        """Create and remove one venv, untimed, so the first trial does not pay virtualenv's
-        one-time app-data extraction; record what the venvs are made of (Python, seeded pip)."""
-        d = self.scratch["tmp"].trial_dir("warm-up")
-        try:
-            subprocess.run(ctx.venv_argv(d / "venv"), capture_output=True, timeout=600, check=False)
-            found = installers.venv_contents(d / "venv")
-        finally:
-            self._remove(d, self.scratch["tmp"].root)
-        if found:
-            self._update_meta(rd, versions={**rd.meta().versions, "venv": found})
 
     # ------------------------------------------------------------------ trials
     def _one_trial(
         self, rd: RunDir, ctx: TrialContext, spec: TrialSpec, k: int, total: int
     ) -> None:
-        """Run a trial, then: its row, its samples, the removal of its folders, in that order."""
+        """Run a trial, then: its row, its samples, the removal of its folders, in that order;
+        nothing is removed on the trial's volumes while it runs (``Reaper.hold``)."""
         self.progress.trial_started(k, total, spec.trial_id)
+        with self.clock.part("cleanup"):
+            self.reaper.hold(self.scratch[r].root for r in spec.config.roles())  # type: ignore[union-attr]
+        t = time.monotonic()
         result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
-        try:
-            rd.append_trial(result.row)
-        except OSError as exc:
-            raise IOBenchError(f"cannot append to {rd.trials_csv}: {exc.strerror or exc}") from None
-        self.progress.trial_finished(k, total, result.row)
-        self._save_series(rd, result)
+        self.clock.trial(result.row, result.priming_s, time.monotonic() - t)
+        with self.clock.part("records"):
+            try:
+                rd.append_trial(result.row)
+            except OSError as exc:
+                raise IOBenchError(
+                    f"cannot append to {rd.trials_csv}: {exc.strerror or exc}"
+                ) from None
+            self.progress.trial_finished(k, total, result.row)
+            self._save_series(rd, result)
         self.progress.phase(spec.trial_id, "cleanup")
-        for scratch in self.scratch.values():
-            self._remove(scratch.run_root / spec.trial_id, scratch.root)
+        with self.clock.part("cleanup"):
+            for scratch in self.scratch.values():
+                self._defer(scratch.run_root / spec.trial_id, scratch)
+            self.reaper.release()  # type: ignore[union-attr]
         if self.remover.hung:
             raise VolumeHungError(
                 f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
@@ -190,6 +171,12 @@ class Runner:
             raise LockLostError(
                 f"{self.lock.lost}; the run stopped after trial {spec.trial_id} (rows kept)"
             )
+
+    def _account(self) -> dict:
+        """meta.json's ``overhead`` (iobench.overhead)."""
+        if self.warm is not None:
+            self.clock.counts.update(primes=self.warm.primed, primes_reused=self.warm.reused)
+        return self.clock.account(overhead.since_command_start(self.clock.start))
 
     def _save_series(self, rd: RunDir, result: TrialResult) -> None:
         """Samples and stalls; a full results disk costs them, never the trial's row."""
@@ -218,6 +205,8 @@ class Runner:
         try:
             if self.index is not None:
                 self.index.stop()
+            if self.reaper is not None:
+                self.reaper.close()  # its trash goes with the run's folders
             for scratch in self.scratch.values():
                 self._remove(scratch.run_root, scratch.root)
             if self.lock is not None:
@@ -236,6 +225,19 @@ class Runner:
 
     def scratch_root(self, role: str) -> Path:
         return Scratch(self.plan.roles[role]).root
+
+    def _defer(self, path: Path, scratch: Scratch) -> None:
+        """Move a trial's folder into the run's trash (removed later by the Reaper)."""
+        if error := self.remover.defer(path, scratch.run_root / TRASH, scratch.root):
+            self.progress.message(
+                f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
+            )
+
+    def _empty_trash(self) -> None:
+        """Remove what waits in the trash, before the run's end is stamped (it is part of it)."""
+        with self.clock.part("cleanup"):
+            for error in self.reaper.drain() if self.reaper else []:
+                self.progress.message(f"warning: could not remove {error}")
 
     def _remove(self, path: Path, volume: Path) -> None:
         """Remove a scratch path while the removal progresses; say where it stays if not."""

@@ -35,6 +35,7 @@ from iobench.stats import percentile
 
 if TYPE_CHECKING:
     from iobench.preflight import RunPlan
+    from iobench.warmcache import WarmCaches
 
 _TAIL_LINES = 12
 INTERRUPTED = "interrupted by the user (SIGINT/SIGTERM); trial scratch removed"
@@ -77,6 +78,7 @@ class TrialContext:
     lifecycle: bool = False  # after the first start, persist and measure a restart
     cache_mode: str = "cold"  # how the restart finds the caches (iobench.coldcache)
     pack_method: str = "auto"  # packed-venv's archive (iobench.strategies.PACK_METHODS)
+    warm: WarmCaches | None = None  # primed caches shared by repeats (None: prime every trial)
     give_up_s: float | None = None  # --give-up-after's bound for this trial (iobench.runpolicy)
 
     def venv_argv(self, venv: Path, creator: str = "virtualenv") -> list[str]:
@@ -117,6 +119,7 @@ class TrialResult:
 
     row: TrialRow
     series: SamplerResult | None = None
+    priming_s: float = 0.0  # untimed: filling the warm cache, checking it afterwards
 
 
 @dataclass
@@ -157,6 +160,7 @@ class Trial:
         self.tid = spec.trial_id
         self.s = _State()
         self.row = identity_row(ctx, spec)
+        self.priming_s = 0.0
 
     def run(self) -> TrialResult:
         steps = (
@@ -187,6 +191,14 @@ class Trial:
             from iobench.lifetrial import Restart
 
             Restart(self).run()
+        if self.ctx.warm is not None and self.cfg.cache_state == "warm":
+            t = time.monotonic()
+            if not self.ctx.warm.check(self.cfg):
+                self.ctx.progress.message(
+                    f"  {self.tid}: the trial changed its warm cache; the next one primes afresh"
+                )
+            self.priming_s += time.monotonic() - t
+        result.priming_s = self.priming_s
         return result
 
     # ------------------------------------------------------------------ steps
@@ -197,17 +209,35 @@ class Trial:
         self.s.venv = dirs[self.cfg.venv] / "venv"
         self.s.tmpdir = dirs[self.cfg.tmpdir] / "tmp"
         self.s.tmpdir.mkdir(exist_ok=True)
-        if self.cfg.cache != "off":
+        if self.cfg.cache != "off" and self.cfg.cache_state == "warm" and self.ctx.warm:
+            self.s.cache = self.ctx.warm.path(self.cfg)  # shared by the placement's repeats
+        elif self.cfg.cache != "off":
             self.s.cache = dirs[self.cfg.cache] / "cache"
             self.s.cache.mkdir(exist_ok=True)
         self.s.env = installers.base_environment(self.s.tmpdir, isolated=self.ctx.index_spec.local)
         return None
 
     def prime_cache(self) -> Stop | None:
-        """Fill the cache through an untimed install into a separate venv; run like a timed
-        phase (own session, watchdog, time limit) but measured by nobody."""
+        """Fill the cache through an untimed install into a separate venv (once per
+        placement when the run shares primed caches: ``iobench.warmcache``)."""
         if self.cfg.cache_state != "warm":
             return None
+        t = time.monotonic()
+        try:
+            if self.ctx.warm is not None and self.ctx.warm.ready(self.cfg):
+                return None
+            if self.ctx.warm is not None:
+                self.s.cache = self.ctx.warm.reset(self.cfg)
+            stop = self.prime()
+            if stop is None and self.ctx.warm is not None:
+                self.ctx.warm.mark_primed(self.cfg)
+            return stop
+        finally:
+            self.priming_s += time.monotonic() - t
+
+    def prime(self) -> Stop | None:
+        """The priming install: run like a timed phase (own session, watchdog, time limit)
+        but measured by nobody."""
         self.ctx.progress.phase(self.tid, "priming cache (untimed)")
         venv = self.s.venv.parent / "prime-venv"
         log = self.ctx.logs / f"{self.tid}.prime.log"

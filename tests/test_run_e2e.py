@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,41 @@ def test_relative_results_folder_keeps_logs_and_phase_split(tmp_path: Path, monk
     row = read_csv(run / "trials.csv")[0]
     assert float(row["install_s"]) > 0 and float(row["download_s"]) > 0
     assert "Installing collected packages" in (run / "logs" / "venv-on-tmp-r1.log").read_text()
+
+
+def test_overhead_is_recorded_caches_primed_once_and_nothing_left(tmp_path: Path) -> None:
+    """meta.json's overhead adds up (parts <= wall - trials), the warm cache is primed once
+    for two repeats, and the deferred removals leave nothing behind and touch nothing else."""
+    from iobench.overhead import CAUSES, summary_line
+
+    target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
+    for role in (target, tmp):
+        role.mkdir()
+        (role / "users-file.txt").write_text("not iobench's")
+    argv = ["--configs", "warm,venv-on-tmp", "--repeats", "2", "--target", str(target)]
+    assert _run([*argv, "--tmp", str(tmp), "--results", str(results)]) == 0
+    run = only_run_dir(results)
+    rows = read_csv(run / "trials.csv")
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    meta = json.loads((run / "meta.json").read_text())
+    o = meta["overhead"]
+    assert o["trials_s"] == pytest.approx(sum(float(r["time_to_ready_s"]) for r in rows), abs=0.01)
+    parts = o["parts_s"]
+    assert set(parts) == set(CAUSES) and all(v >= 0 for v in parts.values())
+    named = sum(v for c, v in parts.items() if c != "other")
+    assert named <= o["wall_s"] - o["trials_s"] + 0.01
+    assert sum(parts.values()) == pytest.approx(o["wall_s"] - o["trials_s"], abs=0.01)
+    assert parts["priming"] > 0 and parts["setup"] > 0 and parts["cleanup"] > 0
+    started, ended = (
+        datetime.fromisoformat(meta[k].replace("Z", "+00:00")) for k in ("started_at", "ended_at")
+    )
+    assert abs((ended - started).total_seconds() - o["wall_s"]) < 1.5  # timestamps: whole seconds
+    assert 0 <= o["before_start_s"] < o["wall_s"]
+    # pip leaves its cache as primed (names and sizes): one priming install, reused once
+    assert (o["primes"], o["primes_reused"]) == (1, 1)
+    assert [int(r["index_bytes"]) for r in rows if r["config"] == "warm"] == [0, 0]  # both warm
+    line = summary_line(o)
+    assert line is not None and line.startswith("iobench overhead: ") and "priming" in line
+    for role in (target, tmp):  # the trash was emptied, the users' files were not touched
+        assert [p.name for p in role.iterdir()] == ["users-file.txt"]
+        assert (role / "users-file.txt").read_text() == "not iobench's"

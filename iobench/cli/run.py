@@ -297,9 +297,10 @@ def _make_progress(args: argparse.Namespace) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Check everything, run the trials, then the table, the report and the exports."""
-    from iobench import preflight
+    from iobench import overhead, preflight
     from iobench.runner import Runner
 
+    overhead.command_started()  # meta.json's overhead.before_start_s counts from here
     plan = preflight.check(args)
     if args.dry_run:
         from iobench.cli.plan import plan_lines
@@ -375,9 +376,10 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
                 file=sys.stderr,
             )
         else:
+            from iobench.overhead import timed_report
             from iobench.report import build_report
 
-            result = build_report(run_dir.path, cost)
+            result = timed_report(run_dir, lambda: build_report(run_dir.path, cost))
             for line in result.console_lines:
                 print(line)
             for line in write_exports(args, result, getattr(args, "export_stdout", None)):

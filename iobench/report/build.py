@@ -11,11 +11,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iobench import overhead
 from iobench.cost import CostOptions, resolve_price
 from iobench.errors import RunDirError
 from iobench.report import charts, foresight, formats
 from iobench.report import html as html_page
 from iobench.report.load import Run, load_run
+from iobench.report.parallel import fork_map
 from iobench.report.recommend import Recommendation, recommend
 from iobench.report.summary import Summary, collect_sample_figures, summarize
 from iobench.report.units import fmt_s
@@ -105,50 +107,57 @@ def write_summary_files(result: ReportResult) -> None:
     result.paths.update({"summary_csv": csv_path, "summary_json": json_path})
 
 
+def _draw(job: tuple[str, tuple, dict]) -> Path | None:
+    """One chart: ``(charts function name, args, kwargs)`` (picklable for a worker process)."""
+    name, args, kwargs = job
+    return getattr(charts, name)(*args, **kwargs)
+
+
 def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
-    """time_to_ready.png, cost.png and one timeline-<config>.png per config (median trial)."""
+    """time_to_ready.png, cost.png and one timeline-<config>.png per config (median trial),
+    drawn side by side in worker processes when there are cores (``report.parallel``)."""
     s = result.summary
     out = result.out_dir
     host = run.hostname or "?"
     reps = f", {s.trials_per_config()}"
-    result.paths["time_to_ready_png"] = charts.time_to_ready_chart(
+    jobs: dict[str, tuple[str, tuple, dict]] = {}
+    jobs["time_to_ready_png"] = ("time_to_ready_chart", (
         s.table, run.trials, s.median_trials, s.baseline, s.winner,
         f"Time-to-ready per config — {run.scenario_name} on {host}{reps}",
         out / "time_to_ready.png",
-    )  # fmt: skip
+    ), {})  # fmt: skip
     stale = out / "cost.png"
     if s.price is None and stale.is_file():
         stale.unlink()  # made by an earlier report with a price; this one has none
     if s.price is not None:
-        cost = charts.cost_chart(
-            s.table,
-            f"What waiting costs — {formats.price_basis(s)}",
-            s.options.starts_per_month,
-            out / "cost.png",
+        title = f"What waiting costs — {formats.price_basis(s)}"
+        jobs["cost_png"] = (
+            "cost_chart",
+            (s.table, title, s.options.starts_per_month, out / "cost.png"),
+            {},
         )
-        if cost is not None:
-            result.paths["cost_png"] = cost
-    timelines: dict[str, Path] = {}
     table = s.table.set_index("config")
+    ttrs = run.trials.set_index("trial_id")["time_to_ready_s"]
     for config, trial_id in s.median_trials.items():
         samples = run.read_samples(trial_id)
         if samples is None:
             continue
         row = table.loc[config]
-        ttr = float(run.trials.set_index("trial_id").loc[trial_id, "time_to_ready_s"])
+        ttr = float(ttrs.loc[trial_id])
         sub = (f"{formats.placement(row)} · {row['installer']} · time-to-ready {fmt_s(ttr)} "
                f"(config median {fmt_s(row['median_time_to_ready_s'])} over {int(row['n_ok'])} "
                f"trials) · {row['bottleneck']}")  # fmt: skip
-        path = charts.timeline_chart(
-            samples,
-            config,
-            trial_id,
-            sub,
-            out / f"timeline-{slug(config)}.png",
-            run.trial_stalls(trial_id),
-        )
-        timelines[config] = path
-        result.paths[f"timeline:{config}"] = path
+        path = out / f"timeline-{slug(config)}.png"
+        args = (samples, config, trial_id, sub, path, run.trial_stalls(trial_id))
+        jobs[f"timeline:{config}"] = ("timeline_chart", args, {})
+    drawn = fork_map(_draw, list(jobs.values()))
+    timelines: dict[str, Path] = {}
+    for key, png in zip(jobs, drawn):
+        if png is None:
+            continue
+        result.paths[key] = png
+        if key.startswith("timeline:"):
+            timelines[key.removeprefix("timeline:")] = png
     return timelines
 
 
@@ -196,6 +205,8 @@ def build_report(
     samples = collect_sample_figures(run)
     summary = summarize(run, price, options, samples)
     summary.notes[:0] = price_notes + run.notes
+    if cost_line := overhead.summary_line(run.info.overhead):  # iobench's own cost
+        summary.notes.append(cost_line)
     meta = run.info.to_json()  # meta.json as written: what recommend, formats and html read
     rec = recommend(summary, meta)
     out = Path(out_dir) if out_dir is not None else run.path

@@ -6,13 +6,19 @@ the same checks as --resume): anything wrong with them becomes a ``RunDirError``
 the folder and the file (one line for the user). A trial row cut short by a crash, and a
 missing or corrupt *sample* file, are reported as warnings and skipped — a lost time series
 must not hide the trials that finished (pytest-benchmark's habit with corrupt result files).
+
+A statistic over every trial's samples (``Run.map_samples``) reads them in worker processes
+when there are many (a 2,000-trial run holds 2 million rows): each worker reads its share
+one file at a time and returns only the statistic, so memory stays flat and the cores share
+the parsing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -20,6 +26,7 @@ import pandas as pd
 from iobench.errors import RunDirError
 from iobench.gpu import GpuInfo
 from iobench.records import PHASES, REQUIRED_TRIAL_COLUMNS, TRIAL_COLUMNS, TrialRow, text_columns
+from iobench.report.parallel import fork_map, workers_for
 from iobench.results import RunDir, latest_rows
 from iobench.runmeta import SUPPORTED_SCHEMA_VERSIONS, RoleInfo, RunMeta
 
@@ -29,6 +36,9 @@ __all__ = [
 ]  # fmt: skip
 
 PHASE_COLUMNS = tuple(f"{p}_s" for p in PHASES)
+T = TypeVar("T")
+#: trials per worker process below which ``map_samples`` reads in this process
+PARALLEL_MIN_TRIALS = 64
 _KEY_COLUMNS = ("trial_id", "config", "status")
 #: text trials.csv columns (empty cells are <NA>), from the row's fields
 TEXT_TRIAL_COLUMNS = tuple(c for c in text_columns(TrialRow) if c not in _KEY_COLUMNS)
@@ -108,32 +118,31 @@ class Run:
         ``columns`` limits what is parsed (absent ones are simply not there): reading only
         what a statistic needs keeps a 2-million-row report fast.
         """
-        path = self.sample_path(trial_id)
-        if not path.is_file():
-            self.warn(f"{path}: missing; trial {trial_id} has no time series")
-            return None
-        usecols = None if columns is None else (lambda c: c in columns)
-        try:
-            df = pd.read_csv(path, usecols=usecols)
-        except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-            self.warn(f"{path}: unreadable ({_one_line(exc)}); skipped")
-            return None
-        if "t" not in df.columns or df.empty:
-            self.warn(f"{path}: no 't' column or no rows; skipped")
-            return None
-        for col in df.columns:
-            if col == "phase":
-                continue
-            if not pd.api.types.is_numeric_dtype(df[col]):
-                df[col] = pd.to_numeric(df[col], errors="coerce")
-            # read back, a sample file is untrusted: an infinity is no measurement (checked
-            # per column with numpy: a DataFrame-wide where() doubled a 2,000-trial report)
-            arr = df[col].to_numpy()
-            if arr.dtype.kind == "f" and np.isinf(arr).any():
-                df[col] = np.where(np.isinf(arr), np.nan, arr)
-        if "phase" in df.columns:
-            df["phase"] = df["phase"].astype(str)
+        df, problem = read_sample_file(self.sample_path(trial_id), trial_id, columns)
+        if problem:
+            self.warn(problem)
         return df
+
+    def map_samples(
+        self,
+        trial_ids: Iterable[str],
+        columns: Collection[str] | None,
+        fn: Callable[[pd.DataFrame], T],
+    ) -> list[T]:
+        """``fn`` of each readable trial's samples, in order; in worker processes when there
+        are many trials (``fn`` must be a module-level function)."""
+        ids = [str(t) for t in trial_ids]
+        workers = workers_for(len(ids), PARALLEL_MIN_TRIALS)
+        cols = None if columns is None else tuple(columns)
+        size = -(-len(ids) // workers) if ids else 1
+        shares = [(self.path, ids[i : i + size], cols, fn) for i in range(0, len(ids), size)]
+        chunks = fork_map(_map_share, shares, workers)
+        out: list[T] = []
+        for values, problems in chunks:
+            out.extend(values)
+            for problem in problems:
+                self.warn(problem)
+        return out
 
     def stalls(self) -> pd.DataFrame | None:
         """stalls.csv (one row per recorded stall), or None when the run did not write one."""
@@ -181,6 +190,49 @@ class Run:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def read_sample_file(
+    path: Path, trial_id: str, columns: Collection[str] | None = None
+) -> tuple[pd.DataFrame | None, str]:
+    """A sample file as a frame (numbers checked), or None and why not."""
+    if not path.is_file():
+        return None, f"{path}: missing; trial {trial_id} has no time series"
+    usecols = None if columns is None else (lambda c: c in columns)
+    try:
+        df = pd.read_csv(path, usecols=usecols)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        return None, f"{path}: unreadable ({_one_line(exc)}); skipped"
+    if "t" not in df.columns or df.empty:
+        return None, f"{path}: no 't' column or no rows; skipped"
+    for col in df.columns:
+        if col == "phase":
+            continue
+        if not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+        # read back, a sample file is untrusted: an infinity is no measurement (checked
+        # per column with numpy: a DataFrame-wide where() doubled a 2,000-trial report)
+        arr = df[col].to_numpy()
+        if arr.dtype.kind == "f" and np.isinf(arr).any():
+            df[col] = np.where(np.isinf(arr), np.nan, arr)
+    if "phase" in df.columns:
+        df["phase"] = df["phase"].astype(str)
+    return df, ""
+
+
+def _map_share(
+    share: tuple[Path, list[str], Collection[str] | None, Callable[[pd.DataFrame], T]],
+) -> tuple[list[T], list[str]]:
+    """``fn`` of each trial's samples (one file at a time) and the problems met."""
+    run_path, trial_ids, columns, fn = share
+    values, problems = [], []
+    for trial_id in trial_ids:
+        df, problem = read_sample_file(run_path / "samples" / f"{trial_id}.csv", trial_id, columns)
+        if problem:
+            problems.append(problem)
+        if df is not None:
+            values.append(fn(df))
+    return values, problems
 
 
 def _trials_frame(rd: RunDir, run: list[str]) -> pd.DataFrame:

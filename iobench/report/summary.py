@@ -312,9 +312,7 @@ def collect_sample_figures(run: Run) -> dict[str, tuple[SampleFigures, int, int]
     out: dict[str, tuple[SampleFigures, int, int]] = {}
     ok = run.trials[run.trials["status"] == "ok"]
     for config, group in ok.groupby("config", sort=False):
-        figs = [
-            sample_figures(df) for _, df in run.iter_samples(group["trial_id"], SAMPLE_COLUMNS_USED)
-        ]
+        figs = run.map_samples(group["trial_id"], SAMPLE_COLUMNS_USED, sample_figures)
         combined, n_drop = combine_sample_figures(figs)
         out[str(config)] = (combined, n_drop, len(figs))
     return out

@@ -1,0 +1,94 @@
+"""Warm caches primed once per placement and reused across repeats while they stay the same.
+
+A warm-cache trial needs a cache that an untimed install filled. Priming before every
+repeat costs a full install each time; instead the run keeps one primed cache per
+*placement* — the role that holds it, the installer, its link mode and the venv creator —
+in that role's run folder, and hands it to every warm trial of that placement.
+
+A reused cache must be the cache the trial would have had after a fresh priming, so its
+fingerprint (every entry's relative path, type and size, sorted) is taken after priming
+and again after each trial that used it, outside the timed interval. A trial that changed
+it (an installer that rewrites its cache on a warm install) spoils it: the next trial of
+that placement primes a fresh one. So every warm trial starts from the same cache content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.scenario import Config
+from iobench.scratch import Scratch, remove
+
+#: the folder, in a role's run folder, holding one placement's primed cache
+PREFIX = ".warm-cache-"
+
+
+def fingerprint(root: Path) -> str:
+    """A digest of the tree's names, types and sizes (not contents: cheap on a slow volume)."""
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        rel = os.path.relpath(folder, root)
+        for name in sorted(files):
+            try:
+                size = os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                size = -1
+            digest.update(f"{rel}/{name}\0{size}\n".encode("utf-8", "surrogateescape"))
+        for name in dirs:
+            digest.update(f"{rel}/{name}/\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def placement(cfg: Config) -> str:
+    """Which configs may share a primed cache: same role, installer, link mode, creator."""
+    return f"{cfg.cache}-{cfg.installer}-{cfg.link_mode}-{cfg.venv_creator}"
+
+
+@dataclass
+class WarmCaches:
+    """The run's primed caches: where each placement's lives, and its fingerprint."""
+
+    scratch: dict[str, Scratch]
+    prints: dict[str, str] = field(default_factory=dict)  # placement -> fingerprint when primed
+    primed: int = 0  # priming installs done
+    reused: int = 0  # warm trials that found their cache primed and unchanged
+
+    def path(self, cfg: Config) -> Path:
+        """The placement's cache folder (created empty when missing)."""
+        folder = self.scratch[cfg.cache].run_root / f"{PREFIX}{placement(cfg)}" / "cache"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def ready(self, cfg: Config) -> bool:
+        """True when the placement's cache is primed and was unchanged by its last trial."""
+        if placement(cfg) in self.prints:
+            self.reused += 1
+            return True
+        return False
+
+    def reset(self, cfg: Config) -> Path:
+        """An empty cache folder for a fresh priming."""
+        self.prints.pop(placement(cfg), None)
+        folder = self.path(cfg)
+        remove(folder)
+        folder.mkdir()
+        return folder
+
+    def mark_primed(self, cfg: Config) -> None:
+        self.primed += 1
+        self.prints[placement(cfg)] = fingerprint(self.path(cfg))
+
+    def check(self, cfg: Config) -> bool:
+        """After a trial: True if the cache is as primed; else it is spoilt (primed again next)."""
+        key = placement(cfg)
+        if key in self.prints and fingerprint(self.path(cfg)) == self.prints[key]:
+            return True
+        self.prints.pop(key, None)
+        return False
+
+
+__all__ = ["PREFIX", "WarmCaches", "fingerprint", "placement"]

@@ -1,0 +1,117 @@
+"""iobench.removal: parallel removal, the trash, and the Reaper, on real folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from iobench.removal import TRASH, Reaper, Remover, _subtrees, remove_tree
+from iobench.scratch import Scratch
+
+
+def _venv_like(root: Path, packages: int = 12, files: int = 30) -> int:
+    """A tree shaped like a venv's site-packages; returns how many files it holds."""
+    site = root / "lib" / "python3.11" / "site-packages"
+    for p in range(packages):
+        sub = site / f"pkg{p}" / "sub"
+        sub.mkdir(parents=True)
+        for f in range(files):
+            (sub / f"m{f}.py").write_text("x = 1\n")
+        (site / f"pkg{p}" / "__init__.py").write_text("")
+    (root / "pyvenv.cfg").write_text("home = /usr\n")
+    return packages * (files + 1) + 1
+
+
+def _scratch(tmp_path: Path, name: str, run: str = "run-1") -> Scratch:
+    role = tmp_path / name
+    role.mkdir()
+    return Scratch(role, run).ensure().claim()
+
+
+def test_subtrees_split_a_tree_into_disjoint_folders(tmp_path: Path) -> None:
+    _venv_like(tmp_path / "venv")
+    units = _subtrees(tmp_path / "venv", want=8)
+    assert len(units) >= 8
+    for a in units:  # none inside another: each is removed once, by one worker
+        assert not any(a != b and str(a).startswith(str(b) + os.sep) for b in units)
+
+
+def test_remove_tree_in_parallel_leaves_nothing_and_keeps_what_is_outside(tmp_path: Path) -> None:
+    s = _scratch(tmp_path, "target")
+    outside = tmp_path / "users-file.txt"
+    outside.write_text("keep me")
+    venv = s.run_root / "t-r1" / "venv"
+    assert _venv_like(venv) > 300
+    (venv / "link").symlink_to(outside)  # a link inside goes, what it points to stays
+    tids: list[int] = []
+    assert remove_tree(s.run_root / "t-r1", workers=4, tids=tids) is True
+    assert not (s.run_root / "t-r1").exists()
+    assert outside.read_text() == "keep me"
+    assert len(set(tids)) >= 2  # the workers registered, so a hang in any of them is seen
+
+
+def test_remove_refuses_what_is_not_in_a_scratch_folder(tmp_path: Path) -> None:
+    mine = tmp_path / "not-scratch"
+    _venv_like(mine)
+    error = Remover().remove(mine, tmp_path)
+    assert "not inside an iobench scratch folder" in error
+    assert (mine / "pyvenv.cfg").is_file()
+
+
+def test_defer_renames_into_the_trash_and_empty_removes_it(tmp_path: Path) -> None:
+    s = _scratch(tmp_path, "target")
+    trial = s.run_root / "naive-r1"
+    _venv_like(trial / "venv")
+    remover = Remover()
+    assert remover.defer(trial, s.run_root / TRASH, s.root) == ""
+    assert not trial.exists()  # gone from its place at once: one rename
+    waiting = list((s.run_root / TRASH).iterdir())
+    assert [p.name for p in waiting] == ["1-naive-r1"] and list(remover.trash) == waiting
+    assert remover.defer(s.run_root / "never-made", s.run_root / TRASH, s.root) == ""
+    assert remover.empty() == []
+    assert list((s.run_root / TRASH).iterdir()) == [] and remover.trash == {}
+
+
+def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
+    a, b = _scratch(tmp_path, "vol-a"), _scratch(tmp_path, "vol-b")
+    remover = Remover()
+    for s in (a, b):
+        _venv_like(s.run_root / "x-r1" / "venv", packages=4)
+        remover.defer(s.run_root / "x-r1", s.run_root / TRASH, s.root)
+    # one real filesystem here: the two roles are told apart as the runner would see two
+    reaper = Reaper(remover, {a.root: 1, b.root: 2})
+    reaper.hold([a.root])  # a trial runs on vol-a
+    reaper.work()  # the thread's body, run here: it empties what it may, then returns
+    assert list((a.run_root / TRASH).iterdir()), "removed on a volume a trial was using"
+    assert list((b.run_root / TRASH).iterdir()) == []
+    reaper.release()  # the trial ended: vol-a's trash goes in the background
+    assert reaper.drain() == []
+    assert list((a.run_root / TRASH).iterdir()) == [] and remover.trash == {}
+
+
+def test_hold_stops_a_removal_between_subtrees(tmp_path: Path) -> None:
+    s = _scratch(tmp_path, "vol")
+    _venv_like(s.run_root / "big-r1" / "venv", packages=40, files=40)
+    remover = Remover(workers=2)
+    remover.defer(s.run_root / "big-r1", s.run_root / TRASH, s.root)
+    reaper = Reaper(remover, {s.root: 7})
+    reaper.release()
+    reaper.hold([s.root])  # returns once no subtree is being removed there
+    assert reaper.current is None
+    left = list(remover.trash)
+    if left:  # stopped part-way: the rest waits, untouched until released
+        before = sum(1 for _ in os.walk(left[0]))
+        reaper.work()
+        assert sum(1 for _ in os.walk(left[0])) == before
+    reaper.release()
+    assert reaper.drain() == [] and not list((s.run_root / TRASH).iterdir())
+
+
+@pytest.mark.parametrize("workers", [1, 8])
+def test_remover_remove_is_the_same_serial_or_parallel(tmp_path: Path, workers: int) -> None:
+    s = _scratch(tmp_path, f"w{workers}")
+    _venv_like(s.run_root / "t-r1")
+    assert Remover(workers=workers).remove(s.run_root / "t-r1", s.root) == ""
+    assert not (s.run_root / "t-r1").exists()
