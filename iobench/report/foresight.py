@@ -76,7 +76,7 @@ class Foresight:
             cells.append([r.config, fmt_s(r.predicted_s), r.measured_text, r.error_text,
                           str(r.n_ok), str(r.n_censored)])  # fmt: skip
         widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-        out = ["", "Predicted vs measured time-to-ready (probe at the start; docs/prediction.md):"]
+        out = ["", "Predicted vs measured time-to-ready (medians; docs/prediction.md):"]
         for row in cells:
             out.append("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())  # fmt: skip
         return out + [f"note: {n}" for n in self.notes]
@@ -95,8 +95,9 @@ class Foresight:
         notes = "".join(f'<div class="warn">{html.escape(n)}</div>' for n in self.notes)
         return (
             "<h2>Predicted and given up</h2>"
-            '<p class="caption">Predicted: from the probe of the roles at the start of the run '
-            "(probe.json; docs/prediction.md); empty for configs the model cannot predict. "
+            '<p class="caption">Predicted: median of the trials\' predictions, each from the '
+            "probe of the roles at the start of the run (probe.json) and the CPU speed at the "
+            "trial's start (docs/prediction.md); empty for configs the model cannot predict. "
             "Measured: median time-to-ready; &gt; X: half or more of the config's trials were "
             "ended by --give-up-after at X s or later (docs/early-stop.md).</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
