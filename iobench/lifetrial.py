@@ -187,7 +187,12 @@ class Restart:
         """reinstall's restart: a new venv and the whole install (bytecode included)."""
         t, venv = self.t, self.s.venv
         self.ok(
-            t.phase("restart-venv", self.ctx.venv_argv(venv), self.s.env, self.sampler),
+            t.phase(
+                "restart-venv",
+                self.ctx.venv_argv(venv, self.cfg.venv_creator),  # as the first start made it
+                self.s.env,
+                self.sampler,
+            ),
             "venv creation",
         )
         site = installers.site_packages(venv)

@@ -485,6 +485,10 @@ def check_resume(meta: RunMeta, plan: RunPlan) -> None:
     kind = "local" if plan.local_index else "remote"
     if meta.index_kind not in (None, kind):
         raise UsageError(f"cannot resume {run}: the package index changed (was {meta.index_kind})")
+    if plan.scenario.lifecycle and meta.cache_mode != plan.cache_mode:
+        raise UsageError(
+            f"cannot resume {run}: --cache-mode changed (was {meta.cache_mode}, now {plan.cache_mode})"
+        )
 
 
 # ---------------------------------------------------------------- what meta.json says of the plan
@@ -514,6 +518,7 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             "index": index_meta,
             "gpu": metadata.gpu_info(),
             "sample_hz": p.sample_hz,
+            "cache_mode": p.cache_mode,
             "stall_after_s": p.stall_after,
             "stall_timeout_s": p.stall_timeout,
             "trial_timeout_s": p.trial_timeout_s,

@@ -18,7 +18,8 @@ would misread the files (a key or column renamed, removed, or given another mean
   meta.json gains ``order_seed`` (the seed of that order); readers ignore columns and keep
   keys they do not know. Version 1 upgrades on reading: ``order_seed`` null, ``position``
   empty. Added within version 2 (a missing key reads as the behaviour before it):
-  ``overhead`` (iobench's own cost; missing: unknown).
+  ``cache_mode`` (``--cache-mode`` of runs with start-up strategies; missing: ``cold``, the
+  only mode before the key); ``overhead`` (iobench's own cost; missing: unknown).
 """
 
 from __future__ import annotations
@@ -158,6 +159,12 @@ class RunMeta:
         "null, or {name, count, driver, source, and optionally memory_mib, instance_type}"
     )
     sample_hz: float | None = key("the sampler's rate (`--sample-hz`)", lo=0.001, hi=1000)
+    cache_mode: str = key(
+        "how restarts found the caches (`--cache-mode`: `cold` or `warm`; runs written before "
+        "the key: `cold`)",
+        "cold",
+        choices=("cold", "warm"),
+    )
     stall_after_s: float | None = key(
         "seconds without progress that open a stall (`--stall-after`)", lo=0, hi=1e7
     )

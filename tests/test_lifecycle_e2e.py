@@ -157,7 +157,9 @@ def test_packed_and_copied_venvs_are_restored_ready_and_leave_nothing(
     nothing_left(quick, tmpfs)
 
 
-def test_resume_runs_the_missing_trials_of_every_strategy(tmp_path: Path) -> None:
+def test_resume_runs_the_missing_trials_of_every_strategy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target, tmp = tmp_path / "target", tmp_path / "tmp"
     target.mkdir()
     tmp.mkdir()
@@ -172,10 +174,37 @@ def test_resume_runs_the_missing_trials_of_every_strategy(tmp_path: Path) -> Non
     (run_dir / "trials.csv").write_text("".join(lines[:-1]))
     meta = json.loads((run_dir / "meta.json").read_text())
     (run_dir / "meta.json").write_text(json.dumps({**meta, "status": "interrupted"}))
+    assert meta["cache_mode"] == "cold"
+    # restarts measured warm would not be the run's: refused in one line, nothing run
+    assert main(["run", "--resume", str(run_dir), "--no-report", "--cache-mode", "warm"]) != 0
+    assert "cannot resume" in capsys.readouterr().err
+    assert len(read_csv(run_dir / "trials.csv")) == len(names) - 1
+    # meta.json written before the key: its restarts were cold, so a cold resume goes on
+    (run_dir / "meta.json").write_text(
+        json.dumps({k: v for k, v in meta.items() if k != "cache_mode"} | {"status": "interrupted"})
+    )
     assert main(["run", "--resume", str(run_dir), "--no-report", "--quiet"]) == 0
     rows = read_csv(run_dir / "trials.csv")
     assert sorted(r["trial_id"] for r in rows) == sorted(f"{n}-r1" for n in names)
     again = next(r for r in rows if r["trial_id"] == dropped)
     assert again["status"] == "ok" and again["strategy"] == dropped.removesuffix("-r1")
     assert float(again["restart_s"]) > 0
+    nothing_left(target, tmp)
+
+
+def test_a_reinstall_restart_makes_its_venv_with_the_config_s_creator(tmp_path: Path) -> None:
+    """``python -m venv --without-pip`` seeds no pip; virtualenv would: the ready check, run at
+    both events, fails if the restart's venv was made by another creator than the first's."""
+    target, tmp = tmp_path / "target", tmp_path / "tmp"
+    target.mkdir()
+    tmp.mkdir()
+    ready = "import importlib.util, tiny_core; assert importlib.util.find_spec('pip') is None"
+    scen = scenario(tmp_path, ["reinstall", "persistent-venv"], ready=ready)
+    text = scen.read_text().replace(
+        'cache = "tmp"\n', 'cache = "tmp"\nvenv_creator = "venv-without-pip"\n', 1
+    )
+    scen.write_text(text)
+    rows = run(scen, target, tmp, tmp_path / "r")
+    assert rows["reinstall"]["venv_creator"] == "venv-without-pip"
+    assert rows["reinstall"]["status"] == "ok" and float(rows["reinstall"]["restart_s"]) > 0
     nothing_left(target, tmp)

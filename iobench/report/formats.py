@@ -19,7 +19,7 @@ from iobench.cost import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
 from iobench.report.units import fmt_s, fmt_s_range
-from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word
+from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
 
 SUMMARY_FORMAT = "iobench-summary"
 #: 1: first version (configs = summary.csv rows; cost; recommendation).
@@ -106,9 +106,9 @@ def placement(row: pd.Series | dict[str, Any]) -> str:
 
 
 def fastest_first(summary: Summary) -> pd.DataFrame:
-    """Fastest first; configs without a successful trial last."""
+    """Fastest first (a strategy run: by first start); configs without a successful trial last."""
     t = summary.table.copy()
-    t["_key"] = t["median_time_to_ready_s"].fillna(math.inf)
+    t["_key"] = t[summary.ranked_by].fillna(math.inf)
     return t.sort_values(["_key"], kind="stable").drop(columns="_key")
 
 
@@ -198,17 +198,20 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
         "",
     ]
     name = spread_name(summary)
-    header = ["config", "ok", "median", name, f"vs {summary.baseline or 'baseline'}", "",
-              "$/start", "$/month", "bottleneck"]  # fmt: skip
+    life = summary.has_restarts  # first start and restart side by side, ranked by first start
+    header = ["config", "ok", "first start" if life else "median", name,
+              f"vs {summary.baseline or 'baseline'}", "", "$/start", "$/month", "bottleneck"]  # fmt: skip
     rows = [header]
+    times = {c.name: c.times for c in summary.configs}
     for _, r in fastest_first(summary).iterrows():
         star = " *" if r["config"] == summary.winner else ""
+        first = spread(times.get(r["config"], ()))
         rows.append(
             [
                 f"{r['config']}{star}",
                 f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
-                fmt_s(r["median_time_to_ready_s"]),
-                spread_text(r, name),
+                fmt_s(r[summary.ranked_by]),
+                fmt_s_range(first[0], first[1]) if life and r["n_ok"] > 1 else spread_text(r, name),
                 str(r["vs_baseline"] or "—"),
                 noise_word(_known(r["beyond_noise_vs_baseline"])),
                 fmt_usd(r["cost_per_start_usd"]),
@@ -216,8 +219,15 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
                 str(r["bottleneck"]),
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     right = {1, 2, 3, 6, 7}
+    if life:  # the restart beside the first start
+        restart = {
+            c: fmt_s(v) for c, v in zip(summary.table["config"], summary.table["median_restart_s"])
+        }
+        for row in rows:
+            row.insert(3, "restart" if row is header else restart.get(row[0].rstrip(" *"), "—"))
+        right = {1, 2, 3, 4, 7, 8}
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         cells = [
             c.rjust(w) if i in right else c.ljust(w)
@@ -245,8 +255,8 @@ def answer_lines(
     (report/verdict.console_lines), so it asks for neither here.
     """
     lines: list[str] = list(summary.same_storage) if same_storage else []
-    if verdict:
-        lines.append(summary.verdict.headline)
+    if verdict:  # a strategy run's verdict compares first starts; the advice is by the month
+        lines.append(("First start: " if summary.has_restarts else "") + summary.verdict.headline)
     if rec is not None:
         label = summary.price.label if summary.price else None
         lines.append(rec.saving_line(label, summary.options.starts_per_month))

@@ -261,7 +261,8 @@ def answer_html(summary: Summary, rec: Recommendation | None) -> str:
         return (
             '<div class="warn">No configuration finished successfully; nothing to recommend.</div>'
         )
-    parts = [f'<p class="big">{esc(v.headline)}</p>']
+    first = "First start: " if summary.has_restarts else ""  # the advice is by the month
+    parts = [f'<p class="big">{esc(first + v.headline)}</p>']
     label = summary.price.label if summary.price else None
     if rec is not None:
         parts.append(f"<p>{esc(rec.saving_line(label, summary.options.starts_per_month))}</p>")
@@ -297,7 +298,7 @@ def recommendation_html(rec: Recommendation | None) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
     return (
         "<h2>What to set</h2>"
-        f"<p>Derived from <b>{esc(rec.config)}</b>, which beat {esc(rec.baseline)} beyond noise, "
+        f"<p>Derived from <b>{esc(rec.config)}</b>, {esc(rec.why)}, "
         "and the folders its roles had on this machine. The script runs with <code>bash -e</code> "
         "on a stock Debian 12 or Ubuntu 24.04.</p>"
         "<h3>Start script (bash)</h3><pre>"

@@ -1,5 +1,6 @@
 """The report's start-up strategy section: first start and restart side by side, the monthly
-cost at the user's starts a month, the break-even, and the start script of the cheapest.
+cost at the user's starts a month, and the break-even; the cheapest's start script is the
+main recommendation's (report/recommend.py reads this section).
 
 Read only from trials.csv (the lifecycle columns of :mod:`iobench.records`); the prices come
 from the report's cost options. Without a GPU price the ranking is by idle time (the same
@@ -12,14 +13,21 @@ from __future__ import annotations
 import csv
 import html
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from iobench.lifecycle import LifeFigures, Prices, find_storage_preset, recommend, summary_lines
+from iobench.lifecycle import (
+    LifeFigures,
+    Prices,
+    find_storage_preset,
+    monthly,
+    recommend,
+    summary_lines,
+)
+from iobench.lifecycle import Recommendation as LifeRanking
 from iobench.stats import median
 
 # the trade-off of each strategy (iobench.strategies' words; report/ imports no measuring module)
@@ -53,6 +61,17 @@ class LifecycleSection:
     prices: Prices | None = None
     starts: float = 30.0
     best: str | None = None
+    ranking: LifeRanking | None = None  # every config's month at ``starts``, cheapest first
+    priced: bool = False  # a GPU price was known (else the ranking is by idle time)
+
+    def row(self, config: str) -> dict[str, Any] | None:
+        """One config's medians (None when it measured no restart)."""
+        return next((r for r in self.rows if r["config"] == config), None)
+
+    def monthly_usd(self) -> dict[str, float]:
+        """Each config's monthly total at ``starts`` (the one cost function, iobench.lifecycle)."""
+        prices = self.prices or Prices(1.0)
+        return {f.strategy: monthly(f, self.starts, prices).total_usd for f in self.figures}
 
 
 def _median(frame: pd.DataFrame, col: str) -> float:
@@ -128,38 +147,6 @@ def side_by_side(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-_SCRATCH = re.compile(r"/\.iobench-scratch/[^/\s]+/[^/\s]+")
-
-
-def user_line(command: str) -> str:
-    """A measured command with iobench's scratch folders taken out: the roles' own folders."""
-    return _SCRATCH.sub("", command)
-
-
-def script_lines(row: dict[str, Any]) -> list[str]:
-    """The cheapest strategy's start script: only the lines a trial ran (in the roles' folders)."""
-    lost, redo = TRADE_OFFS.get(row["strategy"], ("", ""))
-    where = (
-        "; restore to the path the venv was built at — venvs hold absolute paths"
-        if row["restore_command"]
-        else ""
-    )
-    out = [f"Start script ({row['strategy']}{where}):"]
-    if row["persist_command"]:
-        out.append(f"  # once, after installing on tmp:  {user_line(row['persist_command'])}")
-    if row["restore_command"]:
-        out.append(f"  # at every start:                 {user_line(row['restore_command'])}")
-    elif not row["persist_command"]:
-        out.append("  # no persist or restore step: the start script of the config above")
-    if row["persist_method"] and not row["persist_command"]:
-        out.append(
-            f"  # ({row['persist_method']} ran through a Python module here: no shell line was measured)"
-        )
-    if lost:
-        out.append(f"Trade-off: lost at restart: {lost}. After changing packages: {redo}.")
-    return out
-
-
 def build_section(
     trials: pd.DataFrame, price_usd_per_hour: float | None, starts: float, storage: str | None
 ) -> LifecycleSection:
@@ -174,20 +161,21 @@ def build_section(
             r["first_s"],
             r["restart_s"],
             0.0 if math.isnan(r["stored_bytes"]) else r["stored_bytes"],
+            0.0 if math.isnan(r["target_read"]) else r["target_read"],  # billed where reads are
         )
         for r in rows
     ]
     rec = recommend(figures, starts, prices)
-    best = next(r for r in rows if r["config"] == rec.best.strategy)
     lines = [
         "Start-up strategies: first start and restart (medians)",
         *side_by_side(rows),
         "",
         *summary_lines(rec, figures),
-        *script_lines(best),
         *notes,
     ]
-    return LifecycleSection(rows, lines, figures, prices, starts, rec.best.strategy)
+    return LifecycleSection(
+        rows, lines, figures, prices, starts, rec.best.strategy, rec, price_usd_per_hour is not None
+    )
 
 
 CSV_COLUMNS = (
@@ -207,8 +195,6 @@ CSV_COLUMNS = (
 
 def write_csv(section: LifecycleSection, path: Path) -> Path:
     """lifecycle.csv: a line per config, first start and restart side by side, and its month."""
-    from iobench.lifecycle import monthly
-
     prices = section.prices or Prices(1.0)
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

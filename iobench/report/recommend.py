@@ -1,7 +1,11 @@
 """Turn a config that won beyond noise into a start script and Dockerfile lines that work
 when pasted, derived from what was measured on this machine, never from a fixed belief.
 
-Only a verdict of kind ``advice`` (report/verdict.py) earns a script. The script sets the
+In a run with start-up strategies (docs/strategies.md) the advice is the cheapest config over
+a month at the user's starts a month (iobench.lifecycle's one cost function, through the
+report's strategy section), and its script holds the strategy's measured persist and restore
+lines: made once, restored at every start. Elsewhere only a verdict of kind ``advice``
+(report/verdict.py) earns a script. The script sets the
 places the winning config used — ``VIRTUAL_ENV``, ``TMPDIR``, ``PIP_CACHE_DIR`` /
 ``PIP_NO_CACHE_DIR`` for pip or ``UV_CACHE_DIR`` / ``UV_NO_CACHE`` for uv, bytecode and uv
 link-mode settings — and makes the venv the way the trials did, or says where it differs.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+import re
 import shlex
 import textwrap
 from collections.abc import Mapping
@@ -23,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from iobench.cost import format_usd as usd
+from iobench.lifecycle import crossings
+from iobench.report.lifecycle_report import TRADE_OFFS, LifecycleSection
 from iobench.report.summary import Summary
 from iobench.report.units import fmt_s
 from iobench.report.verdict import same_filesystem
@@ -47,9 +54,20 @@ class Recommendation:
     winner_s: float = math.nan
     baseline_s: float = math.nan
     changes: list[str] = field(default_factory=list)
+    lifecycle: str = ""  # a strategy run: why this config (its month against the runner-up's)
+
+    @property
+    def why(self) -> str:
+        """What earned this config its script, as a clause after its name."""
+        if self.lifecycle:
+            return "the cheapest start-up strategy over a month"
+        return f"which beat {self.baseline} beyond noise"
 
     def saving_line(self, price_label: str | None, starts_per_month: float) -> str:
-        """``Saves 0.6 s (25%) per cold start`` (+ dollars when a price is known)."""
+        """``Saves 0.6 s (25%) per cold start`` (+ dollars when a price is known); a strategy
+        run's: the month of the cheapest config against the runner-up's."""
+        if self.lifecycle:
+            return self.lifecycle
         text = (
             f"Saves {fmt_s(self.saving_s)} ({self.saving_pct:.0f}%) per cold start against "
             f"{self.baseline}"
@@ -181,7 +199,8 @@ def caveats(config: Mapping[str, Any], roles: Mapping[str, Any]) -> list[str]:
             "cache survives between starts (a persistent volume); a fresh pod starts cold"
         )
     venv_role = str(config.get("venv_role") or "")
-    if venv_role == "tmp" or _role(roles, venv_role).get("fstype") == "tmpfs":
+    restored = str(config.get("strategy") or "") in ("packed-venv", "copied-venv")
+    if not restored and (venv_role == "tmp" or _role(roles, venv_role).get("fstype") == "tmpfs"):
         out.append(
             "the venv lives on tmp, which does not survive a restart: the start script must "
             "rebuild it (and reinstall every package) at every start"
@@ -189,24 +208,54 @@ def caveats(config: Mapping[str, Any], roles: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def venv_lines(meta: Mapping[str, Any]) -> list[str]:
-    """Make the venv with stock tools, as close to the trials' as they allow, saying how close."""
+#: the measured command per venv creator (iobench.installers.venv_command), as a user runs it
+VENV_COMMANDS = {
+    "virtualenv": 'python3 -m virtualenv --no-periodic-update --no-setuptools "$VIRTUAL_ENV"',
+    "venv": 'python3 -m venv "$VIRTUAL_ENV"',
+    "venv-without-pip": 'python3 -m venv --without-pip "$VIRTUAL_ENV"',
+    "uv": 'uv venv --python python3 "$VIRTUAL_ENV"',
+}
+_CREATOR_NOTES = {
+    "virtualenv": "virtualenv is not part of a stock python3: install it first (Debian/Ubuntu: "
+    "apt-get install python3-virtualenv; its version may differ from the measured one)",
+    "venv": "Debian/Ubuntu: apt-get install python3-venv; ensurepip seeds the Python's own pip",
+    "venv-without-pip": "Debian/Ubuntu: apt-get install python3-venv; the venv gets no pip, so "
+    "packages are installed by a pip outside it, as the trials did",
+    "uv": "uv is not part of Debian/Ubuntu: install it first",
+}
+
+
+def creator_of(config: Mapping[str, Any]) -> str:
+    """The venv creator a config measured (runs before the column: virtualenv)."""
+    creator = str(config.get("venv_creator") or "")
+    return creator if creator in VENV_COMMANDS else "virtualenv"
+
+
+def venv_lines(meta: Mapping[str, Any], creator: str = "virtualenv") -> list[str]:
+    """Make the venv with the creator the trials used, the command they ran, saying what it needs."""
     venv = (meta.get("versions") or {}).get("venv") or {}
     venv = venv if isinstance(venv, Mapping) else {}
-    creator = f"virtualenv {venv['virtualenv']}" if venv.get("virtualenv") else "virtualenv"
-    pip = venv.get("pip")
-    lines = _comments([
-        f"the trials made venvs with {creator}" + (f", seeded with pip {pip}" if pip else "")
-        + "; this uses python3 -m venv (Debian/Ubuntu: apt-get install python3-venv), which "
-        "seeds the system's pip" + (", so pip is then brought to the measured version"
-                                    if pip else " (the pip version may differ)"),
-    ]) + [
-        'python3 -m venv "$VIRTUAL_ENV"',
-        'export PATH="$VIRTUAL_ENV/bin:$PATH"',
-    ]  # fmt: skip
+    made = "virtualenv"
+    if creator == "virtualenv" and venv.get("virtualenv"):
+        made = f"virtualenv {venv['virtualenv']}"
+    elif creator != "virtualenv":
+        made = VENV_COMMANDS[creator].split(' "$')[0]
+    pip = venv.get("pip") if creator == "virtualenv" else None
+    said = f"the trials made venvs with {made}" + (f", seeded with pip {pip}" if pip else "")
+    said += f"; {_CREATOR_NOTES[creator]}"
     if pip:
-        lines.append(f"python3 -m pip install --quiet --disable-pip-version-check 'pip=={pip}'")
-    return lines
+        said += f" (if its pip is not {pip}: python3 -m pip install 'pip=={pip}')"
+    return _comments([said]) + [VENV_COMMANDS[creator]]
+
+
+def install_hint(installer: str, creator: str) -> str:
+    """Where the user's own install goes (iobench measured its own package list)."""
+    if installer == "uv":
+        return "# install your packages here, e.g.: uv pip install -r requirements.txt"
+    if creator in ("venv-without-pip", "uv"):  # no pip inside: pip from outside, as measured
+        return ('# install your packages here with a pip outside the venv, e.g.: '
+                '/usr/bin/python3 -m pip --python "$VIRTUAL_ENV/bin/python" install -r requirements.txt')  # fmt: skip
+    return "# install your packages here, e.g.: python3 -m pip install -r requirements.txt"
 
 
 def _comments(texts: list[str], width: int = 92) -> list[str]:
@@ -225,22 +274,27 @@ def _comments(texts: list[str], width: int = 92) -> list[str]:
 
 
 def shell_lines(
-    pairs: list[tuple[str, str]], installer: str, meta: Mapping[str, Any], comments: list[str]
+    pairs: list[tuple[str, str]],
+    installer: str,
+    meta: Mapping[str, Any],
+    comments: list[str],
+    creator: str = "virtualenv",
 ) -> list[str]:
-    """The start script: caveats as comments, exports, folders, then the venv."""
+    """The start script: caveats as comments, exports, folders, then the venv and its install."""
+    return [
+        *_exports(pairs, comments),
+        *venv_lines(meta, creator),
+        'export PATH="$VIRTUAL_ENV/bin:$PATH"',
+        install_hint(installer, creator),
+    ]
+
+
+def _exports(pairs: list[tuple[str, str]], comments: list[str]) -> list[str]:
     lines = _comments(comments)
     lines += [f"export {name}={_q(value)}" for name, value in pairs]
     dirs = [n for n, _ in pairs if n in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")]
     if dirs:
         lines.append("mkdir -p " + " ".join(f'"${n}"' for n in dirs))
-    lines += venv_lines(meta)
-    if installer == "uv":
-        lines.append("# then install your packages with: uv pip install ... (uv is not part of "
-                     "Debian/Ubuntu; install it first)")  # fmt: skip
-    else:
-        lines.append(
-            "# then install your packages, e.g.: python3 -m pip install -r requirements.txt"
-        )
     return lines
 
 
@@ -255,7 +309,10 @@ def dockerfile_lines(pairs: list[tuple[str, str]], comments: list[str]) -> list[
 def recommend(
     summary: Summary, meta: Mapping[str, Any], own: Path | None = None
 ) -> Recommendation | None:
-    """The start script for a verdict that earned one (kind ``advice``), else None."""
+    """The start script for a verdict that earned one (kind ``advice``), else None; in a run
+    with start-up strategies, the cheapest strategy's over a month (:func:`lifecycle_advice`)."""
+    if summary.has_restarts:
+        return lifecycle_advice(summary, meta, own)
     verdict = summary.verdict
     if not verdict.advise or verdict.advised is None:
         return None
@@ -283,7 +340,7 @@ def recommend(
     return Recommendation(
         config=verdict.advised,
         baseline=summary.baseline,
-        shell=shell_lines(pairs, installer, meta, head),
+        shell=shell_lines(pairs, installer, meta, head, creator_of(win)),
         dockerfile=dockerfile_lines(pairs, cav),
         notes=notes,
         winner_s=win_s,
@@ -293,4 +350,140 @@ def recommend(
         saving_usd_per_start=usd_saved,
         saving_usd_per_month=usd_saved * summary.options.starts_per_month,
         changes=list(verdict.changes),
+    )
+
+
+# --- runs with start-up strategies: the cheapest over a month ------------------------------------
+
+_ANY_SCRATCH = re.compile(r"/\.iobench-scratch/[^/\s'\"]+/[^/\s'\"]+")
+
+
+def user_command(command: str, roles: Mapping[str, Any], own: Path | None = None) -> str:
+    """A measured command in the user's folders: each role's trial folder inside iobench's
+    scratch becomes the role's folder of the script (:func:`user_path`)."""
+    for name in roles:
+        raw = _role(roles, name).get("path")
+        if not raw:
+            continue
+        user, _ = user_path(roles, name, own)
+        trial_dir = re.escape(posixpath.normpath(str(raw))) + _ANY_SCRATCH.pattern
+        command = re.sub(trial_dir, user.replace("\\", "\\\\"), command)
+    return _ANY_SCRATCH.sub("", command)
+
+
+def kept_path(command: str, roles: Mapping[str, Any], own: Path | None = None) -> str | None:
+    """What the persist step wrote on the target (the archive or the copied tree), user's path."""
+    target, _ = user_path(roles, "target", own)
+    words = shlex.split(command) if command else []
+    return next((w for w in words if w.startswith(target.rstrip("/") + "/")), None)
+
+
+def strategy_lines(strategy: str, row: Mapping[str, Any], setup: list[str],
+                   roles: Mapping[str, Any], own: Path | None = None) -> list[str]:  # fmt: skip
+    """The start script's body for one strategy: ``setup`` (make the venv, install) on the first
+    start, then at every start what the strategy measured (restore, or nothing)."""
+    path = 'export PATH="$VIRTUAL_ENV/bin:$PATH"'
+    if strategy == "persistent-venv":
+        return ['if [ ! -x "$VIRTUAL_ENV/bin/python" ]; then  # first start: the venv is made once',
+                *[f"    {x}" for x in setup], "fi", path]  # fmt: skip
+    persist = user_command(str(row.get("persist_command") or ""), roles, own)
+    restore = user_command(str(row.get("restore_command") or ""), roles, own)
+    kept = kept_path(persist, roles, own)
+    if strategy not in ("packed-venv", "copied-venv") or not (persist and restore and kept):
+        why = [] if strategy == "reinstall" else [
+            f"# {strategy}: its {row.get('persist_method') or 'persist'} step ran through a Python "
+            "module here, so no shell line was measured to print"]  # fmt: skip
+        return [*why, *setup, path]
+    return [
+        f"if [ -e {_q(kept)} ]; then  # a restart: restore what the first start kept",
+        f"    {restore}",
+        "else  # the first start: make the venv, install, then keep it on the volume",
+        *[f"    {x}" for x in setup],
+        f"    mkdir -p {_q(posixpath.dirname(kept))}",
+        f"    {persist}",
+        "fi",
+        path,
+    ]
+
+
+def lifecycle_headline(section: LifecycleSection) -> str:
+    """``Cheapest over a month at 30 starts: packed-venv ($0.38/month: ...) ...``."""
+    rank = section.ranking
+    assert rank is not None
+    best, second = rank.best, rank.runner_up
+    row = section.row(best.strategy) or {}
+    n = section.starts
+    idle = f"first start {fmt_s(row.get('first_s'))}, then {fmt_s(row.get('restart_s'))} a restart"
+    if section.priced:
+        text = f"Cheapest over a month at {n:g} starts: {best.strategy} ({usd(best.total_usd)}/month; {idle})"
+        if second is not None:
+            text += f", against {second.strategy} at {usd(second.total_usd)}"
+    else:
+        text = f"Least GPU idle time over a month at {n:g} starts: {best.strategy} ({fmt_s(best.idle_s)}; {idle})"
+        if second is not None:
+            text += f", against {second.strategy} at {fmt_s(second.idle_s)}"
+    if second is not None and rank.break_even is not None:
+        fewer, more = (best.strategy, second.strategy) if rank.break_even > n else (
+            second.strategy, best.strategy)  # fmt: skip
+        text += f"; break-even {rank.break_even:.1f} starts a month ({fewer} below, {more} above)"
+    elif second is not None:
+        text += f"; cheaper than {second.strategy} at any number of starts"
+    return text + "." + _where_advice_changes(section)
+
+
+def _where_advice_changes(section: LifecycleSection) -> str:
+    """The crossing of the cheapest with another config nearest the user's N, when that other
+    config is not the runner-up (whose break-even the headline gives already)."""
+    rank = section.ranking
+    assert rank is not None and section.prices is not None
+    best = rank.best.strategy
+    second = rank.runner_up.strategy if rank.runner_up is not None else None
+    found = [(n, b if a == best else a) for n, a, b, _ in crossings(section.figures, section.prices, 1, 1e6)
+             if best in (a, b) and second not in (a, b)]  # fmt: skip
+    if not found:
+        return ""
+    n, other = min(found, key=lambda c: abs(math.log(c[0] / section.starts)))
+    side = "below" if n < section.starts else "above"
+    return f" {other} is cheaper {side} {n:.1f} starts a month."
+
+
+def lifecycle_advice(
+    summary: Summary, meta: Mapping[str, Any], own: Path | None = None
+) -> Recommendation | None:
+    """The start script of the cheapest config over a month at the user's starts a month."""
+    section = summary.lifecycle
+    if section.ranking is None:
+        return None
+    config = section.ranking.best.strategy
+    row, table = section.row(config) or {}, summary.table.set_index("config")
+    win = table.loc[config].to_dict()
+    strategy = str(row.get("strategy") or win.get("strategy") or "reinstall")
+    roles = meta.get("roles") or {}
+    installer, creator = str(win.get("installer") or "pip"), creator_of(win)
+    pairs, place_notes = env_for(win, roles, own)
+    lost, redo = TRADE_OFFS.get(strategy, ("", ""))
+    headline = lifecycle_headline(section)
+    trade = [f"trade-off: lost at restart: {lost}; after changing packages: {redo}"] if lost else []
+    where = ["restore to the path the venv was built at: a venv holds its absolute path"] if (
+        row.get("restore_command")) else []  # fmt: skip
+    head = [f"iobench: {headline}", *trade, *where, *caveats(win, roles), *place_notes]
+    setup = [*venv_lines(meta, creator), 'export PATH="$VIRTUAL_ENV/bin:$PATH"',
+             install_hint(installer, creator)]  # fmt: skip
+    shell = _exports(pairs, head) + strategy_lines(strategy, row, setup, roles, own)
+    months = section.monthly_usd()
+    second = section.ranking.runner_up
+    return Recommendation(
+        config=config,
+        baseline=second.strategy if second is not None else None,
+        shell=shell,
+        dockerfile=dockerfile_lines(pairs, caveats(win, roles)),
+        notes=[
+            *place_notes,
+            *(f"Trade-off: {t[len('trade-off: ') :]}." for t in trade),
+            "network volumes are often mounted only when the pod starts: run this in the "
+            "start script (or entrypoint), not in a Dockerfile RUN step",
+        ],  # fmt: skip
+        winner_s=float(row.get("first_s", math.nan)),
+        saving_usd_per_month=(months[second.strategy] - months[config]) if second else math.nan,
+        lifecycle=headline,
     )

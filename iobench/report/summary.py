@@ -6,6 +6,12 @@ interpolation, Hyndman & Fan type 7); the shown spread is min–max under ten tr
 p10–p90 from there on (report/verdict.py), and whether a difference is beyond noise is
 decided once, by report/verdict.py with iobench.stats' tie rule (docs/verdicts.md).
 
+A run with start-up strategies (docs/strategies.md) measured two events per trial: there the
+table also holds each config's median first start (install plus the strategy's persist step)
+and restart, the fastest is the fastest first start, and ``monthly_cost_usd`` is the month of
+iobench.lifecycle (first start plus N - 1 restarts, plus storage) that the recommendation
+ranks by (report/lifecycle_report.py builds that section once, here).
+
 The baseline of ``speedup_vs_baseline`` (median baseline ÷ median config: above 1 is
 faster) is the config named ``naive`` (the advice-free default); a run without one uses its
 first config and says so.
@@ -30,6 +36,7 @@ from iobench.report.diagnose import (
     combine_sample_figures,
     sample_figures,
 )
+from iobench.report.lifecycle_report import LifecycleSection, build_section
 from iobench.report.load import PHASES, Run
 from iobench.report.verdict import (
     ConfigTimes,
@@ -56,6 +63,8 @@ CONFIG_COLUMNS = (
     "venv_fstype",
     "tmpdir_fstype",
     "cache_fstype",
+    "venv_creator",
+    "strategy",
 )
 
 SUMMARY_COLUMNS = [
@@ -69,6 +78,8 @@ SUMMARY_COLUMNS = [
     "p90_time_to_ready_s",
     "min_time_to_ready_s",
     "max_time_to_ready_s",
+    "median_first_start_s",
+    "median_restart_s",
     *[f"median_{p}_s" for p in PHASES],
     "iowait_mean_pct",
     "iowait_p95_pct",
@@ -109,6 +120,17 @@ class Summary:
     verdict: Verdict = field(default_factory=lambda: Verdict("none", ""))
     configs: list[ConfigTimes] = field(default_factory=list)
     same_storage: list[str] = field(default_factory=list)  # sentences, said first everywhere
+    lifecycle: LifecycleSection = field(default_factory=LifecycleSection)  # empty: no restarts
+
+    @property
+    def has_restarts(self) -> bool:
+        """The run measured a restart per trial (a scenario with start-up strategies)."""
+        return bool(self.lifecycle.rows)
+
+    @property
+    def ranked_by(self) -> str:
+        """The column the fastest is chosen by: the first start in a strategy run."""
+        return "median_first_start_s" if self.has_restarts else "median_time_to_ready_s"
 
     def row(self, config: str) -> pd.Series:
         """One config's summary row (by name)."""
@@ -235,6 +257,8 @@ def _trial_figures(ok: pd.DataFrame, trials: pd.DataFrame) -> dict[str, float]:
     fig["p90_time_to_ready_s"] = percentile(ttr, 90)
     fig["min_time_to_ready_s"] = percentile(ttr, 0)
     fig["max_time_to_ready_s"] = percentile(ttr, 100)
+    for col in ("first_start_s", "restart_s"):  # empty outside runs with start-up strategies
+        fig[f"median_{col}"] = median(ok[col]) if col in ok.columns else math.nan
     for p in PHASES:
         fig[f"median_{p}_s"] = median(ok[f"{p}_s"])
     fig["iowait_mean_pct"] = median(ok["iowait_mean_pct"])
@@ -258,8 +282,10 @@ def _trial_figures(ok: pd.DataFrame, trials: pd.DataFrame) -> dict[str, float]:
 def _cost_figures(
     fig: dict[str, float], price: PriceChoice | None, options: CostOptions
 ) -> dict[str, float]:
-    """GPU idle and storage cost of one start at the median, their sum, and a month of starts."""
-    med = fig["median_time_to_ready_s"]
+    """GPU idle and storage cost of one start at the median (a strategy run's first start,
+    persist step included), their sum, and a month of starts."""
+    first = fig.get("median_first_start_s", math.nan)
+    med = first if _ok(first) else fig["median_time_to_ready_s"]
     gpu = idle_cost_usd(med, price.usd_per_hour) if price is not None and _ok(med) else math.nan
     store = (
         storage_cost_usd(fig["target_mb"] * 1e6, options.storage_usd_per_gb)
@@ -366,19 +392,19 @@ def summarize(
     table["beyond_noise_vs_baseline"] = [
         marks[c][2] if c in marks else None for c in table["config"]
     ]
+    lifecycle = build_section(
+        run.trials,
+        price.usd_per_hour if price is not None else None,
+        options.starts_per_month,
+        options.storage,
+    )
+    by = "median_first_start_s" if lifecycle.rows else "median_time_to_ready_s"
     if baseline is not None:
-        base = float(table.loc[table["config"] == baseline, "median_time_to_ready_s"].iloc[0])
-        table["saving_vs_baseline_s"] = base - table["median_time_to_ready_s"]
-    usable = table[table["n_ok"] > 0]
-    winner = (
-        str(usable.loc[usable["median_time_to_ready_s"].idxmin(), "config"])
-        if len(usable)
-        else None
-    )
-    costs = usable[np.isfinite(usable["cost_per_start_usd"].to_numpy(dtype=float))]
-    cheapest = (
-        str(costs.loc[costs["cost_per_start_usd"].idxmin(), "config"]) if len(costs) else None
-    )
+        base = float(table.loc[table["config"] == baseline, by].iloc[0])
+        table["saving_vs_baseline_s"] = base - table[by]
+    usable = table[(table["n_ok"] > 0) & np.isfinite(table[by].to_numpy(dtype=float))]
+    winner = str(usable.loc[usable[by].idxmin(), "config"]) if len(usable) else None
+    cheapest = _cheapest(table, lifecycle)
     # the verdict's same-filesystem rule reads each role's device, mount point and fstype
     roles = {name: dataclasses.asdict(role) for name, role in run.roles.items()}
     verdict = decide(configs, baseline, roles)
@@ -394,4 +420,17 @@ def summarize(
         verdict,
         configs,
         shared_storage_lines(roles),
+        lifecycle,
     )
+
+
+def _cheapest(table: pd.DataFrame, lifecycle: LifecycleSection) -> str | None:
+    """The cheapest config: per start, or in a priced strategy run over the month (whose
+    ``monthly_cost_usd`` then becomes iobench.lifecycle's, the figure the advice ranks by)."""
+    if lifecycle.rows and lifecycle.priced and lifecycle.ranking is not None:
+        months = lifecycle.monthly_usd()
+        table["monthly_cost_usd"] = [months.get(c, math.nan) for c in table["config"]]
+        return lifecycle.ranking.best.strategy
+    usable = table[table["n_ok"] > 0]
+    costs = usable[np.isfinite(usable["cost_per_start_usd"].to_numpy(dtype=float))]
+    return str(costs.loc[costs["cost_per_start_usd"].idxmin(), "config"]) if len(costs) else None

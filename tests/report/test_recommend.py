@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,11 @@ def paste(lines: list[str], tmp_path: Path, install: str) -> subprocess.Complete
     ]
     script = tmp_path / "start.sh"
     script.write_text("\n".join(body + checks) + "\n")
-    env = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={tmp_path}", "PIP_CONFIG_FILE=/dev/null",
+    # the trials made their venvs with virtualenv, which a stock python3 lacks: this one has it
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "python3").symlink_to(sys.executable)
+    env = ["env", "-i", f"PATH={shim}:/usr/bin:/bin", f"HOME={tmp_path}", "PIP_CONFIG_FILE=/dev/null",
            "UV_NO_CONFIG=1", "bash", "-e", str(script)]  # fmt: skip
     return subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
 
@@ -112,6 +117,8 @@ def test_each_kind_of_printed_script_builds_a_working_venv_in_a_clean_shell(
     assert "python " not in text and "python -m" not in text  # python3 only
     assert ".iobench-scratch" not in text and "export VIRTUAL_ENV=" in text
     assert "'pip==26.3'" in text and "virtualenv 21.15.11" in text
+    assert "python3 -m virtualenv --no-periodic-update --no-setuptools" in text  # as measured
+    assert "python3 -m venv" not in text
     if kind == "uv":
         uv = uv_binary()
         if uv is None:

@@ -1,0 +1,200 @@
+"""recommend.py in a run with start-up strategies: the advice is the cheapest config over a
+month at the user's starts (iobench.lifecycle), its script holds the measured persist and
+restore lines and the measured venv creator, and the script works when pasted — twice: the
+first start packs, a restart on an emptied machine restores."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers import runs as rf
+
+from iobench.cost import CostOptions
+from iobench.report import build_report
+from iobench.report.recommend import VENV_COMMANDS, Recommendation, user_command, venv_lines
+from iobench.wheels import load_profile, synthesize
+
+TINY_PROFILE = Path(__file__).parents[1] / "data" / "tiny-profile.toml"
+RUN_ID = "20261130-120000-pod-a-torch"
+#: first start and restart (s) of each strategy, and what it keeps (the numbers of
+#: tests/test_lifecycle.py): reinstall wins at 1 start a month, packed-venv from 2.3 on
+LIFE = {
+    "reinstall": (20.0, 18.0, 0.0),
+    "persistent-venv": (40.0, 6.0, 2e9),
+    "packed-venv": (25.0, 3.0, 1e9),
+}
+SPECS = (
+    rf.ConfigSpec("reinstall", venv="tmp", tmpdir="tmp", cache="tmp"),
+    rf.ConfigSpec("persistent-venv", venv="target", tmpdir="tmp", cache="tmp"),
+    rf.ConfigSpec("packed-venv", venv="tmp", tmpdir="tmp", cache="tmp"),
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheels")
+    synthesize(load_profile(str(TINY_PROFILE)), out)
+    return out
+
+
+def strategy_run(tmp_path: Path, creator: str = "virtualenv") -> Path:
+    """A synthetic run of three strategies whose roles are folders of tmp_path, its trials.csv
+    holding the lifecycle columns a real run writes (tar commands in iobench's scratch)."""
+    run = rf.make_run_dir(tmp_path / "results", configs=SPECS, repeats=3)
+    meta = json.loads((run / "meta.json").read_text())
+    roles = {}
+    for name, role in meta["roles"].items():
+        role.update(path=str(tmp_path / "roles" / name), device=f"dev-{name}")
+        role["mountpoint"] = role["path"]
+        roles[name] = role["path"]
+        Path(role["path"]).mkdir(parents=True, exist_ok=True)
+    meta["versions"]["venv"] = {"python": "3.11.7", "virtualenv": "21.15.11", "pip": "26.3"}
+    (run / "meta.json").write_text(json.dumps(meta))
+    trials = pd.read_csv(run / "trials.csv", dtype=str, keep_default_na=False)
+    for i, row in trials.iterrows():
+        first, restart, kept = LIFE[row["config"]]
+        jitter = 0.1 * (i % 3)
+        trial = f"{roles['tmp']}/.iobench-scratch/{RUN_ID}/{row['trial_id']}"
+        store = f"{roles['target']}/.iobench-scratch/{RUN_ID}/{row['trial_id']}/store"
+        packed = row["config"] == "packed-venv"
+        trials.loc[
+            i,
+            [
+                "strategy",
+                "venv_creator",
+                "first_start_s",
+                "restart_s",
+                "stored_bytes",
+                "cache_mode",
+                "cold_method",
+                "persist_method",
+                "persist_command",
+                "restore_command",
+            ],
+        ] = [  # fmt: skip
+            row["config"],
+            creator,
+            str(first + jitter),
+            str(restart + jitter),
+            str(int(kept)),
+            "cold",
+            "drop_caches",
+            "tar" if packed else "",
+            f"tar -C {trial} -cf {store}/venv.tar venv" if packed else "",
+            f"tar -C {trial} -xf {store}/venv.tar" if packed else "",
+        ]
+    trials.to_csv(run / "trials.csv", index=False)
+    return run
+
+
+def advice(run: Path, starts: float) -> Recommendation:
+    result = build_report(run, CostOptions(gpu_price=3.6, starts_per_month=starts))
+    assert result.recommendation is not None
+    return result.recommendation
+
+
+def test_the_advice_is_the_cheapest_month_at_the_users_starts(tmp_path: Path) -> None:
+    run = strategy_run(tmp_path)
+    # 1 start: reinstall's 20 s first start is the whole month; 100: packed-venv's 3 s restarts
+    assert advice(run, 1).config == "reinstall"
+    at_100 = advice(run, 100)
+    assert at_100.config == "packed-venv" and at_100.baseline == "persistent-venv"
+    line = at_100.saving_line("H100 $3.60/h", 100)
+    # packed: (25.1 + 99 x 3.1) s x $3.6/h = $0.332; persistent: (40.1 + 99 x 6.1) s = $0.644
+    assert line.startswith("Cheapest over a month at 100 starts: packed-venv ($0.332/month;")
+    assert "against persistent-venv at $0.644" in line
+    assert "cheaper than persistent-venv at any number of starts" in line
+    # reinstall: 20.1 + (N - 1) x 18.1 = 25.1 + (N - 1) x 3.1 at N = 1 + 5/15
+    assert line.endswith(" reinstall is cheaper below 1.3 starts a month.")
+    assert "which beat" not in at_100.why
+    # the main table ranks by first start and shows the restart beside it
+    table = "\n".join(build_report(run, CostOptions(gpu_price=3.6)).lines)
+    head = next(x for x in table.splitlines() if x.startswith("config"))
+    assert "first start" in head and "restart" in head
+    order = [x.split()[0] for x in table.splitlines() if x.split()[:1] and x.split()[0] in LIFE]
+    assert order[:3] == ["reinstall", "packed-venv", "persistent-venv"], table
+
+
+def test_the_script_holds_the_measured_pack_and_restore_lines_in_the_users_folders(
+    tmp_path: Path,
+) -> None:
+    rec = advice(strategy_run(tmp_path), 100)
+    text = "\n".join(rec.shell)
+    target, tmp = tmp_path / "roles" / "target", tmp_path / "roles" / "tmp"
+    assert f"tar -C {tmp} -cf {target}/store/venv.tar venv" in text
+    assert f"tar -C {tmp} -xf {target}/store/venv.tar" in text
+    assert f"export VIRTUAL_ENV={tmp}/venv" in text and ".iobench-scratch" not in text
+    assert "trade-off: lost at restart: the venv on tmp" in text
+    assert "restore to the path the venv was built at" in text
+    assert "rebuild it (and reinstall every package) at every start" not in text
+    assert VENV_COMMANDS["virtualenv"] in text and "python3 -m venv" not in text
+
+
+@pytest.mark.parametrize("creator", ["virtualenv", "venv", "venv-without-pip", "uv"])
+def test_the_script_makes_the_venv_with_the_measured_creator(creator: str) -> None:
+    meta = {"versions": {"venv": {"virtualenv": "21.15.11", "pip": "26.3"}}}
+    lines = venv_lines(meta, creator)
+    commands = [x for x in lines if not x.startswith("#")]
+    assert commands == [VENV_COMMANDS[creator]]
+    said = " ".join(lines)
+    assert ("virtualenv 21.15.11" in said) == (creator == "virtualenv")
+    others = {c: v for c, v in VENV_COMMANDS.items() if c != creator}
+    assert not any(v in commands for v in others.values())
+
+
+def test_user_command_moves_each_role_s_scratch_to_the_role_s_folder() -> None:
+    roles = {"target": {"path": "/workspace"}, "tmp": {"path": "/dev/shm"}}
+    measured = (
+        "tar -C /dev/shm/.iobench-scratch/run-1/packed-venv-r1 -I 'zstd -T0' "
+        "-cf /workspace/.iobench-scratch/run-1/packed-venv-r1/store/venv.tar.zst venv"
+    )
+    assert user_command(measured, roles, own=Path("/nonexistent")) == (
+        "tar -C /dev/shm -I 'zstd -T0' -cf /workspace/store/venv.tar.zst venv"
+    )
+
+
+def _stock_python(tmp_path: Path, creator: str) -> Path:
+    """A bin folder for the pasted script's PATH: /usr/bin's python3, or (virtualenv, which a
+    stock python3 lacks) this interpreter, which has it; uv when the script runs it."""
+    if creator != "virtualenv" and not Path("/usr/bin/python3").is_file():
+        pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "python3").symlink_to(sys.executable if creator == "virtualenv" else "/usr/bin/python3")
+    return shim
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("creator", ["virtualenv", "venv"])
+def test_the_pasted_script_packs_at_the_first_start_and_restores_at_a_restart(
+    tmp_path: Path, tiny_wheels: Path, creator: str
+) -> None:
+    rec = advice(strategy_run(tmp_path, creator), 100)
+    shim = _stock_python(tmp_path, creator)
+    install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
+    body = [
+        install if x.lstrip().startswith("# install your packages here") else x for x in rec.shell
+    ]
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join([*body, 'python3 -c "import tiny_core; tiny_core.check()"',
+                                 'echo "READY $(python3 -c "import sys; print(sys.prefix)")"']) + "\n")  # fmt: skip
+    env = ["env", "-i", f"PATH={shim}:/usr/bin:/bin", f"HOME={tmp_path}",
+           "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
+    venv = tmp_path / "roles" / "tmp" / "venv"
+    archive = tmp_path / "roles" / "target" / "store" / "venv.tar"
+    first = subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.stdout.strip().endswith(f"READY {venv}") and archive.is_file()
+    shutil.rmtree(venv)  # a new machine: tmp is empty, the volume kept the archive
+    packed = archive.stat().st_mtime_ns
+    again = subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.strip().endswith(f"READY {venv}")
+    assert archive.stat().st_mtime_ns == packed  # restored, not packed again
+    assert "Collecting" not in again.stdout + again.stderr  # nothing installed at the restart
