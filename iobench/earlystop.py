@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from iobench.stats import censored_median, compare, ratio_interval
+from iobench.stats import Comparison, censored_median, compare, ratio_interval
 
 #: --give-up-after below this would end trials that are only noisily slower
 MIN_GIVE_UP = 1.5
@@ -96,8 +96,8 @@ def settled(
     Settled when every config has ``min_rounds`` values and (1) the fastest config ``W``
     has no censored value and is told from every other config ``C``: by the report's tie
     rule (``stats.compare``, censored values at their bound, which only understates the
-    difference), or known alike (the ratio's interval within ±``RATIO_TOLERANCE`` of 1),
-    when C's median is a finished time; when C's median is censored (``> b``,
+    difference), or alike (not told apart, medians within ±``RATIO_TOLERANCE``: either
+    is the answer), when C's median is a finished time; when C's median is censored (``> b``,
     more than K x best) by every value of W lying below every value or bound of C; and (2)
     the headline ratio ``baseline / W`` is known within ±``RATIO_TOLERANCE``: its interval
     (``ratio_interval``) lies inside it, or the baseline's median is censored (the ratio is
@@ -120,7 +120,7 @@ def settled(
         else:
             c = compare(w, fast, other, [o.seconds for o in obs], len(order) - 1)
             if not c.distinguishable:
-                if not _alike(c.low, c.high):
+                if not _alike(c):
                     return None
                 alike.append(other)
     n = min(len(v) for v in have.values())
@@ -144,10 +144,11 @@ def settled(
     )
 
 
-def _alike(low: float, high: float) -> bool:
-    """A ratio's interval within ±``RATIO_TOLERANCE`` of 1: the two configs are alike for
-    the answer (either is as good), so more trials would not change what is advised."""
-    return low >= 1 / (1 + RATIO_TOLERANCE) and high <= 1 + RATIO_TOLERANCE
+def _alike(c: Comparison) -> bool:
+    """Two configs the tie rule cannot tell apart whose medians lie within
+    ±``RATIO_TOLERANCE`` of each other: the same answer ("either"), and more rounds would
+    be spent on a difference smaller than the headline's own tolerance."""
+    return not c.distinguishable and 1 / (1 + RATIO_TOLERANCE) <= c.ratio <= 1 + RATIO_TOLERANCE
 
 
 def parse_repeats(text: str) -> int | tuple[str, int]:
