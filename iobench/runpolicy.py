@@ -10,6 +10,7 @@ config's ``predicted_s`` beside its time-to-ready (``iobench.predict``, from pro
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 #: each micro-probe of the start-of-run probe runs this long at most (a slow folder: ~4 s)
 PROBE_SECONDS = 0.3
+#: predictions use the median of this many latest CPU-speed samples
+CPU_WINDOW = 3
 #: process.py's sentence for a phase ended at the trial's deadline
 _DEADLINE_SENTENCE = "past the trial's time limit"
 
@@ -79,6 +82,7 @@ class RunTrials:
     ) -> None:
         self.plan, self.rd, self.specs, self.predicted = plan, rd, specs, predicted
         self.doc = doc  # the probe: costs per folder, and the CPU speed at the start
+        self.cpu_samples: list[float] = [doc["cpu_s"]] if doc and doc.get("cpu_s") else []
         self.progress = progress
         names = [c.name for c in plan.scenario.configs]
         self.baseline = "naive" if "naive" in names else (names[0] if names else "")
@@ -150,9 +154,11 @@ class RunTrials:
         return result
 
     def _recalibrate(self) -> None:
-        """Predict again with the CPU speed of this moment (``probe.cpu_seconds``, one run,
-        ~0.3 s): on a shared machine the load moves by the minute, and the fast part of a
-        trial goes with the load at its time, not the probe's (docs/prediction.md)."""
+        """Predict again with the CPU speed of this moment: the median of the last
+        ``CPU_WINDOW`` samples of ``probe.cpu_seconds`` (one run, ~0.3 s, before each
+        trial; the probe's own first): on a shared machine the load moves by the minute,
+        and the fast part of a trial goes with the load at its time, not the probe's; one
+        sample alone jumps with every burst of another process (docs/prediction.md)."""
         if self.doc is None or not any(v is not None for v in self.predicted.values()):
             return
         from iobench.probe import cpu_seconds
@@ -161,7 +167,9 @@ class RunTrials:
             cpu = cpu_seconds(runs=1)
         except (OSError, subprocess.SubprocessError):
             return
-        self.predicted = predictions(self.plan, {**self.doc, "cpu_s": cpu})
+        self.cpu_samples.append(cpu)
+        recent = self.cpu_samples[-CPU_WINDOW:]
+        self.predicted = predictions(self.plan, {**self.doc, "cpu_s": statistics.median(recent)})
 
     def _outcomes(self) -> dict[str, list[earlystop.Outcome]]:
         return earlystop.outcomes(self.rd.trials(latest_only=True))
