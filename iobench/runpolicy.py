@@ -50,22 +50,23 @@ def probe_run(
     try:
         doc = probe_roles({r: s.run_root for r, s in scratch.items()}, seconds=PROBE_SECONDS)
         rd.write_probe(doc)
-    except (OSError, IOBenchError) as exc:
+    except (OSError, IOBenchError, subprocess.SubprocessError) as exc:
         progress.message(f"warning: probe failed ({exc}); predicted_s left empty")
         return None
     return doc
 
 
 def predictions(plan: RunPlan, doc: dict[str, Any] | None) -> dict[str, float | None]:
-    """Each config's predicted time-to-ready (None: not probed, or not predictable)."""
+    """Each config's predicted time-to-ready (None: not probed, or not predictable); a
+    prediction that cannot be made leaves ``predicted_s`` empty, never stops the run."""
     if doc is None:
         return {}
     from iobench.predict import predicted_by_config
 
     try:
         return predicted_by_config(plan.scenario, doc)
-    except (IOBenchError, KeyError, ValueError) as exc:
-        raise IOBenchError(f"cannot predict from {doc.get('roles')}: {exc}") from None
+    except (IOBenchError, KeyError, ValueError, TypeError):
+        return {}
 
 
 class RunTrials:
