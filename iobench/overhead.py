@@ -6,6 +6,7 @@ the run's wall time from ``started_at`` to ``ended_at``, the trials' measured ti
 (time-to-ready, plus a strategy's persist and restart steps), and the rest by cause:
 
 - ``setup``: the warm-up venv, scratch folders, meta.json's first writes;
+- ``probe``: the storage micro-probes at the start (``iobench.runpolicy``, not ``--no-probe``);
 - ``priming``: untimed installs that fill warm caches, and the check that a cache is unchanged;
 - ``cleanup``: removing the trials' folders;
 - ``records``: writing rows, samples and stalls;
@@ -32,9 +33,10 @@ from iobench.errors import IOBenchError
 T = TypeVar("T")
 
 #: the causes, in the order the summary line names them
-CAUSES = ("setup", "priming", "cleanup", "records", "trial", "other")
+CAUSES = ("setup", "probe", "priming", "cleanup", "records", "trial", "other")
 LABELS = {
     "setup": "set-up",
+    "probe": "probe",
     "priming": "priming",
     "cleanup": "cleanup",
     "records": "records",
@@ -64,15 +66,20 @@ class Clock:
         self.parts: dict[str, float] = dict.fromkeys(CAUSES, 0.0)
         self.measured_s = 0.0
         self.counts: dict[str, int] = {}
+        self._inner: list[float] = []  # per open ``part``: seconds of the parts inside it
 
     @contextmanager
     def part(self, cause: str) -> Iterator[None]:
-        """Count the time of the ``with`` block as ``cause``."""
+        """Count the time of the ``with`` block as ``cause`` (less the parts nested in it)."""
         t = time.monotonic()
+        self._inner.append(0.0)
         try:
             yield
         finally:
-            self.add(cause, time.monotonic() - t)
+            elapsed = time.monotonic() - t
+            self.add(cause, elapsed - self._inner.pop())
+            if self._inner:
+                self._inner[-1] += elapsed
 
     def add(self, cause: str, seconds: float) -> None:
         if cause not in self.parts:

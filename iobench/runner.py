@@ -10,9 +10,9 @@ Clean-up finishes whatever signals arrive (they are ignored while it runs), and 
 of it is bounded in time: on a hung volume iobench gives up deleting what it cannot, says
 where it is, and exits.
 
-Its own cost is kept small and on record (meta.json's ``overhead``): warm caches are primed
-once per placement (``iobench.warmcache``); a trial's folders go to the run's trash, removed
-in the background only on volumes no running trial uses (``iobench.removal.Reaper``).
+Its own cost is small and on record (meta.json's ``overhead``): warm caches primed once per
+placement (``iobench.warmcache``); trial folders trashed, removed in the background only on
+volumes no running trial uses (``iobench.removal.Reaper``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Runner:
         self._handlers: dict[int, object] = {}
         self._interrupted = False
         self.remover = Remover()
-        self.reaper: Reaper | None = None
+        self.reaper = Reaper(self.remover, {})  # its volumes are known once scratch exists
         self.clock = overhead.Clock()
         self.warm: WarmCaches | None = None
 
@@ -68,9 +68,10 @@ class Runner:
                 rd = self.run_dir = self._open_run_dir(index_meta)
                 ctx = self._context(rd, index_spec)
                 done = rd.done_trial_ids()
-                specs = self.trials = RunTrials.start(
-                    self.plan, rd, self.scratch, done, self.progress
-                )
+                with self.clock.part("probe"):  # and the trial order (iobench.runpolicy)
+                    specs = self.trials = RunTrials.start(
+                        self.plan, rd, self.scratch, done, self.progress
+                    )
                 total = len(specs) + len(done)
                 self.progress.run_started(str(rd.path), total, len(done))
                 for note in self.plan.notes:
@@ -111,8 +112,7 @@ class Runner:
             self._lock_target(run_id)
             rd = RunDir.create(p.results_root, run_id, run_meta(p, run_id, index_meta))
         self.scratch = claim_scratch(p, run_id, self.progress)
-        devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
-        self.reaper = Reaper(self.remover, devices)
+        self.reaper.devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
         self.warm = WarmCaches(self.scratch)
         return rd
 
@@ -142,7 +142,7 @@ class Runner:
         nothing is removed on the trial's volumes while it runs (``Reaper.hold``)."""
         self.progress.trial_started(k, total, spec.trial_id)
         with self.clock.part("cleanup"):
-            self.reaper.hold(self.scratch[r].root for r in spec.config.roles())  # type: ignore[union-attr]
+            self.reaper.hold(self.scratch[r].root for r in spec.config.roles())
         t = time.monotonic()
         result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
         self.clock.trial(result.row, result.priming_s, time.monotonic() - t)
@@ -159,7 +159,7 @@ class Runner:
         with self.clock.part("cleanup"):
             for scratch in self.scratch.values():
                 self._defer(scratch.run_root / spec.trial_id, scratch)
-            self.reaper.release()  # type: ignore[union-attr]
+            self.reaper.release()
         if self.remover.hung:
             raise VolumeHungError(
                 f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
@@ -205,8 +205,7 @@ class Runner:
         try:
             if self.index is not None:
                 self.index.stop()
-            if self.reaper is not None:
-                self.reaper.close()  # its trash goes with the run's folders
+            self.reaper.close()  # its trash goes with the run's folders
             for scratch in self.scratch.values():
                 self._remove(scratch.run_root, scratch.root)
             if self.lock is not None:
@@ -236,7 +235,7 @@ class Runner:
     def _empty_trash(self) -> None:
         """Remove what waits in the trash, before the run's end is stamped (it is part of it)."""
         with self.clock.part("cleanup"):
-            for error in self.reaper.drain() if self.reaper else []:
+            for error in self.reaper.drain():
                 self.progress.message(f"warning: could not remove {error}")
 
     def _remove(self, path: Path, volume: Path) -> None:

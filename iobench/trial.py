@@ -277,9 +277,11 @@ class Trial:
         s.index0 = self.ctx.index.snapshot() if self.ctx.index else None
         s.watch = ContentionWatch().start()  # its scans stay outside the timed interval
         fs = {"venv": s.venv.parent, "tmpdir": s.tmpdir, **({"cache": s.cache} if s.cache else {})}
-        s.sampler = Sampler(
-            self.ctx.sample_hz, stall_after=self.ctx.stall_after, fs_paths=fs
-        ).start()
+        s.sampler = Sampler(self.ctx.sample_hz, stall_after=self.ctx.stall_after, fs_paths=fs)
+        # the timed interval opens with venv creation: a tick before its process starts (a
+        # busy machine, another thread holding the interpreter) belongs to it, not to "setup"
+        s.sampler.phase = "venv"
+        s.sampler.start()
         s.t0 = time.monotonic()
         s.deadline = s.t0 + min(self.ctx.trial_timeout_s, self.ctx.give_up_s or math.inf)
         return None

@@ -56,3 +56,13 @@ def test_clock_parts_and_the_rest_add_up_to_the_wall() -> None:
     assert account["before_start_s"] == 0.5
     with pytest.raises(KeyError):
         clock.add("lunch", 1.0)
+
+
+def test_a_part_nested_in_another_is_counted_once() -> None:
+    clock = Clock()
+    with clock.part("setup"):
+        time.sleep(0.02)
+        with clock.part("probe"):
+            time.sleep(0.05)
+    assert 0.05 <= clock.parts["probe"] < clock.parts["probe"] + clock.parts["setup"] < 0.2
+    assert 0.02 <= clock.parts["setup"] < 0.05 + 0.02  # the probe's seconds are not in it

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +118,40 @@ def test_remover_remove_is_the_same_serial_or_parallel(tmp_path: Path, workers: 
     _venv_like(s.run_root / "t-r1")
     assert Remover(workers=workers).remove(s.run_root / "t-r1", s.root) == ""
     assert not (s.run_root / "t-r1").exists()
+
+
+@pytest.mark.e2e
+def test_a_killed_run_leaves_only_its_own_scratch_which_clean_removes(tmp_path: Path) -> None:
+    """SIGKILL after the first trial (its folders in the trash, maybe half removed): the roles
+    hold the users' files and iobench's scratch with this run's folder only; `iobench clean`
+    removes that, and nothing else."""
+    from helpers.files import DATA
+
+    from iobench.__main__ import main
+    from iobench.scratch import SCRATCH_NAME, SENTINEL
+
+    roles = {name: tmp_path / name for name in ("target", "tmp")}
+    for role in roles.values():
+        role.mkdir()
+        (role / "users-file.txt").write_text("not iobench's")
+    results = tmp_path / "results"
+    argv = [sys.executable, "-m", "iobench", "run", "--scenario", str(DATA / "tiny.toml"),
+            "--repeats", "2", "--no-report", "--no-probe", "--target", str(roles["target"]),
+            "--tmp", str(roles["tmp"]), "--results", str(results)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while not any(len(p.read_text().splitlines()) > 1 for p in results.glob("*/trials.csv")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    run_id = next(results.iterdir()).name
+    for role in roles.values():
+        assert sorted(p.name for p in role.iterdir()) == sorted([SCRATCH_NAME, "users-file.txt"])
+        inside = {p.name for p in (role / SCRATCH_NAME).iterdir()}
+        assert inside - {SENTINEL, "lock.json"} == {run_id}, inside
+        assert main(["clean", str(role)]) == 0
+        assert [p.name for p in role.iterdir()] == ["users-file.txt"]
+        assert (role / "users-file.txt").read_text() == "not iobench's"
