@@ -88,6 +88,7 @@ def check(args: argparse.Namespace) -> RunPlan:
     _check_options(args)
     state = RunDir.open(args.resume).resume_state() if args.resume is not None else None
     meta = state.meta if state is not None else None
+    auto = auto or (meta is not None and args.repeats is None and bool(meta.repeats_auto))
     scenario, repeats = _scenario(args, state)
     roles, notes = _roles(args, state, scenario)
     plan = RunPlan(
@@ -189,8 +190,6 @@ def _repeats_auto(args: argparse.Namespace) -> bool:
     if isinstance(args.repeats, tuple):
         args.repeats = args.repeats[1]
         return True
-    if args.resume is not None and args.repeats is None:
-        return bool(RunDir.open(args.resume).meta().repeats_auto)
     return False
 
 
