@@ -121,7 +121,7 @@ def plot_lifecycle(
         f"${prices.storage_usd_per_gb_month:g}/GB-month"
     )
     ax.set_title(
-        f"{title + ': ' if title else ''}monthly cost of each start-up strategy\n{price}",
+        f"{title or 'Monthly cost of each start-up strategy'}\n{price}",  # the caller's, once
         fontsize=10,
     )
     ax.grid(True, which="both", alpha=0.3)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from iobench.cost import format_usd as usd
-from iobench.lifecycle import crossings
+from iobench.lifecycle import crossings, monthly
 from iobench.report.lifecycle_report import TRADE_OFFS, LifecycleSection
 from iobench.report.summary import Summary
 from iobench.report.units import fmt_s
@@ -413,13 +413,16 @@ def lifecycle_headline(section: LifecycleSection) -> str:
     best, second = rank.best, rank.runner_up
     row = section.row(best.strategy) or {}
     n = section.starts
+    at = f"{n:g} start" + ("" if n == 1 else "s")
     idle = f"first start {fmt_s(row.get('first_s'))}, then {fmt_s(row.get('restart_s'))} a restart"
     if section.priced:
-        text = f"Cheapest over a month at {n:g} starts: {best.strategy} ({usd(best.total_usd)}/month; {idle})"
+        text = (
+            f"Cheapest over a month at {at}: {best.strategy} ({usd(best.total_usd)}/month; {idle})"
+        )
         if second is not None:
             text += f", against {second.strategy} at {usd(second.total_usd)}"
     else:
-        text = f"Least GPU idle time over a month at {n:g} starts: {best.strategy} ({fmt_s(best.idle_s)}; {idle})"
+        text = f"Least GPU idle time over a month at {at}: {best.strategy} ({fmt_s(best.idle_s)}; {idle})"
         if second is not None:
             text += f", against {second.strategy} at {fmt_s(second.idle_s)}"
     if second is not None and rank.break_even is not None:
@@ -432,14 +435,17 @@ def lifecycle_headline(section: LifecycleSection) -> str:
 
 
 def _where_advice_changes(section: LifecycleSection) -> str:
-    """The crossing of the cheapest with another config nearest the user's N, when that other
-    config is not the runner-up (whose break-even the headline gives already)."""
-    rank = section.ranking
-    assert rank is not None and section.prices is not None
+    """Where the cheapest config stops being the cheapest, nearest the user's N, when the one
+    taking over is not the runner-up (whose break-even the headline gives already): only a
+    crossing on the cheapest line counts, not one of two lines a third undercuts there."""
+    rank, prices = section.ranking, section.prices
+    assert rank is not None and prices is not None
     best = rank.best.strategy
     second = rank.runner_up.strategy if rank.runner_up is not None else None
-    found = [(n, b if a == best else a) for n, a, b, _ in crossings(section.figures, section.prices, 1, 1e6)
-             if best in (a, b) and second not in (a, b)]  # fmt: skip
+    cheapest = {n: min(monthly(f, n, prices).total_usd for f in section.figures)
+                for n, *_ in crossings(section.figures, prices, 1, 1e6)}  # fmt: skip
+    found = [(n, b if a == best else a) for n, a, b, usd in crossings(section.figures, prices, 1, 1e6)
+             if best in (a, b) and second not in (a, b) and usd <= cheapest[n] * (1 + 1e-9)]  # fmt: skip
     if not found:
         return ""
     n, other = min(found, key=lambda c: abs(math.log(c[0] / section.starts)))
