@@ -184,7 +184,8 @@ def _trials() -> object:
             "first_start_s": 40.0,
             "restart_s": 6.0,
             "stored_bytes": 2e9,
-            "cold_method": "lab-flush",
+            "cold_method": "drop_caches",
+            "cold_warm_left": "sshfs's own directory cache (20 s)",
             "cache_mode": "cold",
             "restart_target_read_bytes": 5e8,
         },
@@ -221,6 +222,7 @@ def test_the_report_section_ranks_at_the_users_starts() -> None:
     text = "\n".join(at_100.lines)
     # packed: 25 s + 99 x 3 s = 322 s at $3.6/h = $0.322, + 1 GB x $0.07
     assert "packed-venv: $0.392/month (GPU idle $0.322, storage $0.070" in text, text
+    assert "cold (drop_caches); warm still: sshfs's own directory cache (20 s)" in text
     # its start script is the main recommendation's (tests/report/test_recommend_lifecycle.py)
     assert "tar -C" not in text and ".iobench-scratch" not in text
     assert at_100.ranking is not None and at_100.ranking.runner_up is not None

@@ -103,6 +103,7 @@ def config_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
                 "stored_bytes": _median(t, "stored_bytes"),
                 "target_read": _median(t, "restart_target_read_bytes"),
                 "cold_method": _text(t, "cold_method"),
+                "warm_left": _text(t, "cold_warm_left"),
                 "cache_mode": _text(t, "cache_mode"),
                 "persist_method": _text(t, "persist_method"),
                 "persist_command": _text(t, "persist_command"),
@@ -143,6 +144,7 @@ def side_by_side(rows: list[dict[str, Any]]) -> list[str]:
         out.append(
             f"{r['config']:<18} {r['first_s']:>9.2f} s {r['restart_s']:>7.2f} s {kept:>15}  "
             f"{read} / {r['cache_mode']} ({r['cold_method']})"
+            + (f"; warm still: {r['warm_left']}" if r.get("warm_left") else "")
         )
     return out
 
