@@ -238,6 +238,7 @@ def bench(session: nox.Session) -> None:
         "addopts=",
         "--benchmark-only",
         "--benchmark-columns=min,median,max,rounds",
+        "--timeout=1800",  # the report's makes a 200 MB run first; on a busy machine, 300 s is short
         f"--benchmark-storage=file://{BENCH_STORAGE}",
         "--benchmark-autosave",
         *compare,
