@@ -127,8 +127,11 @@ class RunTrials:
                     return
             self.rounds_run = max(self.rounds_run, spec.round)
             yield spec
-        if self.plan.repeats_auto:
-            self._record(f"maximum reached ({self.plan.repeats} rounds)")
+        if self.plan.repeats_auto:  # the last round may have settled it too: say which
+            why = earlystop.settled(self._outcomes(), self.baseline)
+            self._record(
+                f"{why} (the maximum)" if why else f"maximum reached ({self.plan.repeats} rounds)"
+            )
 
     def run(self, ctx: TrialContext, spec: TrialSpec) -> TrialResult:
         """One trial under the give-up bound; its row gets ``predicted_s`` and, when the
