@@ -159,6 +159,12 @@ def env_for(
             link = str(config.get("link_mode") or "default")
             if link != "default":  # the measured link mode (iobench.installers.LINK_MODES)
                 pairs.append(("UV_LINK_MODE", link))
+                if link == "symlink":
+                    notes.append(
+                        f"UV_LINK_MODE=symlink: the venv's files point into the uv cache "
+                        f"({cache_role}); the venv breaks when that cache is cleaned or, on a "
+                        "local disk, gone at the next start"
+                    )
             elif same_filesystem(roles, cache_role, venv_role) is False:
                 pairs.append(("UV_LINK_MODE", "copy"))
                 notes.append(

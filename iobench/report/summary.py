@@ -65,6 +65,7 @@ CONFIG_COLUMNS = (
     "cache_fstype",
     "venv_creator",
     "strategy",
+    "link_mode",
 )
 
 SUMMARY_COLUMNS = [

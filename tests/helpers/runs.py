@@ -55,6 +55,7 @@ class ConfigSpec:
     installer: str = "pip"
     cache_state: str = "cold"
     compile: str = "on"
+    link_mode: str = "default"  # uv's UV_LINK_MODE
     phases: dict[str, float] = field(
         default_factory=lambda: {"venv": 3.0, "download": 20.0, "install": 300.0,
                                  "compile": 40.0, "import": 25.0}
@@ -249,7 +250,7 @@ def _row(run_id: str, spec: ConfigSpec, r: int, fig: dict, derived: dict, failed
         venv_fstype=FSTYPE.get(spec.venv, ""), tmpdir_fstype=FSTYPE.get(spec.tmpdir, ""),
         cache_fstype=FSTYPE.get(spec.cache, ""),
         cache_state=spec.cache_state, installer=spec.installer,
-        compile=spec.compile, status="failed" if failed else "ok",
+        compile=spec.compile, link_mode=spec.link_mode, status="failed" if failed else "ok",
         started_at=f"2026-11-30T12:{r % 60:02d}:00Z",
         read_bytes=300_000_000, read_calls=90_000,
         disk_write_bytes=0 if spec.venv == "target" else fig["write_bytes"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -45,6 +46,20 @@ def test_outputs_exist_and_html_is_self_contained(run_dir: Path) -> None:
     assert data["verdict"]["kind"] == "advice" and data["verdict"]["vs_baseline"]["beyond_noise"]
     assert "export VIRTUAL_ENV=/root/scratch/venv" in data["recommendation"]["shell"]
     assert len(data["configs"]) == 4
+
+
+def test_the_winner_s_measured_uv_link_mode_reaches_its_start_script(tmp_path: Path) -> None:
+    configs = tuple(
+        dataclasses.replace(c, link_mode="symlink") if c.name == "uv-local" else c
+        for c in rf.DEFAULT_CONFIGS
+    )
+    run_dir = rf.make_run_dir(tmp_path, configs=configs, samples=False)
+    build_report(run_dir, CostOptions(gpu="H100"))
+    data = json.loads((run_dir / "summary.json").read_text())
+    assert data["winner"] == "uv-local"
+    assert {c["config"]: c["link_mode"] for c in data["configs"]}["uv-local"] == "symlink"
+    assert "export UV_LINK_MODE=symlink" in data["recommendation"]["shell"]
+    assert "the venv breaks when that cache is cleaned" in json.dumps(data["recommendation"])
 
 
 def test_out_dir_and_missing_or_corrupt_samples(run_dir: Path, tmp_path: Path) -> None:
