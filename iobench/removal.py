@@ -225,9 +225,13 @@ class Remover:
 class Reaper:
     """Empties the trash in a background thread, only on volumes that no trial is using.
 
-    The runner calls ``hold(volumes)`` before a trial (it returns once no removal is under
-    way on those volumes: the subtrees already started finish, the rest waits) and
-    ``release()`` after it; ``drain()`` stops the thread and empties what is left."""
+    The runner calls ``hold(volumes)`` before a trial and ``release()`` after it; ``drain()``
+    stops the thread and empties what is left. ``hold`` stops the background removal on the
+    trial's volumes, then empties *their* trash itself, before the trial starts: trash on a
+    volume never outlives the next trial there, so a run whose trials all use one volume
+    needs room for one trial's folders, not all of them (deferred to the run's end, the
+    trash of earlier torch trials filled an 8 GB target and the later ones failed: ENOSPC).
+    Only the trash on the volumes the trial does not use is removed while it runs."""
 
     def __init__(self, remover: Remover, devices: dict[Path, int]) -> None:
         self.remover = remover
@@ -238,14 +242,17 @@ class Reaper:
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def hold(self, volumes: Iterable[Path]) -> None:
-        """No removal on these scratch folders' filesystems until ``release``."""
+    def hold(self, volumes: Iterable[Path]) -> list[str]:
+        """No background removal on these scratch folders' filesystems until ``release``;
+        their trash is emptied here first. Returns what could not be removed."""
         with self.cond:
             self.busy = {self.devices.get(v, -1) for v in volumes}
             if self.current in self.busy:
                 self.stop.set()
             while self.current is not None and self.current in self.busy:
                 self.cond.wait(_POLL_S)
+            held = [v for v, dev in self.devices.items() if dev in self.busy]
+        return self.remover.empty(held) if held else []
 
     def release(self) -> None:
         """No trial runs: remove on any volume, in the background."""
@@ -257,7 +264,11 @@ class Reaper:
 
     def close(self) -> None:
         """Stop the thread once the subtrees under way are removed."""
-        self.hold(self.devices)
+        with self.cond:
+            self.busy = set(self.devices.values())
+            self.stop.set()
+            while self.current is not None:
+                self.cond.wait(_POLL_S)
         if self.thread is not None:
             self.thread.join()
 

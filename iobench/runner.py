@@ -141,8 +141,9 @@ class Runner:
         """Run a trial, then: its row, its samples, the removal of its folders, in that order;
         nothing is removed on the trial's volumes while it runs (``Reaper.hold``)."""
         self.progress.trial_started(k, total, spec.trial_id)
-        with self.clock.part("cleanup"):
-            self.reaper.hold(self.scratch[r].root for r in spec.config.roles())
+        with self.clock.part("cleanup"):  # the trash on the trial's volumes goes first
+            for error in self.reaper.hold(self.scratch[r].root for r in spec.config.roles()):
+                self.progress.message(f"warning: could not remove {error}")
         t = time.monotonic()
         result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
         self.clock.trial(result.row, result.priming_s, time.monotonic() - t)

@@ -85,7 +85,11 @@ def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
         remover.defer(s.run_root / "x-r1", s.run_root / TRASH, s.root)
     # one real filesystem here: the two roles are told apart as the runner would see two
     reaper = Reaper(remover, {a.root: 1, b.root: 2})
-    reaper.hold([a.root])  # a trial runs on vol-a
+    assert reaper.hold([a.root]) == []  # before a trial on vol-a: its trash goes first, here
+    assert list((a.run_root / TRASH).iterdir()) == []
+    assert list((b.run_root / TRASH).iterdir()), "removed on a volume no trial asked for yet"
+    _venv_like(a.run_root / "x-r2" / "venv", packages=4)  # the trial on vol-a runs, ends
+    remover.defer(a.run_root / "x-r2", a.run_root / TRASH, a.root)
     reaper.work()  # the thread's body, run here: it empties what it may, then returns
     assert list((a.run_root / TRASH).iterdir()), "removed on a volume a trial was using"
     assert list((b.run_root / TRASH).iterdir()) == []
@@ -94,22 +98,32 @@ def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
     assert list((a.run_root / TRASH).iterdir()) == [] and remover.trash == {}
 
 
-def test_hold_stops_a_removal_between_subtrees(tmp_path: Path) -> None:
+def test_trials_on_one_volume_never_hold_more_than_one_trial_s_trash(tmp_path: Path) -> None:
+    s = _scratch(tmp_path, "target")
+    remover = Remover()
+    reaper = Reaper(remover, {s.root: 3})
+    for r in range(1, 5):  # every trial on the one volume, back to back as the runner runs them
+        assert reaper.hold([s.root]) == []
+        trash = s.run_root / TRASH
+        assert not trash.exists() or not list(trash.iterdir()), f"trial {r} beside old trash"
+        _venv_like(s.run_root / f"naive-r{r}" / "venv", packages=3)
+        remover.defer(s.run_root / f"naive-r{r}", s.run_root / TRASH, s.root)
+        reaper.release()
+    assert reaper.drain() == [] and not list((s.run_root / TRASH).iterdir())
+
+
+def test_hold_stops_a_background_removal_and_finishes_it_itself(tmp_path: Path) -> None:
     s = _scratch(tmp_path, "vol")
     _venv_like(s.run_root / "big-r1" / "venv", packages=40, files=40)
     remover = Remover(workers=2)
     remover.defer(s.run_root / "big-r1", s.run_root / TRASH, s.root)
     reaper = Reaper(remover, {s.root: 7})
+    reaper.release()  # the background thread starts on it
+    assert reaper.hold([s.root]) == []  # stops the thread there, then empties the rest here
+    assert reaper.current is None and remover.trash == {}
+    assert not list((s.run_root / TRASH).iterdir())
     reaper.release()
-    reaper.hold([s.root])  # returns once no subtree is being removed there
-    assert reaper.current is None
-    left = list(remover.trash)
-    if left:  # stopped part-way: the rest waits, untouched until released
-        before = sum(1 for _ in os.walk(left[0]))
-        reaper.work()
-        assert sum(1 for _ in os.walk(left[0])) == before
-    reaper.release()
-    assert reaper.drain() == [] and not list((s.run_root / TRASH).iterdir())
+    assert reaper.drain() == []
 
 
 @pytest.mark.parametrize("workers", [1, 8])
