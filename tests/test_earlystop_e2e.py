@@ -76,7 +76,7 @@ def test_give_up_censors_the_slow_config_and_auto_stops(slow: Path, tmpfs, tmp_p
         if "best prediction" in r["error"]:  # before anything finished: only a config
             assert float(r["predicted_s"]) > bound  # predicted past K x the best prediction
         else:  # K x the fast config's median so far
-            assert min(fast) * 0.999 <= basis <= max(fast) * 1.001
+            assert min(fast) - 0.05 <= basis <= max(fast) + 0.05  # the error rounds to 0.1 s
         # the venv was removed with the rest of the trial's scratch
         assert not list(slow.glob(f".iobench-scratch/*/{r['trial_id']}"))
     # probed at the start; every pip config has a prediction
