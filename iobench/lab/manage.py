@@ -180,18 +180,31 @@ def _recorded() -> list[LabMount]:
 @contextlib.contextmanager
 def _exclusive(mp: str) -> Iterator[None]:
     """Only one ``lab up`` or ``lab down`` per mountpoint at a time (a local flock on a file
-    beside the state folders: they live on this machine's /run or temp dir)."""
+    beside the state folders: they live on this machine's /run or temp dir).
+
+    The lock file goes when no volume is recorded at ``mp`` any more (after ``down``, or an
+    ``up`` that failed), removed while still locked; a command that opened it meanwhile sees
+    its file replaced (another inode) and locks the new one."""
     path = state_root() / f"{_mount_id(mp)}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise LabError(
                 f"another `iobench lab` command is working on {mp} right now; wait for it to finish"
             ) from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        os.close(fd)  # removed by the command that held it: lock the file there now
+    try:
         yield
     finally:
+        if _find(mp) is None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         os.close(fd)
 
 

@@ -118,3 +118,4 @@ def test_cli_up_status_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "unmounted" in capsys.readouterr().out
     assert (backing / "hello").exists()  # a given backing folder is left alone
     assert_nothing_left(mnt)
+    assert not list(manage.state_root().glob(f"{manage._mount_id(manage.mount_path(mnt))}*"))
