@@ -22,6 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
 from iobench.cost import format_usd
@@ -100,6 +101,25 @@ def phase_split(ok_trials: pd.DataFrame, median_s: float) -> list[tuple[str, flo
     return [(name, w * median_s / total) for name, w in parts]
 
 
+def _fit_texts(ax: Axes, texts: list[Text]) -> None:
+    """Widen the x axis until every label drawn right of its bar fits inside it.
+
+    A label keeps its width in pixels while the axis rescales, so the span must satisfy
+    ``x0 - lo + width_px / axis_px * span <= span`` for each label starting at ``x0``."""
+    if not texts:
+        return
+    renderer = FigureCanvasAgg(ax.get_figure(root=True)).get_renderer()
+    axis_px = ax.get_window_extent(renderer).width
+    lo, hi = ax.get_xlim()
+    span = hi - lo
+    for t in texts:
+        share = t.get_window_extent(renderer).width / axis_px
+        if share < 0.9:
+            span = max(span, (float(t.get_position()[0]) - lo) / (1 - share) * 1.02)
+    if span > hi - lo:
+        ax.set_xlim(lo, lo + span)
+
+
 def time_to_ready_chart(
     table: pd.DataFrame,
     trials: pd.DataFrame,
@@ -127,6 +147,7 @@ def time_to_ready_chart(
     ax = fig.add_subplot()
     _style(ax)
     xmax = 0.0
+    notes: list[Text] = []
     for y, (_, row) in enumerate(rows.iterrows()):
         config = row["config"]
         med = float(row["median_time_to_ready_s"])
@@ -177,17 +198,18 @@ def time_to_ready_chart(
         elif config == baseline:
             note += "  (baseline)"
         right_end = max(float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
-        ax.text(
+        notes.append(ax.text(
             right_end,
             y,
             "  " + _tx(note),
             va="center",
             fontsize=9,
             fontweight="bold" if config == winner else "normal",
-        )
+        ))  # fmt: skip
     labels = [_tx(f"{c}  ★" if c == winner else str(c)) for c in rows["config"]]
     ax.set_yticks(range(len(rows)), labels=labels)
     ax.set_xlim(0, xmax * 1.32 if xmax > 0 else 1)
+    _fit_texts(ax, notes)
     ax.set_xlabel("time-to-ready (s): venv creation start to ready check success")
     ax.set_title(_tx(title), loc="left", fontsize=12)
     many = bool((rows["n_ok"] > MAX_DOTS).any())
