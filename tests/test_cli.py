@@ -416,11 +416,16 @@ def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path, capsys, mon
     assert "trials    8 (4 configs x 2 repeats)" in out
     assert f"  target   {target}" in out and f"  tmp      {tmp}" in out and "free" in out
     assert (
-        "2 warm trial(s)" in out
+        "2 warm trial(s) download nothing after 1 untimed priming install(s)" in out
         and "6 cold install(s)" in out
         and "loopback index (no network)" in out
     )
     assert "naive-r1" in out and "nocache-r2" in out
+    argv = ["run", "--dry-run", "--scenario", str(TINY), "--target", str(target)]
+    assert main([*argv, "--tmp", str(tmp), "--repeats", "auto:3"]) == 0
+    out = capsys.readouterr().out
+    assert "trials    at most 12 (4 configs x 3 repeats, fewer once settled" in out
+    assert _tree(tmp_path) == before
 
 
 def test_env_defaults_fill_options_and_the_command_line_wins(

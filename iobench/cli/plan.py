@@ -58,9 +58,12 @@ def role_lines(plan: Any) -> list[str]:
 
 def plan_lines(plan: Any) -> list[str]:
     """The dry run's output for a checked ``preflight.RunPlan``."""
+    from iobench import warmcache
+
     sc = plan.scenario
     trials = _trials(plan)
     warm = [t for t in trials if t.config.cache_state == "warm"]
+    primings = len({warmcache.placement(t.config) for t in warm})
     cold = len(trials) - len(warm)
     size = (
         f"about {decimal(int(sc.size_mb * 1e6))} installed per trial"
@@ -71,13 +74,16 @@ def plan_lines(plan: Any) -> list[str]:
         "dry run: nothing was created; drop --dry-run to run this plan",
         f"scenario  {sc.name}: {sc.description}",
         f"packages  {', '.join(sc.packages)} ({size})",
-        f"trials    {len(trials)} ({len(sc.configs)} configs x {plan.repeats} repeats"
+        f"trials    {'at most ' if plan.repeats_auto else ''}{len(trials)} "
+        f"({len(sc.configs)} configs x {plan.repeats} repeats"
+        + (", fewer once settled: --repeats auto" if plan.repeats_auto else "")
         + (f", {plan.resume} continued" if plan.resume is not None else "")
         + ")"
         + (f"; limit {plan.trial_timeout_s:.0f} s each" if plan.trial_timeout_s else ""),
         f"downloads {cold} cold install(s) download every package"
         + (
-            f", {len(warm)} warm trial(s) download nothing after {len(warm)} untimed priming install(s)"
+            f", {len(warm)} warm trial(s) download nothing after {primings} untimed priming "
+            "install(s) (one per cache placement, again only if a trial changed that cache)"
             if warm
             else ""
         )
