@@ -111,7 +111,10 @@ class RunTrials:
         rules: dict[str, Any] = {"give_up_after": plan.give_up_after}
         if plan.repeats_auto:
             rules["repeats_auto"] = {"max": plan.repeats, "rule": "docs/early-stop.md"}
-        rd.update_meta(**rules)
+        try:
+            rd.update_meta(**rules)
+        except (OSError, IOBenchError) as exc:  # a full results disk costs the note, not the run
+            progress.message(f"warning: meta.json not updated ({', '.join(rules)}): {exc}")
         return cls(plan, rd, specs, predicted, progress, doc)
 
     def __len__(self) -> int:
