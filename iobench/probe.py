@@ -568,15 +568,19 @@ def probe_roles(
 ) -> dict[str, Any]:
     """Probe each role's folder briefly (for the start of a run) and return the JSON document.
 
-    Folders shared by several roles are probed once. The write is short (``4 × seconds``)
-    and at most 256 MB. ``cpu_s``: :func:`cpu_seconds`, for scaling recorded fast times.
+    One filesystem is probed once, in the first role's folder on it: the probe measures the
+    filesystem, not the folder (``roles`` maps each role to the folder that was probed for
+    it). The write is short (``4 × seconds``) and at most 256 MB. ``cpu_s``:
+    :func:`cpu_seconds`, for scaling recorded fast times.
     """
     size = file_bytes if file_bytes is not None else median_file_bytes("smoke")
-    done: dict[str, ProbeResult] = {}
-    for path in roles.values():
+    done: dict[int, ProbeResult] = {}
+    probed: dict[str, str] = {}
+    for role, path in roles.items():
         key = os.path.realpath(path)
-        if key not in done:
-            done[key] = probe(
+        fs = os.stat(key).st_dev
+        if fs not in done:
+            done[fs] = probe(
                 key,
                 files=5000,
                 write_mb=256.0,
@@ -585,8 +589,9 @@ def probe_roles(
                 write_seconds=4 * seconds,
                 bucket_s=max(seconds / 2, 0.05),
             )
+        probed[role] = done[fs].path
     doc = results_to_dict(list(done.values()))
-    doc["roles"] = {role: os.path.realpath(path) for role, path in roles.items()}
+    doc["roles"] = probed
     doc["cpu_s"] = cpu_seconds()
     return doc
 

@@ -123,8 +123,10 @@ def test_json_schema_busy_gpus_without_p2p(
     assert "export NCCL_P2P_DISABLE=1" in doc["fix_script"]
     assert len(doc["gpus"]["gpus"]) == 4 and doc["gpus"]["processes"][0]["pid"] == 4242
     assert doc["gpus"]["p2p_read"]["0-1"] == "CNS"
-    # probes of both folders and predictions for the torch-like profile, every config
-    assert doc["probes"]["schema"] == "iobench-probe" and len(doc["probes"]["paths"]) == 2
+    # one probe (target and tmp share a filesystem), predictions for torch-like's every config
+    assert doc["probes"]["schema"] == "iobench-probe" and len(doc["probes"]["paths"]) == 1
+    roles = doc["probes"]["roles"]  # target and tmp share this filesystem: probed once
+    assert roles["target"] == roles["tmp"] == doc["probes"]["paths"][0]["path"]
     torch = {p["config"]: p for p in doc["predictions"]["torch-like"]}
     reinstall = {"naive", "tmp-fix", "venv-on-tmp", "warm-cache-on-target"}
     # a start-up strategy's config is predicted as its first start (an install)

@@ -149,6 +149,22 @@ def test_probe_roles_probes_a_shared_folder_once(tmp_path: Path) -> None:
     assert doc["paths"][0]["path"] == doc["roles"]["target"] == os.path.realpath(tmp_path)
 
 
+def test_probe_roles_probes_each_filesystem_once(tmp_path: Path, tmpfs) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ram = tmpfs(size="64m", name="ram")
+    doc = probe.probe_roles({"target": tmp_path / "a", "tmp": tmp_path / "b", "cache": ram}, 0.05)
+    # a and b share a filesystem: one probe, in the first role's folder, serves both
+    assert sorted(p["path"] for p in doc["paths"]) == sorted(
+        [os.path.realpath(tmp_path / "a"), os.path.realpath(ram)]
+    )
+    assert doc["roles"] == {
+        "target": os.path.realpath(tmp_path / "a"),
+        "tmp": os.path.realpath(tmp_path / "a"),
+        "cache": os.path.realpath(ram),
+    }
+
+
 @pytest.fixture
 def slow(tmp_path: Path):  # noqa: ANN201 - a generator fixture
     from iobench.lab.manage import lab_unavailable_reason
