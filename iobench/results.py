@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from iobench import redact
-from iobench.errors import RunDirError
+from iobench.errors import IOBenchError, RunDirError
 from iobench.records import (
     FINAL_STATUSES,
     PHASES,
@@ -223,6 +223,15 @@ class RunDir:
         meta = RunMeta.from_json(data, str(self.meta_json))
         self.write_meta(meta)
         return meta
+
+    def try_update_meta(self, **changes: object) -> str:
+        """``update_meta`` where a full results disk must cost only the change, never the run
+        or its rows: '' when written, else the warning to print."""
+        try:
+            self.update_meta(**changes)
+        except (OSError, IOBenchError) as exc:
+            return f"meta.json not updated ({', '.join(changes)}): {exc}"
+        return ""
 
     def write_probe(self, doc: dict) -> None:
         """Keep the start-of-run probe (written once, atomically, like meta.json)."""

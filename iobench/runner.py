@@ -193,10 +193,8 @@ class Runner:
 
     def _update_meta(self, rd: RunDir, **changes: object) -> None:
         """Change meta.json; a full results disk costs the change (said), never the run or its rows."""
-        try:
-            rd.update_meta(**changes)
-        except (OSError, IOBenchError) as exc:
-            self.progress.message(f"warning: meta.json not updated ({', '.join(changes)}): {exc}")
+        if why := rd.try_update_meta(**changes):
+            self.progress.message(f"warning: {why}")
 
     # ------------------------------------------------------------------ clean-up
     def _cleanup(self) -> None:

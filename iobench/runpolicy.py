@@ -111,10 +111,8 @@ class RunTrials:
         rules: dict[str, Any] = {"give_up_after": plan.give_up_after}
         if plan.repeats_auto:
             rules["repeats_auto"] = {"max": plan.repeats, "rule": "docs/early-stop.md"}
-        try:
-            rd.update_meta(**rules)
-        except (OSError, IOBenchError) as exc:  # a full results disk costs the note, not the run
-            progress.message(f"warning: meta.json not updated ({', '.join(rules)}): {exc}")
+        if why := rd.try_update_meta(**rules):
+            progress.message(f"warning: {why}")
         return cls(plan, rd, specs, predicted, progress, doc)
 
     def __len__(self) -> int:
@@ -184,10 +182,8 @@ class RunTrials:
     def _record(self, why: str) -> None:
         auto = {"max": self.plan.repeats, "rounds_run": self.rounds_run,
                 "rule": "docs/early-stop.md", "stopped_because": why}  # fmt: skip
-        try:
-            self.rd.update_meta(repeats_auto=auto)
-        except (OSError, IOBenchError):
-            pass  # a full results disk costs the note, never the run
+        if why := self.rd.try_update_meta(repeats_auto=auto):
+            self.progress.message(f"warning: {why}")
 
 
 __all__ = ["RunTrials", "predictions", "probe_run"]
