@@ -26,7 +26,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from iobench import procfs
@@ -116,6 +115,44 @@ def _subtrees(path: Path, want: int = _UNITS) -> list[Path]:
     return units + [f for f in frontier if f is not path]
 
 
+def _each_in_daemon_threads(
+    fn: Callable[[Path], None], items: list[Path], workers: int, tids: list[int] | None
+) -> None:
+    """``fn(item)`` for every item, ``workers`` daemon threads at a time; the first error
+    is raised once all threads are done.
+
+    Not ``concurrent.futures``: its worker threads are joined at interpreter exit, so one
+    thread blocked for good in an unlink on a hung volume kept iobench from exiting (seen:
+    a SIGSTOPped FUSE daemon held the process until the daemon was continued)."""
+    queue = iter(items)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        if tids is not None:
+            tids.append(threading.get_native_id())
+        while not errors:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            try:
+                fn(item)
+            except BaseException as exc:  # re-raised in the caller's thread below
+                errors.append(exc)
+
+    threads = [
+        threading.Thread(target=work, name="iobench-remove-part", daemon=True)
+        for _ in range(workers)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def remove_tree(
     path: Path,
     workers: int = WORKERS,
@@ -131,14 +168,7 @@ def remove_tree(
             remove(unit)
 
     if units:
-
-        def register() -> None:
-            if tids is not None:
-                tids.append(threading.get_native_id())
-
-        with ThreadPoolExecutor(min(workers, len(units)), initializer=register) as pool:
-            for _ in pool.map(one, units):
-                pass
+        _each_in_daemon_threads(one, units, min(workers, len(units)), tids)
     if stop is not None and stop.is_set():
         return False
     remove(path)
