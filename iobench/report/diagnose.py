@@ -61,7 +61,9 @@ windows out would make the throttled rate look as high as the chunk's.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -81,6 +83,10 @@ MIN_DROP_MBPS = 1.0  # ignore "drops" between rates too small to matter
 WRITE_GAP_MIN_S = 5.0  # no installer writes this long: a write gap (not a recorded stall)
 DROP_WINDOWS = 30  # installs shorter than 30 s get finer windows for drop detection
 
+
+#: one trial's samples: a frame, or its columns as arrays (``load.SampleColumns``, what the
+#: bulk pass hands over: a frame per trial cost more than the figures themselves)
+SampleData: TypeAlias = pd.DataFrame | Mapping[str, np.ndarray]
 
 #: the sample columns the rules read (the bulk pass parses only these)
 SAMPLE_COLUMNS_USED = (
@@ -153,13 +159,24 @@ class Diagnosis:
 # --- per-trial figures from samples ---------------------------------------------------------
 
 
+def _median(x: np.ndarray) -> float:
+    """``np.median`` of a non-empty 1-D float array (the same value; NaN when any is NaN)
+    without its generic machinery, ~40 µs a call: a 2,000-trial report takes ~12,000."""
+    n = len(x)
+    h = n // 2
+    part = np.partition(x, [h - 1, h, n - 1] if n % 2 == 0 else [h, n - 1])
+    if math.isnan(part[-1]):
+        return math.nan
+    return float(part[h]) if n % 2 else float((part[h - 1] + part[h]) / 2)
+
+
 def _window_rates(
     t: np.ndarray, cum: np.ndarray, window_s: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rates of a cumulative counter over ~``window_s`` windows: (window start t, rate/s)."""
     if len(t) < 2:
         return np.array([]), np.array([])
-    dt = float(np.median(np.diff(t)))
+    dt = _median(np.diff(t))
     step = max(1, int(round(window_s / dt))) if dt > 0 else 1
     tt, cc = t[::step], cum[::step]
     if len(tt) < 2:
@@ -191,22 +208,36 @@ def change_point(values: np.ndarray, min_seg: int = 3) -> tuple[int, float, floa
     return k, float(x[:k].mean()), float(x[k:].mean())
 
 
-def _install_series(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _floats(data: SampleData, name: str) -> np.ndarray | None:
+    """One sample column as floats, or None when the samples lack it."""
+    return np.asarray(data[name], dtype=np.float64) if name in data else None
+
+
+def _phases(data: SampleData) -> np.ndarray:
+    """The ``phase`` column, compared with phase names only ("" everywhere when the samples
+    lack it); str objects stay objects (as fast to compare as fixed-width text, without the
+    conversion)."""
+    if "phase" not in data:
+        return np.full(len(np.asarray(data["t"])), "")
+    phase = np.asarray(data["phase"])
+    return phase if phase.dtype == object else phase.astype(str)
+
+
+def _install_series(df: SampleData) -> tuple[np.ndarray, np.ndarray]:
     """(t, cumulative installer write bytes) of the install phase (all rows if none)."""
-    if "tree_write_bytes" not in df.columns:
+    w = _floats(df, "tree_write_bytes")
+    if w is None:
         return np.array([]), np.array([])
-    t = df["t"].to_numpy(dtype=float)
-    phase = df["phase"].to_numpy(dtype=str) if "phase" in df.columns else np.full(len(df), "")
-    install = phase == "install"
+    t = np.asarray(df["t"], dtype=np.float64)
+    install = _phases(df) == "install"
     if install.sum() < 2:
-        install = np.ones(len(df), dtype=bool)
-    w = df["tree_write_bytes"].to_numpy(dtype=float)
+        install = np.ones(len(t), dtype=bool)
     ti, wi = t[install], w[install]
     ok = np.isfinite(wi) & np.isfinite(ti)
     return ti[ok], wi[ok]
 
 
-def install_write_rates(df: pd.DataFrame, window_s: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def install_write_rates(df: SampleData, window_s: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Installer write rates (MB/s) during install over ``window_s`` windows: (start s, MB/s)."""
     starts, rates = _window_rates(*_install_series(df), window_s)
     return starts, rates / 1e6
@@ -216,20 +247,28 @@ def drop_window_s(t: np.ndarray) -> float:
     """1 s, or span / ``DROP_WINDOWS`` for a shorter install, never under two ticks."""
     if len(t) < 2:
         return 1.0
-    tick = float(np.median(np.diff(t)))
+    tick = _median(np.diff(t))
     span = float(t[-1] - t[0])
     return float(min(1.0, max(span / DROP_WINDOWS, 2 * tick)))
 
 
-def install_drop(df: pd.DataFrame) -> Drop | None:
+def install_drop(df: SampleData) -> Drop | None:
     """The install phase's throughput drop, if any (what diagnosis and timeline both use)."""
     return _drop_of(*_install_series(df))
 
 
-def _drop_of(ti: np.ndarray, wi: np.ndarray) -> Drop | None:
+def _drop_of(
+    ti: np.ndarray, wi: np.ndarray, second_rates: tuple[np.ndarray, np.ndarray] | None = None
+) -> Drop | None:
+    """The drop in an install series; ``second_rates`` are its 1-second window rates when
+    already computed (the drop's windows are those for any install of 30 s or more)."""
     if len(ti) < 2:
         return None
-    starts, rates = _window_rates(ti, wi, drop_window_s(ti))
+    window = drop_window_s(ti)
+    if second_rates is not None and window == 1.0:
+        starts, rates = second_rates
+    else:
+        starts, rates = _window_rates(ti, wi, window)
     found = find_drop(starts, rates / 1e6)
     if found is None:
         return None
@@ -270,7 +309,7 @@ def find_write_gaps(
     out: list[tuple[float, float]] = []
     if len(starts) < 2:
         return out
-    step = float(np.median(np.diff(starts)))
+    step = _median(np.diff(starts))
     i = 0
     while i < len(rates_mb):
         if rates_mb[i] <= 0:
@@ -286,41 +325,37 @@ def find_write_gaps(
     return out
 
 
-def sample_figures(df: pd.DataFrame) -> SampleFigures:
+def sample_figures(df: SampleData) -> SampleFigures:
     """Reduce one trial's samples to the few figures the rules use (each column read once)."""
-    phase = df["phase"].to_numpy(dtype=str) if "phase" in df.columns else np.full(len(df), "")
+    phase = _phases(df)
     out: dict[str, float] = {}
     ti, wi = _install_series(df)
     if len(ti) >= 2 and ti[-1] > ti[0]:
         out["install_write_mbps"] = (wi[-1] - wi[0]) / (ti[-1] - ti[0]) / 1e6
-        _, rates = _window_rates(ti, wi, 1.0)
-        rates_mb = rates / 1e6
+        second_rates = _window_rates(ti, wi, 1.0)
+        rates_mb = second_rates[1] / 1e6
         if len(rates_mb):
             p95 = float(np.percentile(rates_mb, 95))
             if p95 > 0:
-                out["write_plateau"] = float(np.median(rates_mb)) / p95
-        drop = _drop_of(ti, wi)
+                out["write_plateau"] = _median(rates_mb) / p95
+        drop = _drop_of(ti, wi, second_rates)
         if drop is not None:
             out["drop_at_s"] = drop.at_s
             out["drop_before_mbps"] = drop.before_mbps
             out["drop_after_mbps"] = drop.after_mbps
-    if "net_recv_bps" in df.columns:
-        dl = phase == "download"
-        if dl.any():
-            recv = df["net_recv_bps"].to_numpy(dtype=float)[dl]
-            recv = recv[np.isfinite(recv)]
-            if len(recv):
-                out["net_recv_mbps"] = float(np.median(recv)) / 1e6
-    if "tree_dstate" in df.columns:
-        d = df["tree_dstate"].to_numpy(dtype=float)
-        d = d[np.isfinite(d)]
-        if len(d):
-            out["dstate_share"] = float((d > 0).mean())
-    if "tree_fswait" in df.columns:
-        f = df["tree_fswait"].to_numpy(dtype=float)
-        f = f[np.isfinite(f)]
-        if len(f):
-            out["fswait_share"] = float((f > 0).mean())
+    recv = _floats(df, "net_recv_bps")
+    dl = phase == "download"
+    if recv is not None and dl.any():
+        recv = recv[dl]
+        recv = recv[np.isfinite(recv)]
+        if len(recv):
+            out["net_recv_mbps"] = _median(recv) / 1e6
+    for column, figure in (("tree_dstate", "dstate_share"), ("tree_fswait", "fswait_share")):
+        d = _floats(df, column)
+        if d is not None:
+            d = d[np.isfinite(d)]
+            if len(d):
+                out[figure] = float((d > 0).mean())
     return SampleFigures(**out)
 
 

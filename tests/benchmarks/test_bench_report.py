@@ -3,9 +3,9 @@
 Run with `nox -s bench` (or `pytest tests/benchmarks --benchmark-only -p no:cacheprovider
 -o addopts=""`). The run directory is synthetic (tests/helpers/runs.py: 8 configs x 250
 repeats, ~1,000 samples each at 10 Hz, ~200 MB of CSV) and made once, untimed. Each round
-rebuilds everything: every trial's samples are read (one file at a time) for the
-diagnosis, then summary.csv/json, 10 PNGs and report.html are written. Target: at most 5 s
-(median of 3 rounds) on the 2-core development machine.
+rebuilds everything: every trial's samples are read (a few megabytes of files per parse)
+for the diagnosis, then summary.csv/json, 10 PNGs and report.html are written. Target: at
+most 5 s (median of 3 rounds) on the 2-core development machine.
 
 Peak memory is measured in one extra, untimed round with tracemalloc (Python allocations,
 numpy and pandas buffers included) and reported with the process's max RSS in
