@@ -67,11 +67,6 @@ def lab(tmp_path: Path, latency_ms: float) -> Iterator[Path]:
 
 
 @pytest.fixture
-def slow(tmp_path: Path) -> Iterator[Path]:
-    yield from lab(tmp_path, 3.0)  # the cold lookups must stand out of a loaded machine's noise
-
-
-@pytest.fixture
 def quick(tmp_path: Path) -> Iterator[Path]:
     yield from lab(tmp_path, 0.2)  # enough to be a volume the daemon counts, cheap to copy onto
 
@@ -113,28 +108,23 @@ def nothing_left(*roles: Path) -> None:
 
 
 @pytest.mark.lab
-@pytest.mark.slow  # two venvs built on a volume with 3 ms per request: ~50 s each on 2 loaded cores
-def test_a_persistent_venv_restart_reads_the_volume_and_is_slower_cold(
-    slow: Path, tmpfs: Path, tmp_path: Path
+def test_a_persistent_venv_restart_is_made_cold_or_kept_warm(
+    quick: Path, tmpfs: Path, tmp_path: Path
 ) -> None:
-    # a ready check that imports ~150 modules of the venv (pip's CLI), so that the lookups a
-    # cold cache sends to the volume add up to far more than a loaded machine's noise
-    heavy = "import tiny_core, pip._internal.cli.main; tiny_core.check()"
-    scen = scenario(tmp_path, ["persistent-venv"], ready=heavy)
-    cold = run(scen, slow, tmpfs, tmp_path / "cold")["persistent-venv"]
-    warm = run(scen, slow, tmpfs, tmp_path / "warm", "--cache-mode", "warm")["persistent-venv"]
+    """The runner makes a cold restart cold (lab-flush) and a warm one not, and the lab daemon
+    counts what the restart read from the volume; that lab-flush sends every lookup to the
+    volume again and makes the ready check slower by those round trips is held on a 3 ms
+    volume by tests/test_coldcache.py (the lab counts file reads warm too: no keep_cache)."""
+    scen = scenario(tmp_path, ["persistent-venv"])
+    cold = run(scen, quick, tmpfs, tmp_path / "cold")["persistent-venv"]
+    warm = run(scen, quick, tmpfs, tmp_path / "warm", "--cache-mode", "warm")["persistent-venv"]
     assert cold["status"] == warm["status"] == "ok"
     assert cold["strategy"] == "persistent-venv" and cold["venv_role"] == "target"
     assert (cold["cache_mode"], cold["cold_method"]) == ("cold", "lab-flush")
     assert (warm["cache_mode"], warm["cold_method"]) == ("warm", "none")
-    # the lab daemon counted what the restart read from the volume
     assert int(cold["restart_target_read_bytes"]) > 0
-    assert float(cold["restart_s"]) > float(warm["restart_s"]), (
-        cold["restart_s"],
-        warm["restart_s"],
-    )
     assert int(cold["stored_bytes"]) > 1_000_000  # the venv itself stays on the volume
-    nothing_left(slow, tmpfs)
+    nothing_left(quick, tmpfs)
 
 
 @pytest.mark.lab
