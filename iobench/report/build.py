@@ -121,8 +121,9 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
     host = run.hostname or "?"
     reps = f", {s.trials_per_config()}"
     jobs: dict[str, tuple[str, tuple, dict]] = {}
+    slim = run.trials[[c for c in charts.TIME_TO_READY_COLUMNS if c in run.trials.columns]]
     jobs["time_to_ready_png"] = ("time_to_ready_chart", (
-        s.table, run.trials, s.median_trials, s.baseline, s.winner,
+        s.table, slim, s.median_trials, s.baseline, s.winner,
         f"Time-to-ready per config — {run.scenario_name} on {host}{reps}",
         out / "time_to_ready.png",
     ), {})  # fmt: skip

@@ -101,6 +101,19 @@ def phase_split(ok_trials: pd.DataFrame, median_s: float) -> list[tuple[str, flo
     return [(name, w * median_s / total) for name, w in parts]
 
 
+#: the trials.csv columns the time-to-ready chart reads
+TIME_TO_READY_COLUMNS = ("config", "status", "time_to_ready_s", *(f"{p}_s" for p in PHASES))
+
+
+def ok_trials_by_config(trials: pd.DataFrame) -> dict[str | None, pd.DataFrame]:
+    """Each config's ok trials (the chart's columns only), split once; ``None``: no rows."""
+    cols = [c for c in TIME_TO_READY_COLUMNS if c in trials.columns]
+    ok = trials.loc[trials["status"] == "ok", cols]
+    out: dict[str | None, pd.DataFrame] = {None: ok.iloc[:0]}
+    out.update({str(c): g for c, g in ok.groupby("config", sort=False)})
+    return out
+
+
 def _fit_texts(ax: Axes, texts: list[Text]) -> None:
     """Widen the x axis until every label drawn right of its bar fits inside it.
 
@@ -148,19 +161,19 @@ def time_to_ready_chart(
     _style(ax)
     xmax = 0.0
     notes: list[Text] = []
+    ok_trials = ok_trials_by_config(trials)
     for y, (_, row) in enumerate(rows.iterrows()):
         config = row["config"]
         med = float(row["median_time_to_ready_s"])
-        parts = phase_split(trials[(trials["config"] == config) & (trials["status"] == "ok")], med)
+        ok_rows = ok_trials.get(str(config), ok_trials[None])
+        parts = phase_split(ok_rows, med)
         left = 0.0
         for name, width in parts:
             if width > 0:
                 ax.barh(y, width, left=left, color=PHASE_COLOURS[name], height=0.6,
                         edgecolor="white", linewidth=0.5)  # fmt: skip
                 left += width
-        ok = trials[(trials["config"] == config) & (trials["status"] == "ok")][
-            "time_to_ready_s"
-        ].to_numpy(dtype=float)
+        ok = ok_rows["time_to_ready_s"].to_numpy(dtype=float)
         ok = ok[np.isfinite(ok)]
         if len(ok) > MAX_DOTS:
             ok = np.quantile(ok, np.linspace(0, 1, MAX_DOTS))

@@ -317,7 +317,8 @@ def _parse_batch(batch: _Pending, columns: Collection[str] | None) -> list[Sampl
     """One ``read_csv`` over a batch, cut back into files; None when the batch as a whole
     does not parse as numbers (then each file is read on its own)."""
     use = [c for c in batch.names if columns is None or c in columns]
-    dtype = {c: (object if c == "phase" else "float64") for c in use}
+    # phase as a category: a few names, not a string object per row
+    dtype = {c: ("category" if c == "phase" else "float64") for c in use}
     text = io.BytesIO(batch.header + b"\n" + b"".join(batch.bodies))
     try:
         df = pd.read_csv(text, usecols=use, dtype=dtype)
@@ -327,10 +328,12 @@ def _parse_batch(batch: _Pending, columns: Collection[str] | None) -> list[Sampl
         return None
     cols: dict[str, np.ndarray] = {}
     for c in use:
-        arr = df[c].to_numpy()
         if c == "phase":
-            arr = _phase_text(arr)
-        elif np.isinf(arr).any():
+            names = np.append(df[c].cat.categories.to_numpy(dtype=object), "nan")
+            cols[c] = names[df[c].cat.codes.to_numpy()]  # code -1 (empty cell): "nan"
+            continue
+        arr = df[c].to_numpy()
+        if np.isinf(arr).any():
             arr = np.where(np.isinf(arr), np.nan, arr)  # an infinity is no measurement
         cols[c] = arr
     ends = np.cumsum(batch.rows)
