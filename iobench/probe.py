@@ -564,14 +564,21 @@ def probe(
 
 
 def probe_roles(
-    roles: dict[str, str | os.PathLike[str]], seconds: float = 0.3, file_bytes: int | None = None
+    roles: dict[str, str | os.PathLike[str]],
+    seconds: float = 0.3,
+    file_bytes: int | None = None,
+    *,
+    locks: bool = True,
+    cpu_runs: int = 3,
 ) -> dict[str, Any]:
     """Probe each role's folder briefly (for the start of a run) and return the JSON document.
 
     One filesystem is probed once, in the first role's folder on it: the probe measures the
     filesystem, not the folder (``roles`` maps each role to the folder that was probed for
     it). The write is short (``4 × seconds``) and at most 256 MB. ``cpu_s``:
-    :func:`cpu_seconds`, for scaling recorded fast times.
+    :func:`cpu_seconds` (median of ``cpu_runs``), for scaling recorded fast times.
+    ``locks``: test flock/fcntl (two processes each; ``iobench doctor`` wants them, a
+    run's predictions do not).
     """
     size = file_bytes if file_bytes is not None else median_file_bytes("smoke")
     done: dict[int, ProbeResult] = {}
@@ -588,11 +595,12 @@ def probe_roles(
                 file_bytes=size,
                 write_seconds=4 * seconds,
                 bucket_s=max(seconds / 2, 0.05),
+                locks=locks,
             )
         probed[role] = done[fs].path
     doc = results_to_dict(list(done.values()))
     doc["roles"] = probed
-    doc["cpu_s"] = cpu_seconds()
+    doc["cpu_s"] = cpu_seconds(runs=cpu_runs)
     return doc
 
 

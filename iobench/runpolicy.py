@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from iobench.preflight import RunPlan
     from iobench.scratch import Scratch
 
-#: each micro-probe of the start-of-run probe runs this long at most (a slow folder: ~4 s)
-PROBE_SECONDS = 0.3
+#: each micro-probe of the start-of-run probe runs this long at most (~2 s a filesystem)
+PROBE_SECONDS = 0.15
 #: predictions use the median of this many latest CPU-speed samples
 CPU_WINDOW = 3
 #: process.py's sentence for a phase ended at the trial's deadline
@@ -48,7 +48,9 @@ def probe_run(
 
     progress.message(f"probe: {', '.join(sorted(scratch))} (~{PROBE_SECONDS:g} s per operation)")
     try:
-        doc = probe_roles({r: s.run_root for r, s in scratch.items()}, seconds=PROBE_SECONDS)
+        folders = {r: s.run_root for r, s in scratch.items()}
+        # no lock test, one CPU sample: predictions use neither more (each trial adds a sample)
+        doc = probe_roles(folders, seconds=PROBE_SECONDS, locks=False, cpu_runs=1)
         rd.write_probe(doc)
     except (OSError, IOBenchError, subprocess.SubprocessError) as exc:
         progress.message(f"warning: probe failed ({exc}); predicted_s left empty")
@@ -56,17 +58,48 @@ def probe_run(
     return doc
 
 
-def predictions(plan: RunPlan, doc: dict[str, Any] | None) -> dict[str, float | None]:
+def predictions(
+    plan: RunPlan, doc: dict[str, Any] | None, rows: list[Any] | None = None
+) -> dict[str, float | None]:
     """Each config's predicted time-to-ready (None: not probed, or not predictable); a
-    prediction that cannot be made leaves ``predicted_s`` empty, never stops the run."""
+    prediction that cannot be made leaves ``predicted_s`` empty, never stops the run.
+    ``rows``: the run's trials so far, whose phase times give the model its fast part."""
     if doc is None:
         return {}
-    from iobench.predict import predicted_by_config
+    from iobench.predict import fast_from_trials, predicted_by_config
 
     try:
-        return predicted_by_config(plan.scenario, doc)
-    except (IOBenchError, KeyError, ValueError, TypeError):
+        measured = measured_phases(rows or [])
+        fast = fast_from_trials(plan.scenario, doc, measured) if measured else None
+        return predicted_by_config(plan.scenario, doc, fast or None)
+    except (IOBenchError, KeyError, ValueError, TypeError, ZeroDivisionError):
         return {}
+
+
+def measured_phases(rows: list[Any]) -> dict[str, dict[str, float]]:
+    """Per config, the median of each phase over its latest ``CPU_WINDOW`` ok trials (the
+    load of a shared machine moves by the minute: recent trials see the next one's)."""
+    from iobench.predict import PHASES
+
+    seen: dict[str, list[Any]] = {}
+    for r in rows:
+        if getattr(r, "status", "") == "ok":
+            seen.setdefault(r.config, []).append(r)
+    out: dict[str, dict[str, float]] = {}
+    for config, ok in seen.items():
+        recent = ok[-CPU_WINDOW:]
+        phases = {}
+        for p in PHASES:
+            values = [
+                float(v)
+                for r in recent
+                if isinstance(v := getattr(r, f"{p}_s", None), (int, float))
+            ]
+            if len(values) == len(recent):
+                phases[p] = statistics.median(values)
+        if len(phases) == len(PHASES):
+            out[config] = phases
+    return out
 
 
 class RunTrials:
@@ -159,12 +192,17 @@ class RunTrials:
         return result
 
     def _recalibrate(self) -> None:
-        """Predict again with the CPU speed of this moment: the median of the last
-        ``CPU_WINDOW`` samples of ``probe.cpu_seconds`` (one run, ~0.3 s, before each
-        trial; the probe's own first): on a shared machine the load moves by the minute,
-        and the fast part of a trial goes with the load at its time, not the probe's; one
-        sample alone jumps with every burst of another process (docs/prediction.md)."""
+        """Predict again with what the run knows now. Once a trial finished, its phase
+        times give the model its fast part (``predict.fast_from_trials``): measured minutes
+        ago, under the load the next trial sees. Before that, the CPU speed of this moment:
+        the median of the last ``CPU_WINDOW`` samples of ``probe.cpu_seconds`` (one run,
+        ~0.25 s; the probe's own first): on a shared machine the load moves by the minute,
+        and one sample alone jumps with every burst of another process (docs/prediction.md)."""
         if self.doc is None or not any(v is not None for v in self.predicted.values()):
+            return
+        rows = self.rd.trials(latest_only=True)
+        if measured_phases(rows):
+            self.predicted = predictions(self.plan, self.doc, rows) or self.predicted
             return
         from iobench.probe import cpu_seconds
 
@@ -186,4 +224,4 @@ class RunTrials:
             self.progress.message(f"warning: {why}")
 
 
-__all__ = ["RunTrials", "predictions", "probe_run"]
+__all__ = ["RunTrials", "measured_phases", "predictions", "probe_run"]

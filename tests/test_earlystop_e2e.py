@@ -60,7 +60,9 @@ def test_give_up_censors_the_slow_config_and_auto_stops(slow: Path, tmpfs, tmp_p
     meta = json.loads((run / "meta.json").read_text())
     by = {r["trial_id"]: r for r in rows}
     # stopped after 2 of at most 4 rounds: the rule, not the maximum, ended it
-    assert meta["repeats_auto"]["rounds_run"] == 2 and meta["repeats_auto"]["max"] == 4
+    seen = [(r["trial_id"], r["status"], r["time_to_ready_s"], r["censored_after_s"]) for r in rows]
+    assert meta["repeats_auto"]["rounds_run"] == 2, (meta["repeats_auto"], seen)
+    assert meta["repeats_auto"]["max"] == 4
     assert "settled" in meta["repeats_auto"]["stopped_because"], meta["repeats_auto"]
     assert sorted(by) == ["naive-r1", "naive-r2", "venv-on-tmp-r1", "venv-on-tmp-r2"]
     assert meta["give_up_after"] == 1.5
@@ -82,3 +84,7 @@ def test_give_up_censors_the_slow_config_and_auto_stops(slow: Path, tmpfs, tmp_p
     # probed at the start; every pip config has a prediction
     assert (run / "probe.json").is_file()
     assert all(float(r["predicted_s"]) > 0 for r in rows)
+    # once a trial finished, its phases are the model's fast part: the all-on-tmp config's
+    # second trial is predicted at about its first one's time (tmpfs adds no storage part)
+    first, second = by["venv-on-tmp-r1"], by["venv-on-tmp-r2"]
+    assert float(second["predicted_s"]) == pytest.approx(float(first["time_to_ready_s"]), rel=0.1)

@@ -130,3 +130,64 @@ def test_the_runner_hook_predicts_from_a_probe_document(tmp_path: Path) -> None:
     assert math.isfinite(got) and got > 0
     with pytest.raises(Exception, match="no config 'nope'"):
         predict.predicted_s(load_scenario("smoke"), "nope", doc)
+
+
+def _doc(fast_ms: float, slow_ms: float) -> dict:
+    """A probe document of a tmp (``fast_ms`` per operation) and a target (``slow_ms``)."""
+    ops = [op for op in opmix.OPS if op != "fsync"]
+
+    def folder(path: str, ms: float) -> dict:
+        each = {op: {"count": 100, "ms_each": ms} for op in ops}
+        return {"path": path, **each, "fsync": {"count": 10, "p50_ms": ms}}
+
+    return {
+        "paths": [folder("/t", slow_ms), folder("/m", fast_ms)],
+        "roles": {"target": "/t", "tmp": "/m"},
+        "cpu_s": 0.25,
+    }
+
+
+def test_the_run_s_own_fast_trials_give_the_fast_part() -> None:
+    """A run's measured all-on-tmp trial is the model's F for the others: naive is predicted
+    as that trial plus naive's storage part, whatever the recorded F or the CPU sample say."""
+    scen, doc = load_scenario("smoke"), _doc(0.01, 1.0)
+    measured = {"venv": 0.3, "download": 1.5, "install": 0.5, "compile": 0.6, "import": 0.05}
+    fast = predict.fast_from_trials(scen, doc, {"venv-on-tmp": measured})
+    assert set(fast) == {"cold", "warm"}
+    # tmp costs about what the recorded fast folder costs: F is the trial itself
+    assert sum(fast["cold"].values()) == pytest.approx(sum(measured.values()), rel=0.05)
+    with_run = predict.predicted_by_config(scen, doc, fast)
+    alone = predict.predicted_by_config(scen, doc)
+    storage = alone["naive"] - alone["venv-on-tmp"]  # naive's extra, by the same model
+    assert storage > 1.0
+    assert with_run["naive"] == pytest.approx(sum(measured.values()) + storage, rel=0.05)
+    assert with_run["venv-on-tmp"] == pytest.approx(sum(measured.values()), rel=0.05)
+    # the warm state, not measured, gets the recorded warm F at the cold one's ratio
+    mix = predict.load_opmix("pip")
+    ratio = sum(fast["cold"].values()) / sum(mix["fast"]["smoke"]["cold"].values())
+    assert sum(fast["warm"].values()) == pytest.approx(
+        ratio * sum(mix["fast"]["smoke"]["warm"].values()), rel=0.01
+    )
+
+
+def test_a_volume_trial_gives_f_less_its_storage_part() -> None:
+    """Only a config on the slow target measured (naive): F is its time less the model's
+    storage part, so venv-on-tmp is predicted at that F, not at naive's time."""
+    scen, doc = load_scenario("smoke"), _doc(0.01, 1.0)
+    true_f = {"venv": 0.4, "download": 1.6, "install": 0.6, "compile": 0.7, "import": 0.05}
+    folders = {"target": predict.Costs.from_probe(doc["paths"][0])}
+    roles = dict.fromkeys(("venv", "tmpdir", "cache"), folders["target"])
+    mix, size = predict.load_opmix("pip"), predict.Size.of(_smoke_profile())
+    naive = predict.predict_config("naive", roles, "cold", mix, size, fast_s=true_f)
+    assert naive.total_s > 2 * sum(true_f.values())  # mostly storage
+    fast = predict.fast_from_trials(scen, doc, {"naive": naive.phases})
+    assert sum(fast["cold"].values()) == pytest.approx(sum(true_f.values()), rel=0.1)
+    got = predict.predicted_by_config(scen, doc, fast)
+    assert got["venv-on-tmp"] == pytest.approx(sum(true_f.values()), rel=0.1)
+    assert got["naive"] == pytest.approx(naive.total_s, rel=0.05)
+
+
+def _smoke_profile():  # noqa: ANN202
+    from iobench.wheels import load_profile
+
+    return load_profile("smoke")
