@@ -108,7 +108,7 @@ def check(args: argparse.Namespace) -> RunPlan:
         resume=args.resume.resolve() if args.resume is not None else None,
         resume_meta=meta,
         lock_wait=args.lock_wait,
-        order_seed=_order_seed(meta),
+        order_seed=_order_seed(meta, getattr(args, "order_seed", None)),
         notes=notes,
         command=["iobench", *sys.argv[1:]],
         cost=_cost(args),
@@ -223,11 +223,16 @@ def _scenario(args: argparse.Namespace, state: ResumeState | None) -> tuple[Scen
     return scenario, repeats
 
 
-def _order_seed(meta: RunMeta | None) -> int:
+def _order_seed(meta: RunMeta | None, asked: int | None = None) -> int:
     """The seed of the trial order: a resumed run keeps its own, so its plan is the same
-    (a run from before the order was shuffled gets a new one)."""
+    (a run from before the order was shuffled gets a new one); else ``--order-seed``, else
+    a random one."""
     if meta is not None and meta.order_seed is not None:
         return meta.order_seed
+    if asked is not None:
+        if not 0 <= asked < 2**32:
+            raise UsageError(f"--order-seed must be in 0 .. {2**32 - 1} (got {asked})")
+        return asked
     return secrets.randbits(32)
 
 

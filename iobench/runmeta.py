@@ -191,7 +191,7 @@ class RunMeta:
     )
     overhead: dict[str, Any] | None = key(
         "iobench's own cost (iobench/overhead.py): wall_s (started_at to ended_at), trials_s "
-        "(measured), parts_s by cause, before_start_s, report_s, primes, primes_reused (null: "
+        "(measured), parts_s by cause, before_start_s, report_s, primes, primes_reused, primes_adopted (a cold trial's cache kept as the warm one) (null: "
         "not recorded, as before the key)"
     )
     extra: dict[str, Any] = _extra()

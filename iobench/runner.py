@@ -36,7 +36,7 @@ from iobench.runstart import claim_scratch, start_index, warm_up
 from iobench.sampler import stall_dicts
 from iobench.scratch import Scratch
 from iobench.trial import TrialContext, TrialResult, TrialSpec
-from iobench.warmcache import WarmCaches
+from iobench.warmcache import WarmCaches, placement
 
 
 class Runner:
@@ -113,7 +113,8 @@ class Runner:
             rd = RunDir.create(p.results_root, run_id, run_meta(p, run_id, index_meta))
         self.scratch = claim_scratch(p, run_id, self.progress)
         self.reaper.devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
-        self.warm = WarmCaches(self.scratch)
+        warm = {placement(c) for c in p.scenario.configs if c.cache_state == "warm"}
+        self.warm = WarmCaches(self.scratch, wanted=warm)
         return rd
 
     def _lock_target(self, run_id: str) -> None:
@@ -176,7 +177,7 @@ class Runner:
     def _account(self) -> dict:
         """meta.json's ``overhead`` (iobench.overhead)."""
         if self.warm is not None:
-            self.clock.counts.update(primes=self.warm.primed, primes_reused=self.warm.reused)
+            self.clock.counts.update(self.warm.counts())
         return self.clock.account(overhead.since_command_start(self.clock.start))
 
     def _save_series(self, rd: RunDir, result: TrialResult) -> None:

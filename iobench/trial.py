@@ -191,6 +191,13 @@ class Trial:
             from iobench.lifetrial import Restart
 
             Restart(self).run()
+        if self.ctx.warm is not None and stop is None and self.cfg.cache_state != "warm":
+            t = time.monotonic()  # a cold trial's filled cache may save a priming install
+            if self.s.cache is not None and self.ctx.warm.adopt(self.cfg, self.s.cache):
+                self.ctx.progress.message(
+                    f"  {self.tid}: its filled cache becomes the warm one (no priming install)"
+                )
+            self.priming_s += time.monotonic() - t
         if self.ctx.warm is not None and self.cfg.cache_state == "warm":
             t = time.monotonic()
             if not self.ctx.warm.check(self.cfg):

@@ -10,6 +10,12 @@ fingerprint (every entry's relative path, type and size, sorted) is taken after 
 and again after each trial that used it, outside the timed interval. A trial that changed
 it (an installer that rewrites its cache on a warm install) spoils it: the next trial of
 that placement primes a fresh one. So every warm trial starts from the same cache content.
+
+A cold trial fills a cache exactly as a priming install does (the same install, into the
+same placement, from an empty cache). When a warm config of the run shares its placement
+and none is primed yet, the cold trial's cache is *adopted* — moved into the placement's
+folder by one rename, after the trial, outside its timed interval — and the priming
+install is saved.
 """
 
 from __future__ import annotations
@@ -53,9 +59,11 @@ class WarmCaches:
     """The run's primed caches: where each placement's lives, and its fingerprint."""
 
     scratch: dict[str, Scratch]
+    wanted: set[str] = field(default_factory=set)  # placements of the run's warm configs
     prints: dict[str, str] = field(default_factory=dict)  # placement -> fingerprint when primed
     primed: int = 0  # priming installs done
     reused: int = 0  # warm trials that found their cache primed and unchanged
+    adopted: int = 0  # primed caches that a cold trial filled (no priming install)
 
     def path(self, cfg: Config) -> Path:
         """The placement's cache folder (created empty when missing)."""
@@ -81,6 +89,25 @@ class WarmCaches:
     def mark_primed(self, cfg: Config) -> None:
         self.primed += 1
         self.prints[placement(cfg)] = fingerprint(self.path(cfg))
+
+    def counts(self) -> dict[str, int]:
+        """meta.json's overhead counts: priming installs, reuses, caches adopted."""
+        return {"primes": self.primed, "primes_reused": self.reused, "primes_adopted": self.adopted}
+
+    def adopt(self, cfg: Config, cache: Path) -> bool:
+        """After a cold trial that ended ok: move its filled ``cache`` into the placement's
+        folder when a warm config wants that placement and none is primed; True if moved."""
+        key = placement(cfg)
+        if cfg.cache == "off" or key not in self.wanted or key in self.prints:
+            return False
+        if not cache.is_dir() or not any(cache.iterdir()):
+            return False
+        folder = self.path(cfg)
+        remove(folder)
+        os.rename(cache, folder)  # both in the role's run folder: one filesystem
+        self.prints[key] = fingerprint(folder)
+        self.adopted += 1
+        return True
 
     def check(self, cfg: Config) -> bool:
         """After a trial: True if the cache is as primed; else it is spoilt (primed again next)."""

@@ -416,7 +416,7 @@ def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path, capsys, mon
     assert "trials    8 (4 configs x 2 repeats)" in out
     assert f"  target   {target}" in out and f"  tmp      {tmp}" in out and "free" in out
     assert (
-        "2 warm trial(s) download nothing after 1 untimed priming install(s)" in out
+        "2 warm trial(s) download nothing after at most 1 untimed priming install(s)" in out
         and "6 cold install(s)" in out
         and "loopback index (no network)" in out
     )

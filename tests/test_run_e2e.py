@@ -210,3 +210,21 @@ def test_overhead_is_recorded_caches_primed_once_and_nothing_left(tmp_path: Path
     for role in (target, tmp):  # the trash was emptied, the users' files were not touched
         assert [p.name for p in role.iterdir()] == ["users-file.txt"]
         assert (role / "users-file.txt").read_text() == "not iobench's"
+
+
+def test_a_cold_trial_fills_the_warm_cache_and_no_priming_install_runs(tmp_path: Path) -> None:
+    """naive (cold cache on the target) runs first: its filled cache becomes the warm config's
+    (same placement), so the warm trial downloads nothing and no priming install ran."""
+    target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
+    target.mkdir()
+    tmp.mkdir()
+    argv = ["--configs", "naive,warm", "--repeats", "1", "--order-seed", "1", "--no-probe"]
+    assert _run([*argv, "--target", str(target), "--tmp", str(tmp), "--results", str(results)]) == 0
+    run = only_run_dir(results)
+    rows = {r["config"]: r for r in read_csv(run / "trials.csv")}
+    assert rows["naive"]["position"] == "0" and rows["warm"]["position"] == "1"
+    assert all(r["status"] == "ok" for r in rows.values())
+    assert int(rows["naive"]["index_bytes"]) > 0 and int(rows["warm"]["index_bytes"]) == 0
+    o = json.loads((run / "meta.json").read_text())["overhead"]
+    assert (o["primes"], o["primes_adopted"]) == (0, 1)
+    assert not list(run.glob("logs/*.prime.log"))

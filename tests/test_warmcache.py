@@ -69,3 +69,30 @@ def test_placements_are_role_installer_link_mode_and_creator(tmp_path: Path) -> 
     keys = {placement(c) for c in (WARM, uv, other_role, replace(WARM, name="warm-2"))}
     assert len(keys) == 3  # a second config of the same placement shares its cache
     assert caches.path(uv) != caches.path(WARM) != caches.path(other_role)
+
+
+COLD = Config("naive", venv="target", tmpdir="target", cache="target")
+
+
+def test_a_cold_trial_s_cache_is_adopted_once_when_a_warm_config_wants_it(tmp_path: Path) -> None:
+    caches = _caches(tmp_path)
+    caches.wanted = {placement(WARM)}
+    assert placement(COLD) == placement(WARM)  # same role, installer, link mode, creator
+    trial_cache = caches.scratch["target"].trial_dir("naive-r1") / "cache"
+    trial_cache.mkdir()
+    assert not caches.adopt(COLD, trial_cache)  # empty: nothing to keep
+    _fill(trial_cache)
+    print_of_trial = fingerprint(trial_cache)
+    assert caches.adopt(COLD, trial_cache)
+    assert not trial_cache.exists() and fingerprint(caches.path(WARM)) == print_of_trial
+    assert caches.ready(WARM) and (caches.primed, caches.adopted) == (0, 1)
+    second = caches.scratch["target"].trial_dir("naive-r2") / "cache"
+    second.mkdir()
+    _fill(second)
+    assert not caches.adopt(COLD, second) and second.is_dir()  # one is primed already
+    # no warm config of that placement in the run, or no cache: nothing is adopted
+    (tmp_path / "other").mkdir()
+    other = _caches(tmp_path / "other")
+    other.wanted = {placement(replace(WARM, cache="tmp"))}
+    assert not other.adopt(COLD, second)
+    assert not other.adopt(replace(COLD, cache="off"), second)

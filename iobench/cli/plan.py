@@ -82,8 +82,9 @@ def plan_lines(plan: Any) -> list[str]:
         + (f"; limit {plan.trial_timeout_s:.0f} s each" if plan.trial_timeout_s else ""),
         f"downloads {cold} cold install(s) download every package"
         + (
-            f", {len(warm)} warm trial(s) download nothing after {primings} untimed priming "
-            "install(s) (one per cache placement, again only if a trial changed that cache)"
+            f", {len(warm)} warm trial(s) download nothing after at most {primings} untimed "
+            "priming install(s) (one per cache placement, none when a cold trial of that "
+            "placement filled it first, again only if a trial changed that cache)"
             if warm
             else ""
         )

@@ -202,6 +202,13 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
         "(> its bound); K >= 1.5 (default: off)",
     )
     how.add_argument(
+        "--order-seed",
+        type=int,
+        metavar="N",
+        help="seed of the balanced trial order, to run the same order again (default: random; "
+        "kept in meta.json; a resumed run keeps its own)",
+    )
+    how.add_argument(
         "--no-probe",
         action="store_true",
         help="skip the short probe of the roles at the start (no predicted_s in the rows)",
