@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from iobench.warmcache import PREFIX as WARM_PREFIX  # a warm cache lives outside any trial
+
 #: operations, named as the probe names its micro-probes
 OPS = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir", "fsync")
 ROLES = ("venv", "tmpdir", "cache")
@@ -168,6 +170,7 @@ class _Tracer:
 
     def __init__(self) -> None:
         self.phase: dict[str, str | None] = {}
+        self.trial: dict[str, str | None] = {}  # pid -> the trial whose command it runs
         self.pip_stage: dict[str, str] = {}
         self.counts: dict[tuple[str, str, str], Counts] = defaultdict(Counts)
         self.seen: set[tuple[str, str, str, str]] = set()
@@ -183,12 +186,14 @@ class _Tracer:
         if name in ("clone", "clone3", "fork", "vfork"):
             if ret > 0:
                 self.phase[str(ret)] = self.phase.get(pid)
+                self.trial[str(ret)] = self.trial.get(pid)
             return
         if name == "execve":
             started = phase_of_exec(args) if ret == 0 else None
             if started:
                 self.phase[pid] = started
                 where = _SCRATCH.search(args)
+                self.trial[pid] = where.group(1) if where else None
                 if started == "download" and where:
                     self.pip_stage[where.group(1)] = "download"
             return
@@ -203,6 +208,10 @@ class _Tracer:
         if not where or where.group(2) == "prime-venv":
             return
         tid, role = where.group(1), _ROLE_DIRS[where.group(2)]
+        if tid.startswith(WARM_PREFIX):  # a primed cache shared by the placement's trials
+            tid = self.trial.get(pid) or ""
+            if not tid:
+                return
         if phase in ("download", "install"):
             if role == "venv" and "O_CREAT" in args and _INSTALLED.search(path or ""):
                 self.pip_stage[tid] = "install"

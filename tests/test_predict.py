@@ -191,3 +191,22 @@ def _smoke_profile():  # noqa: ANN202
     from iobench.wheels import load_profile
 
     return load_profile("smoke")
+
+
+def test_a_shared_warm_cache_counts_for_the_trial_whose_install_used_it() -> None:
+    """The warm cache lives in the placement's folder, not the trial's: its calls count for
+    the trial whose pip made them (from the exec'd command line), priming's for nobody."""
+    w = "/r/.iobench-scratch/RUN/.warm-cache-target-pip-copy-virtualenv/cache"
+    t = "/r/.iobench-scratch/RUN/warm-r1"
+    p = "/r/.iobench-scratch/RUN/warm-r1/prime-venv"
+    trace = f"""\
+400 execve("{p}/bin/python", ["{p}/bin/python", "-m", "pip", "install", "x"], 0x7 /* 1 var */) = 0
+400 openat(AT_FDCWD</w>, "{w}/http/a", O_WRONLY|O_CREAT, 0644) = 3<{w}/http/a>
+500 execve("{t}/venv/bin/python", ["{t}/venv/bin/python", "-m", "pip", "install", "x"], 0x7 /* 1 var */) = 0
+500 clone3({{flags=CLONE_VM|CLONE_VFORK, exit_signal=SIGCHLD}}, 88) = 501
+501 openat(AT_FDCWD</w>, "{w}/http/a", O_RDONLY|O_CLOEXEC) = 3<{w}/http/a>
+500 newfstatat(AT_FDCWD</w>, "{w}/http/b", 0x7ffe, 0) = -1 ENOENT (No such file or directory)
+"""
+    counts = opmix.count_trace(trace.splitlines(keepends=True))
+    assert set(counts) == {("warm-r1", "download", "cache")}
+    assert _ops(counts[("warm-r1", "download", "cache")]) == {"open_read": 1, "stat_miss": 1}

@@ -71,7 +71,7 @@ def test_lock_check_sees_a_lock_held_by_another_process(tmp_path: Path) -> None:
 
 
 def test_median_file_of_a_profile() -> None:
-    # smoke: 200 x 800 B, 40 x 1100 B, 1300 x 1400 B, ... of 2404 files: the 1202nd is 1400 B
+    # smoke: 100 x 800 B, 20 x 1100 B, 650 x 1400 B, ... of 1202 files: the 601st is 1400 B
     assert probe.median_file_bytes("smoke") == 1400
 
 
