@@ -570,12 +570,13 @@ def probe_roles(
     *,
     locks: bool = True,
     cpu_runs: int = 3,
+    write_mb: float = 256.0,
 ) -> dict[str, Any]:
     """Probe each role's folder briefly (for the start of a run) and return the JSON document.
 
     One filesystem is probed once, in the first role's folder on it: the probe measures the
     filesystem, not the folder (``roles`` maps each role to the folder that was probed for
-    it). The write is short (``4 × seconds``) and at most 256 MB. ``cpu_s``:
+    it). The write is short (``4 × seconds``) and at most ``write_mb``. ``cpu_s``:
     :func:`cpu_seconds` (median of ``cpu_runs``), for scaling recorded fast times.
     ``locks``: test flock/fcntl (two processes each; ``iobench doctor`` wants them, a
     run's predictions do not).
@@ -590,7 +591,7 @@ def probe_roles(
             done[fs] = probe(
                 key,
                 files=5000,
-                write_mb=256.0,
+                write_mb=write_mb,
                 seconds=seconds,
                 file_bytes=size,
                 write_seconds=4 * seconds,

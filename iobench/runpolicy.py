@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from iobench.preflight import RunPlan
     from iobench.scratch import Scratch
 
-#: each micro-probe of the start-of-run probe runs this long at most (~2 s a filesystem)
-PROBE_SECONDS = 0.15
+#: each micro-probe of the start-of-run probe runs this long at most (~1 s a filesystem)
+PROBE_SECONDS = 0.1
+#: the start-of-run probe's sequential write, at most (MB)
+PROBE_WRITE_MB = 32.0
 #: predictions use the median of this many latest CPU-speed samples
 CPU_WINDOW = 3
 #: process.py's sentence for a phase ended at the trial's deadline
@@ -49,8 +51,9 @@ def probe_run(
     progress.message(f"probe: {', '.join(sorted(scratch))} (~{PROBE_SECONDS:g} s per operation)")
     try:
         folders = {r: s.run_root for r, s in scratch.items()}
-        # no lock test, one CPU sample: predictions use neither more (each trial adds a sample)
-        doc = probe_roles(folders, seconds=PROBE_SECONDS, locks=False, cpu_runs=1)
+        # no lock test, one CPU sample: predictions need neither; a 32 MB write at most, not
+        # 256: a page cache full of dirty data would be written back during the first trial
+        doc = probe_roles(folders, PROBE_SECONDS, locks=False, cpu_runs=1, write_mb=PROBE_WRITE_MB)
         rd.write_probe(doc)
     except (OSError, IOBenchError, subprocess.SubprocessError) as exc:
         progress.message(f"warning: probe failed ({exc}); predicted_s left empty")
