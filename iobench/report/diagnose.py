@@ -170,20 +170,40 @@ def _median(x: np.ndarray) -> float:
     return float(part[h]) if n % 2 else float((part[h - 1] + part[h]) / 2)
 
 
+def _percentile(x: np.ndarray, q: float) -> float:
+    """``np.percentile(x, q)`` (its default linear method) of a non-empty 1-D float array,
+    the same value without the generic machinery, as ``_median``."""
+    n = len(x)
+    at = (n - 1) * (q / 100)
+    lo = min(int(math.floor(at)), n - 1)
+    hi = min(lo + 1, n - 1)
+    part = np.partition(x, sorted({0, lo, hi, n - 1}))
+    if math.isnan(part[-1]):
+        return math.nan
+    a, b, gamma = part[lo], part[hi], at - lo
+    diff = b - a
+    return float(b - diff * (1 - gamma)) if gamma >= 0.5 else float(a + diff * gamma)
+
+
+def _diff(x: np.ndarray) -> np.ndarray:
+    """``np.diff`` of a 1-D array without its checks."""
+    return x[1:] - x[:-1]
+
+
 def _window_rates(
     t: np.ndarray, cum: np.ndarray, window_s: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rates of a cumulative counter over ~``window_s`` windows: (window start t, rate/s)."""
     if len(t) < 2:
         return np.array([]), np.array([])
-    dt = _median(np.diff(t))
+    dt = _median(_diff(t))
     step = max(1, int(round(window_s / dt))) if dt > 0 else 1
     tt, cc = t[::step], cum[::step]
     if len(tt) < 2:
         tt, cc = t[[0, -1]], cum[[0, -1]]
-    span = np.diff(tt)
+    span = _diff(tt)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(span > 0, np.diff(cc) / span, np.nan)
+        rate = np.where(span > 0, _diff(cc) / span, np.nan)
     keep = np.isfinite(rate)
     return tt[:-1][keep], np.clip(rate[keep], 0, None)
 
@@ -230,7 +250,7 @@ def _install_series(df: SampleData) -> tuple[np.ndarray, np.ndarray]:
         return np.array([]), np.array([])
     t = np.asarray(df["t"], dtype=np.float64)
     install = _phases(df) == "install"
-    if install.sum() < 2:
+    if np.count_nonzero(install) < 2:
         install = np.ones(len(t), dtype=bool)
     ti, wi = t[install], w[install]
     ok = np.isfinite(wi) & np.isfinite(ti)
@@ -247,7 +267,7 @@ def drop_window_s(t: np.ndarray) -> float:
     """1 s, or span / ``DROP_WINDOWS`` for a shorter install, never under two ticks."""
     if len(t) < 2:
         return 1.0
-    tick = _median(np.diff(t))
+    tick = _median(_diff(t))
     span = float(t[-1] - t[0])
     return float(min(1.0, max(span / DROP_WINDOWS, 2 * tick)))
 
@@ -309,7 +329,7 @@ def find_write_gaps(
     out: list[tuple[float, float]] = []
     if len(starts) < 2:
         return out
-    step = _median(np.diff(starts))
+    step = _median(_diff(starts))
     i = 0
     while i < len(rates_mb):
         if rates_mb[i] <= 0:
@@ -335,7 +355,7 @@ def sample_figures(df: SampleData) -> SampleFigures:
         second_rates = _window_rates(ti, wi, 1.0)
         rates_mb = second_rates[1] / 1e6
         if len(rates_mb):
-            p95 = float(np.percentile(rates_mb, 95))
+            p95 = _percentile(rates_mb, 95)
             if p95 > 0:
                 out["write_plateau"] = _median(rates_mb) / p95
         drop = _drop_of(ti, wi, second_rates)
