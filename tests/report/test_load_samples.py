@@ -127,3 +127,22 @@ def test_map_sample_groups_is_map_samples_per_group(
         assert repr(together[config]) == repr(each), config
     assert run.warnings == alone.warnings and len(run.warnings) == 3
     assert [len(v) for v in together.values()] == [3, 2, 1, 3]
+
+
+def test_the_scans_median_and_percentile_are_numpys() -> None:
+    """The per-trial figures take their medians and p95 without numpy's per-call machinery
+    (diagnose._median, _percentile): the same values, NaN and infinities included."""
+    from iobench.report.diagnose import _median, _percentile
+
+    rng = np.random.default_rng(7)
+    for n in [*range(1, 12), 66, 67, 1000, 1001]:
+        for k in range(60):
+            x = rng.normal(size=n) * 10.0 ** rng.integers(-4, 9)
+            if k % 3 == 0:
+                x = np.round(np.abs(x), 1)
+            if k % 5 == 0:
+                x[rng.integers(n)] = [np.nan, np.inf, -np.inf][k % 3]
+            with np.errstate(invalid="ignore"):  # inf - inf, in both
+                want = [np.median(x), *(np.percentile(x, q) for q in (95, 10, 0, 100))]
+                got = [_median(x), *(_percentile(x, q) for q in (95, 10, 0, 100))]
+            np.testing.assert_array_equal(got, want, err_msg=f"{n} {k}")
