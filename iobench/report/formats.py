@@ -190,7 +190,7 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
     """An aligned plain-text table plus the answer, for a terminal or a log."""
     host = (meta.get("host") or {}).get("hostname", "?")
     scenario = (meta.get("scenario") or {}).get("name", "?")
-    n_trials = int(summary.table["n_ok"].sum() + summary.table["n_failed"].sum())
+    n_trials = int(summary.table[["n_ok", "n_failed", "n_censored"]].to_numpy().sum())
     lines = [
         f"iobench report: {scenario} on {host} (run {meta.get('run_id', '?')}, "
         f"{n_trials} trials, {meta.get('status', '?')})",
@@ -209,7 +209,7 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
         rows.append(
             [
                 f"{r['config']}{star}",
-                f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
+                f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
                 fmt_s(r[summary.ranked_by]),
                 fmt_s_range(first[0], first[1]) if life and r["n_ok"] > 1 else spread_text(r, name),
                 str(r["vs_baseline"] or "—"),
@@ -309,7 +309,7 @@ def markdown_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation |
                 for c in (
                     name,
                     placement(r),
-                    f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
+                    f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
                     fmt_s(r["median_time_to_ready_s"]),
                     spread,
                     str(r["vs_baseline"] or "—"),

@@ -139,7 +139,7 @@ def summary_table_html(summary: Summary) -> str:
                 esc(r["config"]) + star,
                 esc(placement(r)),
                 esc(installer),
-                f"{r['n_ok']}/{r['n_ok'] + r['n_failed']}",
+                f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
                 esc(fmt_s(r["median_time_to_ready_s"])),
                 esc(spread),
                 *[esc(fmt_s(r[f"median_{p}_s"])) for p in PHASES],
@@ -410,7 +410,7 @@ def render_report(
 
 def _head_html(summary: Summary, meta: dict[str, Any]) -> list[str]:
     """The line under the title (run, status, trials, times, roles) and what to read first."""
-    n = int(summary.table["n_ok"].sum() + summary.table["n_failed"].sum())
+    n = int(summary.table[["n_ok", "n_failed", "n_censored"]].to_numpy().sum())
     sub = (
         f"Run <code>{esc(meta.get('run_id'))}</code> · {esc(meta.get('status'))} · {n} trials "
         f"({esc(summary.trials_per_config())}) · {esc(meta.get('started_at'))} → "

@@ -55,12 +55,15 @@ class Recommendation:
     baseline_s: float = math.nan
     changes: list[str] = field(default_factory=list)
     lifecycle: str = ""  # a strategy run: why this config (its month against the runner-up's)
+    given_up: bool = False  # the baseline's trials were all given up: its time is a lower bound
 
     @property
     def why(self) -> str:
         """What earned this config its script, as a clause after its name."""
         if self.lifecycle:
             return "the cheapest start-up strategy over a month"
+        if self.given_up:
+            return f"which finished before {self.baseline}'s trials were given up"
         return f"which beat {self.baseline} beyond noise"
 
     def saving_line(self, price_label: str | None, starts_per_month: float) -> str:
@@ -68,9 +71,10 @@ class Recommendation:
         run's: the month of the cheapest config against the runner-up's."""
         if self.lifecycle:
             return self.lifecycle
+        more = "more than " if self.given_up else ""
         text = (
-            f"Saves {fmt_s(self.saving_s)} ({self.saving_pct:.0f}%) per cold start against "
-            f"{self.baseline}"
+            f"Saves {more}{fmt_s(self.saving_s)} ({more}{self.saving_pct:.0f}%) per cold start "
+            f"against {self.baseline}"
         )
         if not math.isnan(self.saving_usd_per_start) and price_label:
             text += (
@@ -337,6 +341,9 @@ def recommend(
     ]
     base = table.loc[summary.baseline] if summary.baseline in table.index else None
     base_s = float(base["median_time_to_ready_s"]) if base is not None else math.nan
+    given_up = base is not None and math.isnan(base_s) and int(base.get("n_censored") or 0) > 0
+    if given_up:  # every baseline trial was given up: its bound is a lower bound of its time
+        base_s = float(base["given_up_after_s"])
     win_s = float(win["median_time_to_ready_s"])
     usd_saved = (
         float(base["cost_per_start_usd"]) - float(win["cost_per_start_usd"])
@@ -356,6 +363,7 @@ def recommend(
         saving_usd_per_start=usd_saved,
         saving_usd_per_month=usd_saved * summary.options.starts_per_month,
         changes=list(verdict.changes),
+        given_up=given_up,
     )
 
 

@@ -74,6 +74,8 @@ SUMMARY_COLUMNS = [
     "n_ok",
     "n_failed",
     "n_stalled",
+    "n_censored",
+    "given_up_after_s",
     "median_time_to_ready_s",
     "p10_time_to_ready_s",
     "p90_time_to_ready_s",
@@ -139,7 +141,9 @@ class Summary:
 
     def trials_per_config(self) -> str:
         """``3 trials per config`` (or ``2–3 ...``), counted from trials.csv, not the plan."""
-        counts = (self.table["n_ok"] + self.table["n_failed"]).astype(int)
+        counts = (self.table["n_ok"] + self.table["n_failed"] + self.table["n_censored"]).astype(
+            int
+        )
         lo, hi = int(counts.min()), int(counts.max())
         if lo == hi:
             return f"{lo} trial per config" if lo == 1 else f"{lo} trials per config"
@@ -234,8 +238,14 @@ def config_row(
     for col in CONFIG_COLUMNS:
         row[col] = _mode(trials[col]) if col in trials.columns else ""
     row["n_ok"] = int(len(ok))
-    row["n_failed"] = int((trials["status"] != "ok").sum())
+    censored = trials[trials["status"] == "censored"]
+    row["n_failed"] = int((~trials["status"].isin(["ok", "censored"])).sum())
     row["n_stalled"] = int((trials["status"] == "stalled").sum())
+    row["n_censored"] = int(len(censored))  # given up (--give-up-after): slower than a bound
+    bounds = censored["censored_after_s"] if "censored_after_s" in censored.columns else []
+    row["given_up_after_s"] = (
+        float(pd.Series(bounds, dtype=float).median()) if len(censored) else math.nan
+    )
     fig = _trial_figures(ok, trials)
     fig.update(_cost_figures(fig, price, options))
     row.update(fig)

@@ -25,7 +25,15 @@ from typing import Any
 
 from iobench.report.units import fmt_s, fmt_s_range, fmt_speed
 from iobench.results import latest_rows
-from iobench.stats import MIN_TRIALS, Comparison, compare, finite, median, percentile
+from iobench.stats import (
+    MIN_TRIALS,
+    Comparison,
+    censored_median,
+    compare,
+    finite,
+    median,
+    percentile,
+)
 
 #: below this many trials a spread is shown as min–max (every trial inside), above as p10–p90
 SPREAD_MINMAX_BELOW = 10
@@ -63,6 +71,7 @@ class ConfigTimes:
     times: tuple[float, ...]
     facts: Mapping[str, str] = field(default_factory=dict)
     failed: int = 0
+    censored: tuple[float, ...] = ()  # the bounds of trials given up (--give-up-after): "> b"
 
     @property
     def n(self) -> int:
@@ -101,13 +110,17 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
     times: dict[str, list[float]] = {}
     facts: dict[str, dict[str, list[str]]] = {}
     failed: dict[str, int] = {}
+    censored: dict[str, list[float]] = {}
     for r in _latest(rows):
         name = str(r.get("config"))
         times.setdefault(name, [])
         failed.setdefault(name, 0)
         ok = finite([r.get("first_start_s")]) or finite([r.get("time_to_ready_s")])
+        bound = finite([r.get("censored_after_s")])
         if str(r.get("status")) == "ok" and ok:
             times[name].append(ok[0])
+        elif str(r.get("status")) == "censored" and bound:
+            censored.setdefault(name, []).append(bound[0])
         else:
             failed[name] += 1
         for col in FACT_COLUMNS:
@@ -119,6 +132,7 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
             tuple(times[name]),
             {c: max(set(v), key=v.count) for c, v in facts.get(name, {}).items()},
             failed[name],
+            tuple(censored.get(name, ())),
         )
         for name in times
     ]
@@ -241,6 +255,9 @@ def decide(
     common = Verdict("", "", win.name, base.name if base else None,
                      runner.name if runner else None, vs_base, vs_runner)  # fmt: skip
     shown = [c for c in (win, base, runner) if c is not None]
+    given_up = next((c for c in configs if c.name == baseline and not c.n and c.censored), None)
+    if given_up is not None and win.n >= MIN_TRIALS and max(win.times) < min(given_up.censored):
+        return _beats_given_up(win, given_up, roles, common)
     if min(c.n for c in shown) < MIN_TRIALS:
         return replace(
             common,
@@ -259,6 +276,23 @@ def decide(
     if slower is not None:
         return slower
     return _no_difference(win, base, vs_base, real, moot, common)
+
+
+def _beats_given_up(
+    win: ConfigTimes, base: ConfigTimes, roles: Mapping[str, Any], common: Verdict
+) -> Verdict:
+    """The baseline's every trial was given up (``--give-up-after``) later than the fastest
+    config's slowest trial finished: it is slower beyond any noise, by more than the ratio
+    of its lowest bound to the fastest median (docs/early-stop.md)."""
+    bound = min(base.censored)
+    real, moot = differences(win.facts, base.facts, roles)
+    text = (
+        f"{win.name} is more than {bound / win.median:.2f}× faster than {base.name} "
+        f"({fmt_s(win.median)}, n={win.n}; {base.name}'s {len(base.censored)} trial(s) given "
+        f"up after > {fmt_s(bound)})."
+    )
+    return replace(common, kind="advice", headline=text, advised=win.name, baseline=base.name,
+                   changes=tuple(real), moot=tuple(moot))  # fmt: skip
 
 
 def _advise_fastest(
@@ -392,6 +426,17 @@ def row_marks(
     base = next((c for c in usable if c.name == baseline), None)
     k = max(len(usable) - 1, 1)
     out: dict[str, tuple[float, str, bool | None]] = {}
+    given_up = next((c for c in configs if c.name == baseline and not c.n and c.censored), None)
+    if given_up is not None:  # the baseline is only "> bound": faster than that, or unknown
+        bound = min(given_up.censored)
+        for c in configs:
+            if c is given_up:
+                out[c.name] = (float("nan"), "baseline", None)
+            elif c.n and max(c.times) < bound:
+                out[c.name] = (bound / c.median, f"> {fmt_speed(bound / c.median)}", True)
+            else:
+                out[c.name] = (float("nan"), "—", None)
+        return out
     for c in configs:
         if base is None or c.n == 0:
             out[c.name] = (float("nan"), "—", None)
@@ -404,6 +449,15 @@ def row_marks(
             known = None if min(c.n, base.n) < MIN_TRIALS else test.distinguishable
             out[c.name] = (ratio, fmt_speed(ratio), known)
     return out
+
+
+def _median_text(c: ConfigTimes) -> str:
+    """The median, or "> b" when the trials given up put it beyond their bounds."""
+    if not c.censored:
+        return fmt_s(c.median)
+    values = [*c.times, *c.censored]
+    m, lower = censored_median(values, [False] * c.n + [True] * len(c.censored))
+    return f"> {fmt_s(m)}" if lower else fmt_s(m)
 
 
 def noise_word(known: bool | None) -> str:
@@ -426,16 +480,19 @@ def console_lines(
     configs = configs_from_rows(rows)
     rank = {name: i for i, name in enumerate(order)}  # the scenario's order, as the report uses
     configs = sorted(configs, key=lambda c: rank.get(c.name, len(rank)))
-    names = [c.name for c in configs if c.n]
+    names = [c.name for c in configs if c.n or c.censored]
     base = baseline if baseline in names else (names[0] if names else None)
     marks = row_marks(configs, base)
+    given_up = any(c.censored for c in configs)
     head = ["config", "n", "median", "spread", f"vs {base or 'baseline'}", "", "failed"]
+    head += ["given up"] if given_up else []
     table = [head]
     for c in configs:
         lo, hi, _ = spread(c.times)
         _, text, known = marks[c.name]
-        table.append([c.name, str(c.n), fmt_s(c.median), fmt_s_range(lo, hi) if c.n > 1 else "—", text,
-                      noise_word(known), str(c.failed or "")])  # fmt: skip
+        table.append([c.name, str(c.n), _median_text(c), fmt_s_range(lo, hi) if c.n > 1 else "—", text,
+                      noise_word(known), str(c.failed or "")]
+                     + ([str(len(c.censored) or "")] if given_up else []))  # fmt: skip
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     lines = [
         "  ".join(

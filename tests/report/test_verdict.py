@@ -151,3 +151,42 @@ def test_a_slower_config_beyond_noise_is_advised_when_the_fastest_spreads_too_mu
         "measured faster (2.6 s), but its trials spread too much to tell."
     )
     assert v.vs_baseline is not None and v.vs_baseline.fast == "venv-on-tmp"
+
+
+def test_a_baseline_given_up_is_slower_and_the_table_says_by_more_than_its_bound() -> None:
+    """naive's trials were all ended by --give-up-after at 6.0 and 6.3 s: it is not 'failed',
+    its median is "> 6.2 s", and the fastest config earns its advice with a lower bound."""
+    rows = [
+        {"trial_id": "naive-r1", "config": "naive", "status": "censored", "time_to_ready_s": "",
+         "censored_after_s": "6.0", **NAIVE},
+        {"trial_id": "venv-on-tmp-r1", "config": "venv-on-tmp", "status": "ok",
+         "time_to_ready_s": "2.0", **ON_TMP},
+        {"trial_id": "naive-r2", "config": "naive", "status": "censored", "time_to_ready_s": "",
+         "censored_after_s": "6.3", **NAIVE},
+        {"trial_id": "venv-on-tmp-r2", "config": "venv-on-tmp", "status": "ok",
+         "time_to_ready_s": "2.2", **ON_TMP},
+    ]  # fmt: skip
+    naive, fast = configs_from_rows(rows)
+    assert (naive.n, naive.failed, naive.censored) == (0, 0, (6.0, 6.3))
+    lines = console_lines(rows, DISK_AND_SHM)
+    assert lines[0].split() == [
+        "config",
+        "n",
+        "median",
+        "spread",
+        "vs",
+        "naive",
+        "failed",
+        "given",
+        "up",
+    ]
+    assert lines[1].split()[:4] == ["naive", "0", ">", "6.2"] and lines[1].split()[-1] == "2"
+    v = decide([naive, fast], "naive", DISK_AND_SHM)
+    assert v.kind == "advice" and v.advised == "venv-on-tmp" and v.baseline == "naive"
+    assert v.headline == (
+        "venv-on-tmp is more than 2.86× faster than naive (2.1 s, n=2; naive's 2 trial(s) "
+        "given up after > 6.0 s)."
+    )
+    # a fast trial slower than a bound: no such claim
+    slow = ConfigTimes("venv-on-tmp", (2.0, 6.5), ON_TMP)
+    assert decide([naive, slow], "naive", DISK_AND_SHM).kind != "advice"
