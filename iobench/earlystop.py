@@ -104,7 +104,7 @@ def settled(
     then reported as ``> b / W``).
     """
     have = {c: list(v) for c, v in by_config.items() if v}
-    if len(have) < 2 or min(len(v) for v in have.values()) < min_rounds:
+    if len(have) < 2 or not all(len(v) >= min_rounds or given_up(v) for v in have.values()):
         return None
     order = ranking(have)
     w = order[0]
@@ -123,7 +123,7 @@ def settled(
                 if not _alike(c):
                     return None
                 alike.append(other)
-    n = min(len(v) for v in have.values())
+    n = min((len(v) for v in have.values() if not given_up(v)), default=1)
     lead = f"{w} fastest beyond noise" + (f" (alike: {', '.join(alike)})" if alike else "")
     if baseline == w or baseline not in have:
         return f"ranking settled after {n} rounds ({lead})"
@@ -142,6 +142,13 @@ def settled(
         f"ranking and headline ratio settled after {n} rounds ({lead}; "
         f"{baseline} / {w} = {ratio:.2f}x, 95% interval {lo:.2f}-{hi:.2f}x)"
     )
+
+
+def given_up(obs: Sequence[Outcome]) -> bool:
+    """Every trial of the config so far was given up (more than K x the best median, or
+    prediction): it is no candidate for the answer, and ``--repeats auto`` does not repeat
+    it (a second bound would only confirm "> K x best" at K x the best's cost again)."""
+    return bool(obs) and all(o.censored for o in obs)
 
 
 def _alike(c: Comparison) -> bool:

@@ -124,6 +124,7 @@ class RunTrials:
         names = [c.name for c in plan.scenario.configs]
         self.baseline = "naive" if "naive" in names else (names[0] if names else "")
         self.rounds_run = 0
+        self.skipped: list[str] = []  # trials of configs given up in every trial so far
 
     @classmethod
     def start(
@@ -162,6 +163,11 @@ class RunTrials:
                     self.progress.message(f"--repeats auto: stopped, {why}")
                     self._record(why)
                     return
+            if self.plan.repeats_auto and earlystop.given_up(
+                self._outcomes().get(spec.config.name, [])
+            ):  # no candidate: its next trial would be given up at K x best again
+                self.skipped.append(spec.trial_id)
+                continue
             self.rounds_run = max(self.rounds_run, spec.round)
             yield spec
         if self.plan.repeats_auto:  # the last round may have settled it too: say which
@@ -222,7 +228,8 @@ class RunTrials:
 
     def _record(self, why: str) -> None:
         auto = {"max": self.plan.repeats, "rounds_run": self.rounds_run,
-                "rule": "docs/early-stop.md", "stopped_because": why}  # fmt: skip
+                "rule": "docs/early-stop.md", "stopped_because": why,
+                "not_repeated": self.skipped}  # fmt: skip
         if why := self.rd.try_update_meta(repeats_auto=auto):
             self.progress.message(f"warning: {why}")
 

@@ -134,3 +134,17 @@ def test_parse_repeats() -> None:
     for bad in ("0", "auto:1", "auto:x", "soon"):
         with pytest.raises(ValueError):
             parse_repeats(bad)
+
+
+def test_a_config_given_up_once_needs_no_second_round() -> None:
+    """naive given up in its one trial (its next would be given up again): the winner's two
+    rounds settle it; a config with one finished trial still needs its second."""
+    from iobench.earlystop import given_up
+
+    assert given_up(cen(31.0)) and not given_up([Outcome(45.0), Outcome(31.0, True)])
+    assert not given_up([])
+    by = {"w": ok(10.0, 10.4), "naive": cen(31.0)}
+    why = settled(by, "naive")
+    assert why is not None and "after 2 rounds" in why and "> 3.04x" in why  # 31 / 10.2
+    assert settled({"w": ok(10.0), "naive": cen(31.0)}, "naive") is None  # w: one round
+    assert settled({"w": ok(10.0, 10.4), "x": ok(30.0), "naive": cen(31.0)}, "naive") is None
