@@ -301,9 +301,12 @@ def _batchable(raw: bytes) -> tuple[bytes, bytes, int] | None:
     """(header line, rows, row count) of a file the batch can read as read_csv reads it
     alone; None sends it to ``read_sample_file``. Every row ends at a newline here (no
     quotes, no lone carriage return), so a skipped line, such as a blank one, can only
-    shorten the batch, which ``_parse_batch`` then refuses."""
+    shorten the batch, which ``_parse_batch`` then refuses. A first row longer than the
+    header (read_csv would take its first cell as the index) goes to ``read_sample_file``."""
     head, sep, body = raw.partition(b"\n")
     if not sep or not body or body.isspace() or b'"' in raw or raw.startswith(b"\xef\xbb\xbf"):
+        return None
+    if body[: body.find(b"\n")].count(b",") != head.count(b","):
         return None
     if not body.endswith(b"\n"):
         body += b"\n"
@@ -368,7 +371,8 @@ def read_sample_batches(
         except OSError:
             split = None
         names = split[0].decode("utf-8", "replace").removesuffix("\r").split(",") if split else []
-        if split is None or "t" not in names or len(set(names)) < len(names):
+        odd = "t" not in names or (columns is not None and "t" not in columns)
+        if split is None or odd or len(set(names)) < len(names):
             out[slot] = _read_one(run_path, trial_id, columns)
         else:
             batch = pending.get(split[0])
