@@ -4,6 +4,7 @@ credits, the kernel cache, passthrough semantics, and a real venv with pip on it
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -81,7 +82,9 @@ def test_burst_credits_fall_from_burst_to_baseline(volume: Callable[..., Path]) 
     result = probe.sequential_write(mnt, total_mb=total, bucket_s=0.1)
     rates = [p.mbps for p in result.timeline]
     assert rates[0] > 4 * baseline, rates  # bursting at first
-    assert rates[-1] == pytest.approx(baseline, rel=0.2), rates  # baseline at the end
+    # baseline at the end: the median of the last full buckets (the very last one is cut
+    # short by the end of the write, and a 0.1 s bucket jitters with a busy machine)
+    assert statistics.median(rates[-5:-1]) == pytest.approx(baseline, rel=0.2), rates
     # the fall happens after about `credits` MB: total time = C/B + (T-C)/M
     assert result.seconds == pytest.approx(credits / burst + (total - credits) / baseline, rel=0.15)
     moved = 0.0
