@@ -31,6 +31,7 @@ from iobench import axes, installers, metadata, procfs, redact
 from iobench.earlystop import MIN_GIVE_UP
 from iobench.errors import IOBenchError, UsageError
 from iobench.index import check_mbit
+from iobench.removal import QUIET_S
 from iobench.results import ResumeState, RunDir, utcnow
 from iobench.runmeta import RunMeta
 from iobench.scenario import Scenario, load_scenario
@@ -65,6 +66,7 @@ class RunPlan:
     resume: Path | None = None
     resume_meta: RunMeta | None = None
     lock_wait: float = 0.0
+    hung_after_s: float = QUIET_S  # a removal without progress this long: the volume hung
     order_seed: int = 0
     same_storage: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said at the start of the run
@@ -108,6 +110,7 @@ def check(args: argparse.Namespace) -> RunPlan:
         resume=args.resume.resolve() if args.resume is not None else None,
         resume_meta=meta,
         lock_wait=args.lock_wait,
+        hung_after_s=getattr(args, "hung_after", None) or QUIET_S,
         order_seed=_order_seed(meta, getattr(args, "order_seed", None)),
         notes=notes,
         command=["iobench", *sys.argv[1:]],
@@ -162,6 +165,9 @@ def _check_options(args: argparse.Namespace) -> None:
         )
     if args.repeats is not None and args.repeats > MAX_REPEATS:
         raise UsageError(f"--repeats {args.repeats}: at most {MAX_REPEATS}")
+    hung = getattr(args, "hung_after", None)
+    if hung is not None and not 1 <= hung <= MAX_SECONDS:
+        raise UsageError(f"--hung-after {hung:g}: between 1 and {MAX_SECONDS:g} s")
     for flag in ("stall_after", "stall_timeout", "trial_timeout", "lock_wait"):
         value = getattr(args, flag)
         if value is not None and math.isfinite(value) and value > MAX_SECONDS:

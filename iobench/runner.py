@@ -52,7 +52,7 @@ class Runner:
         self.run_id = ""
         self._handlers: dict[int, object] = {}
         self._interrupted = False
-        self.remover = Remover()
+        self.remover = Remover(quiet_s=plan.hung_after_s)
         self.reaper = Reaper(self.remover, {})  # its volumes are known once scratch exists
         self.clock = overhead.Clock()
         self.warm: WarmCaches | None = None

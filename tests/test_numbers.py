@@ -23,6 +23,7 @@ from iobench.__main__ import main
         ["run", "--stall-timeout", "1e300"],
         ["run", "--trial-timeout", "-1"],
         ["run", "--lock-wait", "inf"],
+        ["run", "--hung-after", "0.5"],
         ["run", "--order-seed", "-1"],
         ["run", "--order-seed", "1e3"],
         ["probe", "{tmp}", "--seconds", "inf"],

@@ -421,7 +421,9 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
             str(results),
             "--no-report",
             "--trial-timeout",
-            "20",
+            "12",
+            "--hung-after",
+            "5",
         ]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         _wait_for(
@@ -456,8 +458,11 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
     assert "stopped answering" in out and str(vol) in out, out
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "volume-hung" and str(vol) in meta["status_reason"]
-    assert took < 20 + 60, f"took {took:.0f} s after the hang"
-    print(f"hung volume: iobench ended {took:.1f} s after SIGSTOP (trial limit 20 s)")
+    assert "no progress for 5 s" in out, out  # --hung-after
+    assert took < 12 + 5 + 40, f"took {took:.0f} s after the hang"
+    print(
+        f"hung volume: iobench ended {took:.1f} s after SIGSTOP (trial limit 12 s, hung after 5 s)"
+    )
 
 
 def test_cleanup_finishes_whatever_signals_arrive(tmp_path: Path) -> None:

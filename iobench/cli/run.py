@@ -195,6 +195,13 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
         help="end a trial still running after S seconds (default: 600 + 2 per MB the scenario installs)",
     )
     how.add_argument(
+        "--hung-after",
+        type=positive_float,
+        metavar="S",
+        help="a volume on which a removal made no progress for S seconds counts as hung: "
+        "iobench says what is left there and stops (default: 20)",
+    )
+    how.add_argument(
         "--give-up-after",
         type=positive_float,
         metavar="K",

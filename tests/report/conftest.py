@@ -20,9 +20,10 @@ def run_dir(tmp_path: Path) -> Path:
     return rf.make_run_dir(tmp_path / "results", gpu=H100_META)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real `iobench run` of the tiny scenario (2 configs x 2 repeats)."""
+    """One real `iobench run` of the tiny scenario (2 configs x 2 repeats), shared by the
+    report tests (each builds its report anew; ~20 s a run on 2 cores)."""
     main = pytest.importorskip("iobench.__main__").main
     TINY = Path(__file__).parents[1] / "data" / "tiny.toml"
 
