@@ -40,6 +40,8 @@ OPMIX_FILE = Path(__file__).parent / "data" / "opmix.toml"
 PHASES = ("venv", "download", "install", "compile", "import")
 #: how long a client trusts cached attributes: libfuse's and the lab's default (NFS: acregmin 3 s)
 ATTR_CACHE_S = 1.0
+#: a measured config gives F only when the model's storage part is at most this share of it
+MAX_REFERENCE_STORAGE = 0.5
 _ITERATIONS = 6
 
 
@@ -312,8 +314,10 @@ def fast_from_trials(
     the storage part the model gives its folders (so a config on a tmp that is not tmpfs
     still yields ``F``). ``measured``: per config, the median seconds of each phase of its
     latest ok trials (pip, virtualenv, bytecode on). Per state, the config whose storage
-    part is smallest is the reference (the one the model says least about); a state with
-    no measured config gets the other state's recorded ``F`` ratio applied to its own.
+    part is smallest is the reference (the one the model says least about), and only one
+    whose storage part is at most ``MAX_REFERENCE_STORAGE`` of its time; a state with no
+    such config gets the other state's recorded ``F`` ratio applied to its own, and with
+    none at all the caller keeps the recorded ``F`` scaled by the CPU sample.
 
     Why: ``F`` recorded once on another moment's load scales with the machine only through
     a CPU job's time, which follows a shared machine's load badly (docs/prediction.md); a
@@ -340,6 +344,9 @@ def fast_from_trials(
             Size.of(profile), fast_s=phases,
         )  # fmt: skip
         storage = sum(pred.storage_s.values())
+        if storage > MAX_REFERENCE_STORAGE * sum(phases.values()):
+            continue  # F would be a small difference of two large numbers: 5 % off in the
+            # storage part of a trial that is 90 % storage is 50 % off in F (seen at 2 ms)
         fast = {p: max(phases[p] - pred.storage_s.get(p, 0.0), 0.05 * phases[p]) for p in PHASES}
         state = _state(cfg)
         if state not in best or storage < best[state][0]:

@@ -69,12 +69,24 @@ def predictions(
     ``rows``: the run's trials so far, whose phase times give the model its fast part."""
     if doc is None:
         return {}
-    from iobench.predict import fast_from_trials, predicted_by_config
+    from iobench.predict import predicted_by_config
 
     try:
-        measured = measured_phases(rows or [])
-        fast = fast_from_trials(plan.scenario, doc, measured) if measured else None
-        return predicted_by_config(plan.scenario, doc, fast or None)
+        return predicted_by_config(plan.scenario, doc, run_fast(plan, doc, rows) or None)
+    except (IOBenchError, KeyError, ValueError, TypeError, ZeroDivisionError):
+        return {}
+
+
+def run_fast(
+    plan: RunPlan, doc: dict[str, Any], rows: list[Any] | None
+) -> dict[str, dict[str, float]]:
+    """The model's fast part from the run's own trials (``predict.fast_from_trials``); empty
+    while no finished trial can give it (none yet, or only ones mostly made of storage)."""
+    from iobench.predict import fast_from_trials
+
+    measured = measured_phases(rows or [])
+    try:
+        return fast_from_trials(plan.scenario, doc, measured) if measured else {}
     except (IOBenchError, KeyError, ValueError, TypeError, ZeroDivisionError):
         return {}
 
@@ -201,16 +213,17 @@ class RunTrials:
         return result
 
     def _recalibrate(self) -> None:
-        """Predict again with what the run knows now. Once a trial finished, its phase
-        times give the model its fast part (``predict.fast_from_trials``): measured minutes
-        ago, under the load the next trial sees. Before that, the CPU speed of this moment:
+        """Predict again with what the run knows now. Once a trial that is mostly not
+        storage finished, its phase times give the model its fast part
+        (``predict.fast_from_trials``): measured minutes ago, under the load the next trial
+        sees. Before that, the CPU speed of this moment:
         the median of the last ``CPU_WINDOW`` samples of ``probe.cpu_seconds`` (one run,
         ~0.25 s; the probe's own first): on a shared machine the load moves by the minute,
         and one sample alone jumps with every burst of another process (docs/prediction.md)."""
         if self.doc is None or not any(v is not None for v in self.predicted.values()):
             return
         rows = self.rd.trials(latest_only=True)
-        if measured_phases(rows):
+        if run_fast(self.plan, self.doc, rows):
             self.predicted = predictions(self.plan, self.doc, rows) or self.predicted
             return
         from iobench.probe import cpu_seconds
@@ -234,4 +247,4 @@ class RunTrials:
             self.progress.message(f"warning: {why}")
 
 
-__all__ = ["RunTrials", "measured_phases", "predictions", "probe_run"]
+__all__ = ["RunTrials", "measured_phases", "predictions", "probe_run", "run_fast"]

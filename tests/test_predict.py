@@ -171,20 +171,25 @@ def test_the_run_s_own_fast_trials_give_the_fast_part() -> None:
 
 
 def test_a_volume_trial_gives_f_less_its_storage_part() -> None:
-    """Only a config on the slow target measured (naive): F is its time less the model's
-    storage part, so venv-on-tmp is predicted at that F, not at naive's time."""
-    scen, doc = load_scenario("smoke"), _doc(0.01, 1.0)
+    """Only a config on the target measured (naive): F is its time less the model's storage
+    part, so venv-on-tmp is predicted at that F, not at naive's time; unless the storage part
+    is most of the trial, when F would be a small difference of two large numbers."""
+    scen = load_scenario("smoke")
     true_f = {"venv": 0.4, "download": 1.6, "install": 0.6, "compile": 0.7, "import": 0.05}
-    folders = {"target": predict.Costs.from_probe(doc["paths"][0])}
-    roles = dict.fromkeys(("venv", "tmpdir", "cache"), folders["target"])
     mix, size = predict.load_opmix("pip"), predict.Size.of(_smoke_profile())
-    naive = predict.predict_config("naive", roles, "cold", mix, size, fast_s=true_f)
-    assert naive.total_s > 2 * sum(true_f.values())  # mostly storage
-    fast = predict.fast_from_trials(scen, doc, {"naive": naive.phases})
-    assert sum(fast["cold"].values()) == pytest.approx(sum(true_f.values()), rel=0.1)
-    got = predict.predicted_by_config(scen, doc, fast)
-    assert got["venv-on-tmp"] == pytest.approx(sum(true_f.values()), rel=0.1)
-    assert got["naive"] == pytest.approx(naive.total_s, rel=0.05)
+    for slow_ms, usable in ((0.05, True), (1.0, False)):
+        doc = _doc(0.01, slow_ms)
+        target = predict.Costs.from_probe(doc["paths"][0])
+        roles = dict.fromkeys(("venv", "tmpdir", "cache"), target)
+        naive = predict.predict_config("naive", roles, "cold", mix, size, fast_s=true_f)
+        fast = predict.fast_from_trials(scen, doc, {"naive": naive.phases})
+        if not usable:
+            assert naive.total_s > 2 * sum(true_f.values()) and fast == {}  # mostly storage
+            continue
+        assert sum(fast["cold"].values()) == pytest.approx(sum(true_f.values()), rel=0.05)
+        got = predict.predicted_by_config(scen, doc, fast)
+        assert got["venv-on-tmp"] == pytest.approx(sum(true_f.values()), rel=0.05)
+        assert got["naive"] == pytest.approx(naive.total_s, rel=0.05)
 
 
 def _smoke_profile():  # noqa: ANN202
