@@ -10,6 +10,7 @@ config's ``predicted_s`` beside its time-to-ready (``iobench.predict``, from pro
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -50,7 +51,7 @@ def probe_run(
 
     progress.message(f"probe: {', '.join(sorted(scratch))} (~{PROBE_SECONDS:g} s per operation)")
     try:
-        folders = {r: s.run_root for r, s in scratch.items()}
+        folders: dict[str, str | os.PathLike[str]] = {r: s.run_root for r, s in scratch.items()}
         # no lock test, one CPU sample: predictions need neither; a 32 MB write at most, not
         # 256: a page cache full of dirty data would be written back during the first trial
         doc = probe_roles(folders, PROBE_SECONDS, locks=False, cpu_runs=1, write_mb=PROBE_WRITE_MB)

@@ -342,7 +342,7 @@ def recommend(
     base = table.loc[summary.baseline] if summary.baseline in table.index else None
     base_s = float(base["median_time_to_ready_s"]) if base is not None else math.nan
     given_up = base is not None and math.isnan(base_s) and int(base.get("n_censored") or 0) > 0
-    if given_up:  # every baseline trial was given up: its bound is a lower bound of its time
+    if given_up and base is not None:  # every baseline trial given up: its bound is a lower bound
         base_s = float(base["given_up_after_s"])
     win_s = float(win["median_time_to_ready_s"])
     usd_saved = (
