@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.removal import TRASH, Reaper, Remover, _subtrees, remove_tree
+from iobench.removal import BACKGROUND_MIN_CPUS, TRASH, Reaper, Remover, _subtrees, remove_tree
 from iobench.scratch import Scratch
 
 
@@ -84,7 +84,7 @@ def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
         _venv_like(s.run_root / "x-r1" / "venv", packages=4)
         remover.defer(s.run_root / "x-r1", s.run_root / TRASH, s.root)
     # one real filesystem here: the two roles are told apart as the runner would see two
-    reaper = Reaper(remover, {a.root: 1, b.root: 2})
+    reaper = Reaper(remover, {a.root: 1, b.root: 2}, background=True)
     assert reaper.hold([a.root]) == []  # before a trial on vol-a: its trash goes first, here
     assert list((a.run_root / TRASH).iterdir()) == []
     assert list((b.run_root / TRASH).iterdir()), "removed on a volume no trial asked for yet"
@@ -101,7 +101,7 @@ def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
 def test_trials_on_one_volume_never_hold_more_than_one_trial_s_trash(tmp_path: Path) -> None:
     s = _scratch(tmp_path, "target")
     remover = Remover()
-    reaper = Reaper(remover, {s.root: 3})
+    reaper = Reaper(remover, {s.root: 3}, background=True)
     for r in range(1, 5):  # every trial on the one volume, back to back as the runner runs them
         assert reaper.hold([s.root]) == []
         trash = s.run_root / TRASH
@@ -117,13 +117,31 @@ def test_hold_stops_a_background_removal_and_finishes_it_itself(tmp_path: Path) 
     _venv_like(s.run_root / "big-r1" / "venv", packages=40, files=40)
     remover = Remover(workers=2)
     remover.defer(s.run_root / "big-r1", s.run_root / TRASH, s.root)
-    reaper = Reaper(remover, {s.root: 7})
+    reaper = Reaper(remover, {s.root: 7}, background=True)
     reaper.release()  # the background thread starts on it
     assert reaper.hold([s.root]) == []  # stops the thread there, then empties the rest here
     assert reaper.current is None and remover.trash == {}
     assert not list((s.run_root / TRASH).iterdir())
     reaper.release()
     assert reaper.drain() == []
+
+
+def test_without_cores_to_spare_everything_is_removed_between_trials(tmp_path: Path) -> None:
+    """Below BACKGROUND_MIN_CPUS nothing is removed while a trial runs: before a trial on
+    vol-a, vol-b's trash goes too, and no thread is started after it."""
+    a, b = _scratch(tmp_path, "vol-a"), _scratch(tmp_path, "vol-b")
+    remover = Remover()
+    for s in (a, b):
+        _venv_like(s.run_root / "x-r1" / "venv", packages=4)
+        remover.defer(s.run_root / "x-r1", s.run_root / TRASH, s.root)
+    reaper = Reaper(remover, {a.root: 1, b.root: 2}, background=False)
+    assert reaper.hold([a.root]) == []
+    assert not list((a.run_root / TRASH).iterdir()) and not list((b.run_root / TRASH).iterdir())
+    remover.defer(b.run_root / "nothing", b.run_root / TRASH, b.root)
+    reaper.release()
+    assert reaper.thread is None
+    assert reaper.drain() == [] and remover.trash == {}
+    assert Reaper(remover, {}).background == ((os.cpu_count() or 1) >= BACKGROUND_MIN_CPUS)
 
 
 @pytest.mark.parametrize("workers", [1, 8])
