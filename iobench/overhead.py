@@ -88,8 +88,11 @@ class Clock:
 
     def trial(self, row: Any, priming_s: float, seconds: float) -> None:
         """One trial that took ``seconds``: its measured time (time-to-ready, a strategy's
-        persist and restart steps), its priming, and the rest of its own steps."""
+        persist and restart steps; a trial given up: its bound, the time it ran to learn
+        "> bound"), its priming, and the rest of its own steps."""
         measured = sum(getattr(row, c, None) or 0.0 for c in MEASURED_COLUMNS)
+        if getattr(row, "status", "") == "censored":
+            measured += getattr(row, "censored_after_s", None) or 0.0
         self.measured_s += measured
         self.add("priming", priming_s)
         self.add("trial", seconds - measured - priming_s)

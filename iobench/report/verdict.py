@@ -72,6 +72,7 @@ class ConfigTimes:
     facts: Mapping[str, str] = field(default_factory=dict)
     failed: int = 0
     censored: tuple[float, ...] = ()  # the bounds of trials given up (--give-up-after): "> b"
+    predicted: float | None = None  # median predicted_s of its trials given up
 
     @property
     def n(self) -> int:
@@ -111,6 +112,7 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
     facts: dict[str, dict[str, list[str]]] = {}
     failed: dict[str, int] = {}
     censored: dict[str, list[float]] = {}
+    predicted: dict[str, list[float]] = {}
     for r in _latest(rows):
         name = str(r.get("config"))
         times.setdefault(name, [])
@@ -121,6 +123,7 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
             times[name].append(ok[0])
         elif str(r.get("status")) == "censored" and bound:
             censored.setdefault(name, []).append(bound[0])
+            predicted.setdefault(name, []).extend(finite([r.get("predicted_s")]))
         else:
             failed[name] += 1
         for col in FACT_COLUMNS:
@@ -133,6 +136,7 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
             {c: max(set(v), key=v.count) for c, v in facts.get(name, {}).items()},
             failed[name],
             tuple(censored.get(name, ())),
+            median(predicted[name]) if predicted.get(name) else None,
         )
         for name in times
     ]
@@ -286,10 +290,16 @@ def _beats_given_up(
     of its lowest bound to the fastest median (docs/early-stop.md)."""
     bound = min(base.censored)
     real, moot = differences(win.facts, base.facts, roles)
+    guess = ""
+    if base.predicted is not None and base.predicted > bound:  # the model agrees with the bound
+        guess = (
+            f"; predicted {fmt_s(base.predicted)}, ~{base.predicted / win.median:.1f}× "
+            "(docs/prediction.md)"
+        )
     text = (
         f"{win.name} is more than {bound / win.median:.2f}× faster than {base.name} "
         f"({fmt_s(win.median)}, n={win.n}; {base.name}'s {len(base.censored)} trial(s) given "
-        f"up after > {fmt_s(bound)})."
+        f"up after > {fmt_s(bound)}{guess})."
     )
     return replace(common, kind="advice", headline=text, advised=win.name, baseline=base.name,
                    changes=tuple(real), moot=tuple(moot))  # fmt: skip

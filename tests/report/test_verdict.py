@@ -187,6 +187,12 @@ def test_a_baseline_given_up_is_slower_and_the_table_says_by_more_than_its_bound
         "venv-on-tmp is more than 2.86× faster than naive (2.1 s, n=2; naive's 2 trial(s) "
         "given up after > 6.0 s)."
     )
+    # the model's figure for the config given up, when above its bound, is said beside it
+    predicted = [{**r, "predicted_s": "18.9"} for r in rows]
+    v = decide(configs_from_rows(predicted), "naive", DISK_AND_SHM)
+    assert v.headline.endswith(
+        "given up after > 6.0 s; predicted 18.9 s, ~9.0× (docs/prediction.md))."
+    )
     # a fast trial slower than a bound: no such claim
     slow = ConfigTimes("venv-on-tmp", (2.0, 6.5), ON_TMP)
     assert decide([naive, slow], "naive", DISK_AND_SHM).kind != "advice"
