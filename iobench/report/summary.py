@@ -356,8 +356,9 @@ def collect_sample_figures(run: Run) -> dict[str, tuple[SampleFigures, int, int]
 
 
 def choose_baseline(table: pd.DataFrame) -> tuple[str | None, str | None]:
-    """The config named ``naive`` if it has ok trials, else the first with any; plus a note."""
-    usable = table[table["n_ok"] > 0]
+    """The config named ``naive`` if it has ok trials (or trials given up, which bound it
+    from below), else the first with any; plus a note."""
+    usable = table[(table["n_ok"] > 0) | (table["n_censored"] > 0)]
     if usable.empty:
         return None, None
     if BASELINE_NAME in set(usable["config"]):
