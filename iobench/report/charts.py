@@ -207,7 +207,10 @@ def time_to_ready_chart(
         ):
             known = row.get("beyond_noise_vs_baseline")
             word = ", within noise" if known is False else ""
-            note += f"  {fmt_speed(row['speedup_vs_baseline'])}{word}"
+            bound = "> " if str(row.get("vs_baseline", "")).startswith(">") else ""
+            note += (
+                f"  {bound}{fmt_speed(row['speedup_vs_baseline'])}{word}"  # > : baseline given up
+            )
         elif config == baseline:
             note += "  (baseline)"
         right_end = max(float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
