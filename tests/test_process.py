@@ -183,6 +183,9 @@ def test_installer_dies_when_iobench_is_killed(tmp_path: Path) -> None:
 def test_ctrl_c_ends_the_tree_and_is_raised_again(tmp_path: Path, signum: int) -> None:
     pidfile = tmp_path / "p.pid"
     code = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    # a shell without job control starts background commands with SIGINT ignored, and Python
+    # then keeps it ignored: Ctrl-C's own handler, whatever started the suite
+    previous = signal.signal(signum, signal.default_int_handler)
     sampler = Sampler(10).start()
     calls = []
 
@@ -205,4 +208,5 @@ def test_ctrl_c_ends_the_tree_and_is_raised_again(tmp_path: Path, signum: int) -
             )
     finally:
         sampler.stop()
+        signal.signal(signum, previous)
     assert _wait_gone(int(pidfile.read_text()))
