@@ -258,16 +258,11 @@ def predict_scenario(
         profile = load_profile(scenario.wheels)
     out = []
     for cfg in scenario.configs:
-        roles = {
-            "venv": folders[cfg.venv],
-            "tmpdir": folders[cfg.tmpdir],
-            "cache": folders[cfg.cache] if cfg.cache != "off" else None,
-        }
-        state = "warm" if cfg.cache_state == "warm" else "cold"
+        state = _state(cfg)
         size = Size.of(profile) if profile else None
         pred = predict_config(
             cfg.name,
-            roles,
+            _role_costs(cfg, folders),
             cfg.cache_state,
             load_opmix(cfg.installer),
             size,

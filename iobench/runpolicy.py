@@ -63,17 +63,17 @@ def probe_run(
 
 
 def predictions(
-    plan: RunPlan, doc: dict[str, Any] | None, rows: list[Any] | None = None
+    plan: RunPlan, doc: dict[str, Any] | None, fast: dict[str, dict[str, float]] | None = None
 ) -> dict[str, float | None]:
     """Each config's predicted time-to-ready (None: not probed, or not predictable); a
     prediction that cannot be made leaves ``predicted_s`` empty, never stops the run.
-    ``rows``: the run's trials so far, whose phase times give the model its fast part."""
+    ``fast``: the model's fast part from the run's own trials (:func:`run_fast`)."""
     if doc is None:
         return {}
     from iobench.predict import predicted_by_config
 
     try:
-        return predicted_by_config(plan.scenario, doc, run_fast(plan, doc, rows) or None)
+        return predicted_by_config(plan.scenario, doc, fast or None)
     except (IOBenchError, KeyError, ValueError, TypeError, ZeroDivisionError):
         return {}
 
@@ -223,9 +223,9 @@ class RunTrials:
         and one sample alone jumps with every burst of another process (docs/prediction.md)."""
         if self.doc is None or not any(v is not None for v in self.predicted.values()):
             return
-        rows = self.rd.trials(latest_only=True)
-        if run_fast(self.plan, self.doc, rows):
-            self.predicted = predictions(self.plan, self.doc, rows) or self.predicted
+        fast = run_fast(self.plan, self.doc, self.rd.trials(latest_only=True))
+        if fast:
+            self.predicted = predictions(self.plan, self.doc, fast) or self.predicted
             return
         from iobench.probe import cpu_seconds
 

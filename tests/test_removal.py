@@ -77,12 +77,18 @@ def test_defer_renames_into_the_trash_and_empty_removes_it(tmp_path: Path) -> No
     assert list((s.run_root / TRASH).iterdir()) == [] and remover.trash == {}
 
 
-def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
+def _two_volumes_with_trash(tmp_path: Path) -> tuple[Scratch, Scratch, Remover]:
+    """Two roles' scratch folders, each with a finished trial's folders in its trash."""
     a, b = _scratch(tmp_path, "vol-a"), _scratch(tmp_path, "vol-b")
     remover = Remover()
     for s in (a, b):
         _venv_like(s.run_root / "x-r1" / "venv", packages=4)
         remover.defer(s.run_root / "x-r1", s.run_root / TRASH, s.root)
+    return a, b, remover
+
+
+def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
+    a, b, remover = _two_volumes_with_trash(tmp_path)
     # one real filesystem here: the two roles are told apart as the runner would see two
     reaper = Reaper(remover, {a.root: 1, b.root: 2}, background=True)
     assert reaper.hold([a.root]) == []  # before a trial on vol-a: its trash goes first, here
@@ -129,11 +135,7 @@ def test_hold_stops_a_background_removal_and_finishes_it_itself(tmp_path: Path) 
 def test_without_cores_to_spare_everything_is_removed_between_trials(tmp_path: Path) -> None:
     """Below BACKGROUND_MIN_CPUS nothing is removed while a trial runs: before a trial on
     vol-a, vol-b's trash goes too, and no thread is started after it."""
-    a, b = _scratch(tmp_path, "vol-a"), _scratch(tmp_path, "vol-b")
-    remover = Remover()
-    for s in (a, b):
-        _venv_like(s.run_root / "x-r1" / "venv", packages=4)
-        remover.defer(s.run_root / "x-r1", s.run_root / TRASH, s.root)
+    a, b, remover = _two_volumes_with_trash(tmp_path)
     reaper = Reaper(remover, {a.root: 1, b.root: 2}, background=False)
     assert reaper.hold([a.root]) == []
     assert not list((a.run_root / TRASH).iterdir()) and not list((b.run_root / TRASH).iterdir())
