@@ -47,3 +47,29 @@ def test_the_seed_decides_the_order_and_a_resume_rebuilds_it() -> None:
 
 def test_no_configs_no_trials() -> None:
     assert plan_trials((), 3, seed=0) == []
+
+
+def test_a_warm_config_runs_after_a_cold_config_whose_cache_it_can_adopt() -> None:
+    """Round 1 puts the warm config after a cold one of its placement (no priming install);
+    later rounds stay rotations, so the balance over a cycle holds."""
+    naive = Config("naive", "target", "target", "target")
+    tmp_fix = Config("tmp-fix", "target", "tmp", "tmp")
+    on_tmp = Config("venv-on-tmp", "tmp", "tmp", "tmp")
+    warm = Config("warm", "tmp", "tmp", "target", cache_state="warm")
+    configs = (warm, on_tmp, tmp_fix, naive)
+    firsts = set()
+    for seed in range(200):
+        first = [c.name for c in round_order(configs, 1, seed)]
+        assert first.index("naive") < first.index("warm"), (seed, first)
+        firsts.add(first[0])
+        plans = plan_trials(configs, repeats=4, seed=seed)
+        places = Counter((p.config.name, p.position) for p in plans)
+        assert set(places.values()) == {1} and len(places) == 16
+    assert firsts == {"naive", "tmp-fix", "venv-on-tmp"}  # still drawn, not fixed
+    # no cold config of that placement: nothing to wait for, the warm one may come first
+    alone = (warm, on_tmp, tmp_fix)
+    assert {round_order(alone, 1, s)[0].name for s in range(50)} == {
+        "warm",
+        "venv-on-tmp",
+        "tmp-fix",
+    }
