@@ -8,12 +8,16 @@ role records its filesystem type, mount point, mount options and free space, rea
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import platform
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -85,25 +89,29 @@ def _version_of(cmd: list[str]) -> str | None:
     )
 
 
-def versions() -> dict:
-    import virtualenv
+def _pip_host() -> str | None:
+    """What ``python -m pip --version`` prints for this interpreter, without starting a pip
+    (~0.3 s): the installed pip's version and folder, as pip words it."""
+    spec = importlib.util.find_spec("pip")
+    if spec is None or not spec.origin:
+        return None
+    try:
+        version = importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    where = os.path.dirname(spec.origin)
+    return f"pip {version} from {where} (python {sys.version_info[0]}.{sys.version_info[1]})"
 
+
+def _uv_version() -> str | None:
     from iobench.installers import uv_binary
 
     uv = uv_binary()
-    return {
-        "python": sys.version.split()[0],
-        "python_executable": sys.executable,
-        "iobench": __version__,
-        "virtualenv": getattr(virtualenv, "__version__", "unknown"),
-        "pip_host": _version_of([sys.executable, "-m", "pip", "--version"]),
-        "uv": _version_of([uv, "--version"]) if uv else None,
-    }
+    return _version_of([uv, "--version"]) if uv else None
 
 
-def pip_config(isolated: bool) -> dict:
-    """pip's configuration as this machine's pip sees it, and whether trials ignored it."""
-    listed = []
+def _pip_config_list() -> list[str]:
+    """``pip config list`` (its lines, secrets redacted); [] when pip cannot say."""
     try:
         out = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"],
@@ -111,9 +119,59 @@ def pip_config(isolated: bool) -> dict:
             text=True,
             timeout=30,
         )
-        listed = [redact.redact_text(line) for line in out.stdout.splitlines() if line.strip()]
     except (OSError, subprocess.SubprocessError):
-        pass
+        return []
+    return [redact.redact_text(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+#: what ``prefetch`` started: its thread and, once done, its answers
+_PREFETCHED: dict[str, Any] = {}
+
+
+def prefetch() -> None:
+    """Start the slow facts (``pip config list`` and ``uv --version``: a process start-up
+    each, ~0.5 s) in a background thread now, while the run's wheels and index are made,
+    so that ``versions`` and ``pip_config`` take them without waiting. Each answer is used
+    once: a later run in the same process asks again."""
+    earlier = _PREFETCHED.get("thread")
+    if earlier is not None:
+        earlier.join(timeout=60)
+    _PREFETCHED.clear()
+
+    def work() -> None:
+        _PREFETCHED["pip_config_list"] = _pip_config_list()
+        _PREFETCHED["uv"] = _uv_version()
+
+    thread = threading.Thread(target=work, name="iobench-metadata", daemon=True)
+    _PREFETCHED["thread"] = thread
+    thread.start()
+
+
+def _prefetched(key: str, compute: Any) -> Any:
+    thread = _PREFETCHED.get("thread")
+    if thread is not None:
+        thread.join(timeout=60)
+        if key in _PREFETCHED:
+            return _PREFETCHED.pop(key)
+    return compute()
+
+
+def versions() -> dict:
+    import virtualenv
+
+    return {
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "iobench": __version__,
+        "virtualenv": getattr(virtualenv, "__version__", "unknown"),
+        "pip_host": _pip_host(),
+        "uv": _prefetched("uv", _uv_version),
+    }
+
+
+def pip_config(isolated: bool) -> dict:
+    """pip's configuration as this machine's pip sees it, and whether trials ignored it."""
+    listed = _prefetched("pip_config_list", _pip_config_list)
     files = []
     for candidate in (
         "/etc/pip.conf",

@@ -86,3 +86,26 @@ def test_redact_file_rewrites_a_kept_log(tmp_path: Path) -> None:
     redact_file(log)
     assert SECRET not in log.read_text() and log.read_text().endswith("ok\n")
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def test_pip_host_is_what_pip_version_prints_and_prefetch_gives_the_same_facts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """versions() names pip without starting one, exactly as ``pip --version`` does; the
+    prefetched ``pip config list`` equals a direct one and is used once (a later run asks again)."""
+    import subprocess
+    import sys
+
+    printed = subprocess.run(
+        [sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert metadata.versions()["pip_host"] == printed
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\ntimeout = 7\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    direct = metadata.pip_config(isolated=False)["config_list"]
+    assert any("timeout" in line for line in direct)
+    metadata.prefetch()
+    assert metadata.pip_config(isolated=False)["config_list"] == direct
+    conf.write_text("[global]\ntimeout = 9\n")  # not the prefetched answer again: asked anew
+    assert any("'9'" in line for line in metadata.pip_config(isolated=False)["config_list"])
