@@ -22,6 +22,8 @@ The formula (docs/prediction.md has the why, the inputs and the measured error):
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import sys
 from dataclasses import dataclass, field
@@ -91,17 +93,28 @@ class Prediction:
         }
 
 
-def load_opmix(installer: str = "pip", path: Path = OPMIX_FILE) -> dict[str, Any]:
-    """The traced operation mix and fast times of ``installer``."""
+@functools.lru_cache(maxsize=8)
+def _opmix_file(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
+    """The parsed file, once per version of it (``stamp``: mtime and size): a run's
+    predictions read it twice per trial and config, ~5 ms of TOML parsing each time."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
+
+
+def load_opmix(installer: str = "pip", path: Path = OPMIX_FILE) -> dict[str, Any]:
+    """The traced operation mix and fast times of ``installer`` (a copy: callers may change it)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
+    data = _opmix_file(path, (st.st_mtime_ns, st.st_size))
     if installer not in data:
         raise UsageError(
             f"{path}: no operation mix for installer '{installer}' (has: {', '.join(sorted(data))})"
         )
-    return data[installer]
+    return copy.deepcopy(data[installer])
 
 
 def _excess_ms(op: str, where: Costs, fast: Costs) -> float:
