@@ -571,6 +571,7 @@ def probe_roles(
     locks: bool = True,
     cpu_runs: int = 3,
     write_mb: float = 256.0,
+    files: int = 5000,
 ) -> dict[str, Any]:
     """Probe each role's folder briefly (for the start of a run) and return the JSON document.
 
@@ -579,7 +580,8 @@ def probe_roles(
     it). The write is short (``4 × seconds``) and at most ``write_mb``. ``cpu_s``:
     :func:`cpu_seconds` (median of ``cpu_runs``), for scaling recorded fast times.
     ``locks``: test flock/fcntl (two processes each; ``iobench doctor`` wants them, a
-    run's predictions do not).
+    run's predictions do not). ``files``: each small-file probe's cap on items (what it
+    leaves is removed after it: fewer on a fast disk, where the cap is reached first).
     """
     size = file_bytes if file_bytes is not None else median_file_bytes("smoke")
     done: dict[int, ProbeResult] = {}
@@ -590,7 +592,7 @@ def probe_roles(
         if fs not in done:
             done[fs] = probe(
                 key,
-                files=5000,
+                files=files,
                 write_mb=write_mb,
                 seconds=seconds,
                 file_bytes=size,

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 PROBE_SECONDS = 0.1
 #: the start-of-run probe's sequential write, at most (MB)
 PROBE_WRITE_MB = 32.0
+#: the start-of-run probe's small-file probes stop at this many items: on a fast disk 1,000
+#: creates take ~10 ms and give the rate as well as 5,000, whose removal cost 0.3 s more
+PROBE_FILES = 1000
 #: predictions use the median of this many latest CPU-speed samples
 CPU_WINDOW = 3
 #: process.py's sentence for a phase ended at the trial's deadline
@@ -54,7 +57,14 @@ def probe_run(
         folders: dict[str, str | os.PathLike[str]] = {r: s.run_root for r, s in scratch.items()}
         # no lock test, one CPU sample: predictions need neither; a 32 MB write at most, not
         # 256: a page cache full of dirty data would be written back during the first trial
-        doc = probe_roles(folders, PROBE_SECONDS, locks=False, cpu_runs=1, write_mb=PROBE_WRITE_MB)
+        doc = probe_roles(
+            folders,
+            PROBE_SECONDS,
+            locks=False,
+            cpu_runs=1,
+            write_mb=PROBE_WRITE_MB,
+            files=PROBE_FILES,
+        )
         rd.write_probe(doc)
     except (OSError, IOBenchError, subprocess.SubprocessError) as exc:
         progress.message(f"warning: probe failed ({exc}); predicted_s left empty")
