@@ -44,6 +44,8 @@ TRASH = ".trash"
 #: below this many CPUs nothing is removed while a trial runs, on any volume: on 2 cores a
 #: torch venv removed from the lab volume beside venv-on-tmp's trial made it 15.4 -> 20.4 s
 BACKGROUND_MIN_CPUS = 4
+#: filesystems whose trees are removed by one thread (see the module docstring)
+SERIAL_FSTYPES = ("tmpfs", "ramfs")
 
 
 def _activity(tid: int | None) -> bytes | None:
@@ -187,6 +189,7 @@ class Remover:
         self.hung: list[Path] = []  # role scratch folders that stopped answering
         self.left: list[Path] = []  # what could not be removed
         self.trash: dict[Path, Path] = {}  # what waits in a trash folder -> its scratch folder
+        self._serial: dict[Path, bool] = {}  # scratch folder -> on a memory-backed filesystem
         self.lock = threading.Lock()  # guards ``trash`` (the Reaper's thread reads it)
         self._names = itertools.count(1)
 
@@ -199,8 +202,16 @@ class Remover:
             self.left.append(path)
             return f"{volume} does not answer"
         tids: list[int] = []
-        error = bounded(lambda: remove_tree(path, self.workers, tids), self.quiet_s, tids)
+        workers = 1 if self._is_serial(volume) else self.workers
+        error = bounded(lambda: remove_tree(path, workers, tids), self.quiet_s, tids)
         return self._failed(path, volume, error)
+
+    def _is_serial(self, volume: Path) -> bool:
+        """True when ``volume`` lies on a memory-backed filesystem (looked up once)."""
+        if volume not in self._serial:
+            mount = procfs.mount_of(volume)
+            self._serial[volume] = mount is not None and mount.fstype in SERIAL_FSTYPES
+        return self._serial[volume]
 
     def defer(self, path: Path, trash: Path, volume: Path) -> str:
         """Move ``path`` into the folder ``trash`` (same filesystem: one rename) to be removed

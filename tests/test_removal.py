@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -189,3 +190,29 @@ def test_a_killed_run_leaves_only_its_own_scratch_which_clean_removes(tmp_path: 
         assert main(["clean", str(role)]) == 0
         assert [p.name for p in role.iterdir()] == ["users-file.txt"]
         assert (role / "users-file.txt").read_text() == "not iobench's"
+
+
+def test_a_tree_on_tmpfs_is_removed_by_one_thread_elsewhere_by_several(
+    tmp_path: Path, tmpfs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a memory-backed filesystem threads only contend for Python's lock (a smoke venv:
+    0.13 s with 8, 0.03 s with one); elsewhere the unlinks' waits overlap."""
+    from iobench import procfs, removal
+
+    seen: list[int] = []
+    real = removal.remove_tree
+
+    def spy(path: Path, workers: int = 8, tids: Any = None, stop: Any = None) -> bool:
+        seen.append(workers)
+        return real(path, workers, tids, stop)
+
+    monkeypatch.setattr(removal, "remove_tree", spy)
+    mem = _scratch(tmpfs(), "mem")
+    disk = _scratch(tmp_path, "disk")
+    for s in (mem, disk):
+        _venv_like(s.run_root / "t-r1" / "venv")
+        assert Remover(workers=8).remove(s.run_root / "t-r1", s.root) == ""
+        assert not (s.run_root / "t-r1").exists()
+    mount = procfs.mount_of(tmp_path)
+    on_disk = 1 if mount is not None and mount.fstype in removal.SERIAL_FSTYPES else 8
+    assert seen == [1, on_disk]
