@@ -22,11 +22,23 @@ Choices, and why:
   server does not queue behind the workload for a CPU (a real one runs elsewhere). What
   remains is the Python FUSE cost of a request, ~40-50 µs on a 2-core VM.
 - The kernel's name and attribute caches (FUSE ``entry_timeout``, ``attr_timeout``,
-  ``negative_timeout``) last ``cache_s`` seconds, default 0: every path component of
+  ``negative_timeout``) last ``cache_s`` seconds. ``cache_s=1`` (``lab up``'s default) is
+  libfuse's own and closer to NFS with default ``actimeo``; installs then need several
+  times fewer round trips than with ``cache_s=0``, the worst case: every path component of
   every access is looked up again and every ``stat`` is a getattr, so each pays the round
-  trip, like NFS mounted with ``noac``/``lookupcache=none`` (the worst case). ``cache_s=1``
-  is libfuse's default and closer to NFS with default ``actimeo``; installs then need
-  several times fewer round trips.
+  trip, like NFS mounted with ``noac``/``lookupcache=none``.
+- Listings answer READDIRPLUS, as NFS does: with ``cache_s > 0`` each listed entry carries
+  what getattr would answer (``lstat``), so the kernel holds the name and its attributes
+  for ``cache_s`` and a stat or unlink of a name just listed needs no lookup (sshfs gets
+  the same from its own attribute cache). A listing is one round trip (``readdir``) however
+  many ~32 KB replies the kernel asks for: the daemon keeps it per open directory (libfuse
+  does the same for filesystems that list without offsets), so the kernel's adaptive mode,
+  which wants attributes only in a listing's first reply unless lookups came between, is
+  turned off, like one NFS READDIRPLUS reply of up to 1 MB. mfusepy sends names and types
+  only, and libfuse 3.14 drops attributes given without offsets (fixed in 3.17), so
+  ``_LabFUSE`` lists with offsets itself; libfuse then keeps one node too many per reply
+  (it looks up the entry that no longer fits), memory only. With ``cache_s=0`` listings
+  carry names and types only, as before.
 - A create's reply carries the new file's attributes in real protocols (NFS post-op
   attributes), but libfuse's high-level API asks for them with a second getattr; that one
   is counted as ``entry_getattr`` and not delayed.
@@ -64,6 +76,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import itertools
 import json
 import os
 import stat
@@ -118,6 +131,9 @@ DATA_OPS = frozenset({"read", "write"})
 _OP = {name: i for i, name in enumerate(OPS)}
 _ENTRY_GETATTR = _OP["entry_getattr"]
 
+_FUSE_CAP_READDIRPLUS_AUTO = 1 << 14  # fuse_common.h: the kernel's adaptive READDIRPLUS
+_FUSE_READDIR_PLUS = 1  # enum fuse_readdir_flags: the kernel asked for READDIRPLUS
+_FUSE_FILL_DIR_PLUS = 2  # enum fuse_fill_dir_flags: this entry's attributes are complete
 _MAX_EARLY = 0.0003
 _FUSE_ROOT_ID = 1
 REPLY_NAME = "control.reply.json"
@@ -129,6 +145,24 @@ _PR_SET_TIMERSLACK = 29
 def set_timer_slack(ns: int = 1000) -> None:
     """Make sleeps of this thread (and threads it starts later) precise to about ``ns``."""
     _libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
+
+
+def _attrs(st: os.stat_result) -> dict[str, int]:
+    """A ``stat`` result as mfusepy's attribute dict (times in ns: ``SlowFS.use_ns``)."""
+    return {
+        "st_mode": st.st_mode,
+        "st_ino": st.st_ino,
+        "st_nlink": st.st_nlink,
+        "st_uid": st.st_uid,
+        "st_gid": st.st_gid,
+        "st_size": st.st_size,
+        "st_rdev": st.st_rdev,
+        "st_blocks": st.st_blocks,
+        "st_blksize": st.st_blksize,
+        "st_atime": st.st_atime_ns,
+        "st_mtime": st.st_mtime_ns,
+        "st_ctime": st.st_ctime_ns,
+    }
 
 
 class SlowFS(mfusepy.Operations):
@@ -143,6 +177,7 @@ class SlowFS(mfusepy.Operations):
         stats_path: str | Path | None = None,
         live_stats_path: str | Path | None = None,
         control_path: str | Path | None = None,
+        readdir_plus: bool = False,
     ) -> None:
         self.root = os.path.realpath(backing)
         if not os.path.isdir(self.root):
@@ -176,6 +211,10 @@ class SlowFS(mfusepy.Operations):
         self._written_total = -1
         self._control = Path(control_path) if control_path else None
         self._session: int | None = None  # libfuse's struct fuse_session *, set in init
+        #: answer READDIRPLUS with full attributes (pointless when the kernel caches nothing)
+        self.readdir_plus = readdir_plus
+        self._handles = itertools.count(1)  # directory stream handles (opendir)
+        self._listings: dict[int, list[str | os.DirEntry[str]]] = {}
 
     # ---- delays and counters -------------------------------------------------------------
 
@@ -337,20 +376,7 @@ class SlowFS(mfusepy.Operations):
                 self._pay(_ENTRY_GETATTR, t0, 0.0)
             else:
                 self._pay(0, t0, self._latency)
-        return {
-            "st_mode": st.st_mode,
-            "st_ino": st.st_ino,
-            "st_nlink": st.st_nlink,
-            "st_uid": st.st_uid,
-            "st_gid": st.st_gid,
-            "st_size": st.st_size,
-            "st_rdev": st.st_rdev,
-            "st_blocks": st.st_blocks,
-            "st_blksize": st.st_blksize,
-            "st_atime": st.st_atime_ns,
-            "st_mtime": st.st_mtime_ns,
-            "st_ctime": st.st_ctime_ns,
-        }
+        return _attrs(st)
 
     def readlink(self, path: str) -> str:
         t0 = time.monotonic()
@@ -511,35 +537,65 @@ class SlowFS(mfusepy.Operations):
     # ---- directories -----------------------------------------------------------------------
 
     def opendir(self, path: str) -> int:
+        """Open a directory stream; its handle keys the stream's listing (see ``listing``)."""
         t0 = time.monotonic()
         try:
             if not os.path.isdir(self.root + path):
                 raise OSError(errno.ENOTDIR, "not a directory")
-            return 0
+            return next(self._handles)
         finally:
             self._pay(_OP["opendir"], t0, self._latency)
 
+    def listing(self, path: str, fh: int, offset: int) -> list[str | os.DirEntry[str]]:
+        """The entries of directory stream ``fh``, ``.`` and ``..`` first (position = index).
+
+        Read from the backing folder (one round trip, counted as ``readdir``) when the
+        stream starts at offset 0 or is not known; the kernel's later requests of the same
+        stream (one per ~32 KB of entries) are served from that read, as libfuse serves them
+        from its own copy when a filesystem lists without offsets.
+        """
+        entries = self._listings.get(fh) if offset else None
+        if entries is None:
+            t0 = time.monotonic()
+            try:
+                with os.scandir(self.root + path) as it:
+                    entries = [".", "..", *it]
+            finally:
+                self._pay(_OP["readdir"], t0, self._latency)
+            self._listings[fh] = entries
+        return entries
+
+    def entry_attrs(self, entry: os.DirEntry[str], plus: bool) -> tuple[dict[str, int], bool]:
+        """A listed entry's attributes and whether they are complete: with ``plus``, what
+        getattr would answer (``lstat``, read as the kernel's request is answered);
+        otherwise, or when the entry is gone, only its type and inode number."""
+        if plus:
+            with contextlib.suppress(OSError):
+                return _attrs(entry.stat(follow_symlinks=False)), True
+        if entry.is_dir(follow_symlinks=False):
+            mode = stat.S_IFDIR
+        elif entry.is_symlink():
+            mode = stat.S_IFLNK
+        elif entry.is_file(follow_symlinks=False):
+            mode = stat.S_IFREG
+        else:
+            try:
+                mode = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+            except OSError:
+                mode = 0
+        return {"st_mode": mode, "st_ino": entry.inode()}, False
+
     def readdir(self, path: str, fh: int) -> list[Any]:
-        t0 = time.monotonic()
-        try:
-            entries: list[Any] = [".", ".."]
-            with os.scandir(self.root + path) as it:
-                for e in it:
-                    if e.is_dir(follow_symlinks=False):
-                        mode = stat.S_IFDIR
-                    elif e.is_symlink():
-                        mode = stat.S_IFLNK
-                    elif e.is_file(follow_symlinks=False):
-                        mode = stat.S_IFREG
-                    else:
-                        mode = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
-                    entries.append((e.name, {"st_mode": mode, "st_ino": e.inode()}, 0))
-            return entries
-        finally:
-            self._pay(_OP["readdir"], t0, self._latency)
+        """mfusepy's plain listing (names with type and inode); ``_LabFUSE`` lists with
+        offsets instead (see ``listing``), so this serves only a plain ``mfusepy.FUSE``."""
+        return [
+            e if isinstance(e, str) else (e.name, self.entry_attrs(e, False)[0], 0)
+            for e in self.listing(path, fh, 0)
+        ]
 
     def releasedir(self, path: str, fh: int) -> int:
         t0 = time.monotonic()
+        self._listings.pop(fh, None)
         self._pay(_OP["releasedir"], t0, self._latency)
         return 0
 
@@ -669,12 +725,44 @@ def make_control_fifo(path: str | Path) -> Path:
 
 
 class _LabFUSE(mfusepy.FUSE):
-    """mfusepy's FUSE with ``renameat2`` flags passed on (mfusepy drops them), and a create
-    without mfusepy's per-call ``inspect.signature``."""
+    """mfusepy's FUSE with ``renameat2`` flags passed on (mfusepy drops them), a create
+    without mfusepy's per-call ``inspect.signature``, and READDIRPLUS answered with
+    attributes (mfusepy sends only names and types)."""
 
     def create(self, path: bytes, mode: int, fip: Any) -> int:
         fi = fip.contents
         fi.fh = self.operations.create(path.decode(self.encoding, self.errors), mode, fi.flags)
+        return 0
+
+    def init_fuse_3(self, conn: Any, config: Any) -> None:
+        if conn and self.operations.readdir_plus:
+            # READDIRPLUS for every part of a listing, not only its first (see module docstring)
+            conn.contents.want &= ~_FUSE_CAP_READDIRPLUS_AUTO
+        super().init_fuse_3(conn, config)
+
+    def readdir_fuse_3(
+        self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int
+    ) -> int:
+        """List from ``offset`` on, each entry with its position, until the kernel's buffer is
+        full; for READDIRPLUS with full attributes (see the module docstring)."""
+        ops = self.operations
+        decoded = "" if path is None else path.decode(self.encoding, self.errors)
+        entries = ops.listing(decoded, fip.contents.fh, offset)
+        plus = bool(flags & _FUSE_READDIR_PLUS) and ops.readdir_plus
+        st = mfusepy.c_stat()
+        for index in range(offset, len(entries)):
+            entry = entries[index]
+            ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+            fill = 0
+            if isinstance(entry, str):  # "." and "..": no attributes, as mfusepy sends them
+                name = entry
+            else:
+                name = entry.name
+                attrs, full = ops.entry_attrs(entry, plus)
+                mfusepy.set_st_attrs(st, attrs, use_ns=True)
+                fill = _FUSE_FILL_DIR_PLUS if full else 0
+            if filler(buf, name.encode(self.encoding, self.errors), st, index + 1, fill):
+                break  # the reply is full; the kernel asks again from this entry's offset
         return 0
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
@@ -704,7 +792,14 @@ def serve(
         os.setpriority(os.PRIO_PROCESS, 0, -10)
     if control_path is not None:
         control_path = make_control_fifo(control_path)
-    ops = SlowFS(backing, options, stats_path, live_stats_path, control_path)
+    ops = SlowFS(
+        backing,
+        options,
+        stats_path,
+        live_stats_path,
+        control_path,
+        readdir_plus=cache_timeout_s > 0,
+    )
     try:
         _LabFUSE(
             ops,

@@ -4,6 +4,7 @@ credits, the kernel cache, passthrough semantics, and a real venv with pip on it
 from __future__ import annotations
 
 import os
+import stat
 import statistics
 import subprocess
 import sys
@@ -188,3 +189,88 @@ def test_venv_and_pip_install_on_the_fuse_volume(
 def test_venv_and_pip_install_at_1ms(volume: Callable[..., Path], tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path)
     venv_and_pip(volume(latency_ms=1.0), wheel)
+
+
+def _lstat_key(st: os.stat_result) -> tuple[int, ...]:
+    """What getattr answers for an entry (atime left out: reading a file moves it)."""
+    return (st.st_mode, st.st_ino, st.st_nlink, st.st_uid, st.st_gid, st.st_size) + (
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+    )
+
+
+def _tree(root: Path, files: int) -> None:
+    """Files of assorted sizes, an absolute symlink out of the volume, a hard link, a folder."""
+    (root / "sub").mkdir(parents=True)
+    for i in range(files):
+        (root / f"module_{i:03d}.py").write_bytes(b"x" * (i * 37))
+    (root / "python").symlink_to(sys.executable)
+    os.link(root / "module_001.py", root / "hard")
+    (root / "sub" / "inner").write_text("inner")
+
+
+@pytest.mark.lab
+@needs_fuse
+@pytest.mark.parametrize("cache_s", [30.0, 0.0])
+def test_names_listed_need_no_lookup_while_cached(
+    volume: Callable[..., Path], tmp_path: Path, cache_s: float
+) -> None:
+    """READDIRPLUS: after a listing, stat and unlink of its names reach the daemon only with
+    cache_s = 0 (then every one is looked up); the attributes are the backing file's."""
+    backing = tmp_path / "backing"
+    files = 400  # more than one ~32 KB reply of the kernel (about 170 entries each)
+    _tree(backing / "stat", files)
+    _tree(backing / "unlink", files)
+    mnt = volume(cache_s=cache_s, backing=backing)
+    names = sorted(os.listdir(backing / "stat"))
+
+    assert sorted(os.listdir(mnt / "stat")) == names
+    before = live_ops(mnt)
+    seen = {name: _lstat_key(os.lstat(mnt / "stat" / name)) for name in names}
+    after = live_ops(mnt)
+    assert seen == {name: _lstat_key(os.lstat(backing / "stat" / name)) for name in names}
+    assert stat.S_ISLNK(os.lstat(mnt / "stat" / "python").st_mode)  # never followed
+    lookups = after.get("getattr", 0) - before.get("getattr", 0)
+
+    assert len(os.listdir(mnt / "unlink")) == len(names)
+    before = live_ops(mnt)
+    for name in names:
+        if name != "sub":
+            os.unlink(mnt / "unlink" / name)
+    after = live_ops(mnt)
+    unlinks = per_item(before, after, 1)
+    assert unlinks["unlink"] == len(names) - 1 and sorted(os.listdir(backing / "unlink")) == ["sub"]
+    if cache_s:
+        assert lookups == 0 and unlinks.get("getattr", 0) == 0, (lookups, unlinks)
+    else:
+        assert lookups >= len(names) and unlinks["getattr"] >= len(names) - 1, (lookups, unlinks)
+
+
+@pytest.mark.lab
+@needs_fuse
+def test_a_listing_s_attributes_expire_after_cache_s(
+    volume: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A file changed behind the kernel's back after a listing: the listed size is served
+    until cache_s has passed, then the new one is looked up (and walks agree with the backing)."""
+    backing = tmp_path / "backing"
+    _tree(backing / "d", 20)
+    mnt = volume(cache_s=1.0, backing=backing)
+    walked = {
+        os.path.relpath(os.path.join(top, name), mnt): _lstat_key(os.lstat(os.path.join(top, name)))
+        for top, dirs, files in os.walk(mnt)
+        for name in dirs + files
+    }
+    assert walked == {
+        os.path.relpath(os.path.join(top, name), backing): _lstat_key(
+            os.lstat(os.path.join(top, name))
+        )
+        for top, dirs, files in os.walk(backing)
+        for name in dirs + files
+    }
+    assert os.listdir(mnt / "d")  # listed: names and attributes cached for 1 s
+    with open(backing / "d" / "module_002.py", "ab") as fh:  # another client writes
+        fh.write(b"more")
+    assert os.lstat(mnt / "d" / "module_002.py").st_size == 2 * 37  # still the listed size
+    time.sleep(1.3)
+    assert os.lstat(mnt / "d" / "module_002.py").st_size == 2 * 37 + 4
