@@ -316,6 +316,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     overhead.command_started()  # meta.json's overhead.before_start_s counts from here
     plan = preflight.check(args)
+    if not args.dry_run and plan.resume is None:
+        from iobench import metadata
+
+        metadata.prefetch()  # meta.json's slow facts, while the wheels and the index are made
     if args.dry_run:
         from iobench.cli.plan import plan_lines
 
@@ -328,10 +332,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"nothing to do: all {len(rows)} trials of {plan.resume} are done "
               f"(`iobench report {plan.resume}` rebuilds its report)")  # fmt: skip
         return run_exit_code(rows, args.allow_failures)
-    if plan.resume is None:
-        from iobench import metadata
-
-        metadata.prefetch()  # meta.json's slow facts, while the wheels and the index are made
     run_dir = Runner(plan, _make_progress(args)).run()
     return finish_run(args, run_dir, plan.cost)
 
