@@ -31,10 +31,12 @@ Choices, and why:
   what getattr would answer (``lstat``), so the kernel holds the name and its attributes
   for ``cache_s`` and a stat or unlink of a name just listed needs no lookup (sshfs gets
   the same from its own attribute cache). A listing is one round trip (``readdir``) however
-  many ~32 KB replies the kernel asks for: the daemon keeps it per open directory (libfuse
-  does the same for filesystems that list without offsets), so the kernel's adaptive mode,
-  which wants attributes only in a listing's first reply unless lookups came between, is
-  turned off, like one NFS READDIRPLUS reply of up to 1 MB. mfusepy sends names and types
+  many ~32 KB replies (~170 entries each) the kernel asks for: the daemon keeps it per open
+  directory (libfuse does the same for filesystems that list without offsets). So every
+  reply carries attributes: the kernel's adaptive mode, which wants them only in a
+  listing's first reply unless lookups came between, is turned off (else a 3,000-entry
+  folder listed, then stat'ed, still took 2,830 lookups). Cost: ~12 µs of daemon CPU per
+  listed entry (an ``lstat``), against ~4 µs for a name. mfusepy sends names and types
   only, and libfuse 3.14 drops attributes given without offsets (fixed in 3.17), so
   ``_LabFUSE`` lists with offsets itself; libfuse then keeps one node too many per reply
   (it looks up the entry that no longer fits), memory only. With ``cache_s=0`` listings
@@ -163,6 +165,17 @@ def _attrs(st: os.stat_result) -> dict[str, int]:
         "st_mtime": st.st_mtime_ns,
         "st_ctime": st.st_ctime_ns,
     }
+
+
+def _fill_stat(st: Any, s: os.stat_result) -> None:
+    """Set every field of mfusepy's ``c_stat`` that libfuse passes on as getattr's reply
+    would (``_attrs`` through mfusepy), without its per-field dict loop (~2x faster)."""
+    st.st_mode, st.st_ino, st.st_nlink = s.st_mode, s.st_ino, s.st_nlink
+    st.st_uid, st.st_gid, st.st_rdev = s.st_uid, s.st_gid, s.st_rdev
+    st.st_size, st.st_blocks, st.st_blksize = s.st_size, s.st_blocks, s.st_blksize
+    st.st_atimespec.tv_sec, st.st_atimespec.tv_nsec = divmod(s.st_atime_ns, 1_000_000_000)
+    st.st_mtimespec.tv_sec, st.st_mtimespec.tv_nsec = divmod(s.st_mtime_ns, 1_000_000_000)
+    st.st_ctimespec.tv_sec, st.st_ctimespec.tv_nsec = divmod(s.st_ctime_ns, 1_000_000_000)
 
 
 class SlowFS(mfusepy.Operations):
@@ -565,31 +578,27 @@ class SlowFS(mfusepy.Operations):
             self._listings[fh] = entries
         return entries
 
-    def entry_attrs(self, entry: os.DirEntry[str], plus: bool) -> tuple[dict[str, int], bool]:
-        """A listed entry's attributes and whether they are complete: with ``plus``, what
-        getattr would answer (``lstat``, read as the kernel's request is answered);
-        otherwise, or when the entry is gone, only its type and inode number."""
-        if plus:
-            with contextlib.suppress(OSError):
-                return _attrs(entry.stat(follow_symlinks=False)), True
+    @staticmethod
+    def entry_type(entry: os.DirEntry[str]) -> int:
+        """A listed entry's file type bits (from the listing itself where it has them)."""
         if entry.is_dir(follow_symlinks=False):
-            mode = stat.S_IFDIR
-        elif entry.is_symlink():
-            mode = stat.S_IFLNK
-        elif entry.is_file(follow_symlinks=False):
-            mode = stat.S_IFREG
-        else:
-            try:
-                mode = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
-            except OSError:
-                mode = 0
-        return {"st_mode": mode, "st_ino": entry.inode()}, False
+            return stat.S_IFDIR
+        if entry.is_symlink():
+            return stat.S_IFLNK
+        if entry.is_file(follow_symlinks=False):
+            return stat.S_IFREG
+        try:
+            return stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+        except OSError:
+            return 0
 
     def readdir(self, path: str, fh: int) -> list[Any]:
         """mfusepy's plain listing (names with type and inode); ``_LabFUSE`` lists with
         offsets instead (see ``listing``), so this serves only a plain ``mfusepy.FUSE``."""
         return [
-            e if isinstance(e, str) else (e.name, self.entry_attrs(e, False)[0], 0)
+            e
+            if isinstance(e, str)
+            else (e.name, {"st_mode": self.entry_type(e), "st_ino": e.inode()}, 0)
             for e in self.listing(path, fh, 0)
         ]
 
@@ -752,15 +761,23 @@ class _LabFUSE(mfusepy.FUSE):
         st = mfusepy.c_stat()
         for index in range(offset, len(entries)):
             entry = entries[index]
-            ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
             fill = 0
+            full = None
             if isinstance(entry, str):  # "." and "..": no attributes, as mfusepy sends them
                 name = entry
             else:
                 name = entry.name
-                attrs, full = ops.entry_attrs(entry, plus)
-                mfusepy.set_st_attrs(st, attrs, use_ns=True)
-                fill = _FUSE_FILL_DIR_PLUS if full else 0
+                if plus:
+                    with contextlib.suppress(OSError):  # gone since the listing: type only
+                        full = os.lstat(entry.path)  # now, not cached in the DirEntry
+            if full is not None:
+                _fill_stat(st, full)
+                fill = _FUSE_FILL_DIR_PLUS
+            else:
+                ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+                if not isinstance(entry, str):
+                    st.st_mode = ops.entry_type(entry)
+                    st.st_ino = entry.inode()
             if filler(buf, name.encode(self.encoding, self.errors), st, index + 1, fill):
                 break  # the reply is full; the kernel asks again from this entry's offset
         return 0
