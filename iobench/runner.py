@@ -32,7 +32,7 @@ from iobench.progress import PlainProgress, Progress
 from iobench.removal import TRASH, Reaper, Remover
 from iobench.results import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.runpolicy import RunTrials
-from iobench.runstart import claim_scratch, start_index, warm_up
+from iobench.runstart import claim_scratch, start_index, warming_up
 from iobench.sampler import stall_dicts
 from iobench.scratch import Scratch
 from iobench.trial import TrialContext, TrialResult, TrialSpec
@@ -68,15 +68,16 @@ class Runner:
                 rd = self.run_dir = self._open_run_dir(index_meta)
                 ctx = self._context(rd, index_spec)
                 done = rd.done_trial_ids()
-                with self.clock.part("probe"):  # and the trial order (iobench.runpolicy)
-                    specs = self.trials = RunTrials.start(
-                        self.plan, rd, self.scratch, done, self.progress
-                    )
-                total = len(specs) + len(done)
-                self.progress.run_started(str(rd.path), total, len(done))
-                for note in self.plan.notes:
-                    self.progress.message(note)
-                if found := warm_up(ctx, self.scratch["tmp"], self._remove):
+                with warming_up(ctx, self.scratch["tmp"], self._remove) as found:
+                    with self.clock.part("probe"):  # and the trial order (iobench.runpolicy)
+                        specs = self.trials = RunTrials.start(
+                            self.plan, rd, self.scratch, done, self.progress
+                        )
+                    total = len(specs) + len(done)
+                    self.progress.run_started(str(rd.path), total, len(done))
+                    for note in self.plan.notes:
+                        self.progress.message(note)
+                if found:
                     self._update_meta(rd, versions={**rd.meta().versions, "venv": found})
             for k, spec in enumerate(specs, start=len(done) + 1):
                 self._one_trial(rd, ctx, spec, k, total)

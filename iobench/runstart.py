@@ -5,7 +5,8 @@ the runner reads as its loop)."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +58,36 @@ def claim_scratch(plan: RunPlan, run_id: str, progress: Progress) -> dict[str, S
     return scratch
 
 
-def warm_up(
+@contextmanager
+def warming_up(
     ctx: TrialContext, tmp: Scratch, remove: Callable[[Path, Path], None]
-) -> dict[str, Any] | None:
-    """Create and remove one venv, untimed, so the first trial does not pay virtualenv's
-    one-time app-data extraction; what the venvs are made of (Python, seeded pip)."""
+) -> Iterator[dict[str, Any]]:
+    """Create one venv, untimed, while the ``with`` block runs (the run's probe), then remove
+    it, so the first trial does not pay virtualenv's one-time app-data extraction; the dict
+    it yields then holds what the venvs are made of (Python, seeded pip).
+
+    Beside the probe, not after it: the venv is a CPU-bound process on tmp, the probe a few
+    small-file loops (mostly on the target) and a sequential write; on 2 cores they overlap
+    (0.4 s saved of the run's set-up), and only the first trial's prediction reads the probe
+    before the run's own trials replace its fast part."""
     d = tmp.trial_dir("warm-up")
+    found: dict[str, Any] = {}
+    child = subprocess.Popen(
+        ctx.venv_argv(d / "venv"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
-        subprocess.run(ctx.venv_argv(d / "venv"), capture_output=True, timeout=600, check=False)
-        return installers.venv_contents(d / "venv") or None
+        yield found
+        try:
+            child.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            found.update(installers.venv_contents(d / "venv") or {})
     finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
         remove(d, tmp.root)
 
 
-__all__ = ["claim_scratch", "start_index", "warm_up"]
+__all__ = ["claim_scratch", "start_index", "warming_up"]

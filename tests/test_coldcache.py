@@ -138,6 +138,15 @@ def slow_venv(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a gen
         yield venv
 
 
+def _round_trips(before: dict, after: dict) -> int:
+    """Requests of every kind the lab volume answered between two counter snapshots."""
+    ops = after.get("ops", {})
+    return sum(
+        int(v.get("count", 0)) - int(before.get("ops", {}).get(k, {}).get("count", 0))
+        for k, v in ops.items()
+    )
+
+
 def _ready_check(venv: Path) -> tuple[float, dict[str, int]]:
     before = coldcache.lab_counters(venv)
     t0 = time.monotonic()
@@ -151,7 +160,7 @@ def _ready_check(venv: Path) -> tuple[float, dict[str, int]]:
     assert r.returncode == 0, r.stderr
     after = coldcache.lab_counters(venv)
     assert before is not None and after is not None
-    return seconds, coldcache.target_reads(before, after)
+    return seconds, {**coldcache.target_reads(before, after), "trips": _round_trips(before, after)}
 
 
 @pytest.mark.lab
@@ -170,12 +179,14 @@ def test_a_cold_persistent_venv_reads_from_the_volume_and_is_slower(
     cold_s, cold = _ready_check(venv)
     print(f"{method}: warm {warm_s:.3f} s {warm}; cold {cold_s:.3f} s {cold}")
     assert cold["bytes_read"] > 0 and cold["open"] > 0
-    # every name the interpreter needs is looked up again: at least one round trip each
-    assert cold["getattr"] > warm["getattr"] + 100, (warm, cold)
+    # the names the interpreter opens are looked up again (a warm start lists the same
+    # folders: Python's finder reads them each start; READDIRPLUS fills the names it lists,
+    # so of ~200 lookups a cold start pays ~90 more: 110 -> 197 here)
+    trips = cold["trips"] - warm["trips"]
+    assert cold["getattr"] - warm["getattr"] > 50 and trips > 50, (warm, cold)
     # half of the added round trips' latency at least: 3 ms each keeps that well above the
     # CPU noise of a Python start on a busy 2-core machine (at 1 ms it flipped under load 12)
-    lookups = cold["getattr"] - warm["getattr"]
-    assert cold_s > warm_s + lookups * LATENCY_MS / 1000 * 0.5, (warm_s, cold_s)
+    assert cold_s > warm_s + trips * LATENCY_MS / 1000 * 0.5, (warm_s, cold_s, trips)
 
 
 @pytest.mark.lab

@@ -74,6 +74,9 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     assert meta["roles"]["tmp"]["fstype"] == disk_fs
     assert meta["roles"]["target"]["free_bytes"] > 0 and meta["roles"]["target"]["mount_options"]
     assert meta["pip_config"]["isolated"] is True
+    # the warm-up venv (made beside the probe) says what the trial venvs are made of
+    assert meta["versions"]["venv"]["python"].startswith("3.") and meta["versions"]["venv"]["pip"]
+    assert meta["versions"]["pip_host"].startswith("pip ")
     assert meta["index"]["kind"] == "local"
     assert (
         isinstance(meta["order_seed"], int) and meta["same_storage"] == []
