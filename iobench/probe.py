@@ -439,6 +439,7 @@ def _steps(
     write_seconds: float | None,
     bucket_s: float,
     locks: bool,
+    fsyncs: int = 2000,
 ) -> list[tuple[str, Callable[[], Any]]]:
     """The probes in order; later ones use the files the create probe made."""
     made = {"n": 0}
@@ -469,7 +470,10 @@ def _steps(
             "mkdir",
             lambda: _each_in(scratch, files, seconds, lambda i, d: os.mkdir(f"d{i}", dir_fd=d)),
         ),
-        ("fsync", lambda: fsync_latency(os.path.join(scratch, "fsync.bin"), seconds or 1.0)),
+        (
+            "fsync",
+            lambda: fsync_latency(os.path.join(scratch, "fsync.bin"), seconds or 1.0, fsyncs),
+        ),
     ]
     if write_mb:
         steps.append(("write", lambda: _write_file(seq, write_mb, 1024, bucket_s, write_seconds)))
@@ -522,8 +526,10 @@ def probe(
     write_seconds: float | None = None,
     bucket_s: float = 0.25,
     locks: bool = True,
+    fsyncs: int = 2000,
 ) -> ProbeResult:
-    """Run every probe on ``directory``: each on up to ``files`` items or for ``seconds``.
+    """Run every probe on ``directory``: each on up to ``files`` items (``fsyncs`` fsyncs)
+    or for ``seconds``, whichever comes first.
 
     The sequential write is skipped when ``write_mb`` is falsy; it never takes more than a
     quarter of the free space.
@@ -532,7 +538,9 @@ def probe(
     if write_mb:
         write_mb = min(write_mb, space.free_bytes / 4 / 1e6)
     scratch = _scratch(directory)
-    steps = _steps(scratch, files, file_bytes, seconds, write_mb, write_seconds, bucket_s, locks)
+    steps = _steps(
+        scratch, files, file_bytes, seconds, write_mb, write_seconds, bucket_s, locks, fsyncs
+    )
     per_step = (seconds if seconds is not None else 60.0) + HANG_GRACE_S
 
     def limit(name: str) -> float:
@@ -572,6 +580,7 @@ def probe_roles(
     cpu_runs: int = 3,
     write_mb: float = 256.0,
     files: int = 5000,
+    fsyncs: int = 2000,
 ) -> dict[str, Any]:
     """Probe each role's folder briefly (for the start of a run) and return the JSON document.
 
@@ -580,8 +589,9 @@ def probe_roles(
     it). The write is short (``4 × seconds``) and at most ``write_mb``. ``cpu_s``:
     :func:`cpu_seconds` (median of ``cpu_runs``), for scaling recorded fast times.
     ``locks``: test flock/fcntl (two processes each; ``iobench doctor`` wants them, a
-    run's predictions do not). ``files``: each small-file probe's cap on items (what it
-    leaves is removed after it: fewer on a fast disk, where the cap is reached first).
+    run's predictions do not). ``files``, ``fsyncs``: each small-file probe's cap on items
+    and the fsync probe's on calls (what a probe leaves is removed after it); on a fast disk
+    the cap ends a probe before ``seconds``, on a slow volume the time does.
     """
     size = file_bytes if file_bytes is not None else median_file_bytes("smoke")
     done: dict[int, ProbeResult] = {}
@@ -599,6 +609,7 @@ def probe_roles(
                 write_seconds=4 * seconds,
                 bucket_s=max(seconds / 2, 0.05),
                 locks=locks,
+                fsyncs=fsyncs,
             )
         probed[role] = done[fs].path
     doc = results_to_dict(list(done.values()))

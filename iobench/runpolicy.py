@@ -31,9 +31,12 @@ if TYPE_CHECKING:
 PROBE_SECONDS = 0.1
 #: the start-of-run probe's sequential write, at most (MB)
 PROBE_WRITE_MB = 32.0
-#: the start-of-run probe's small-file probes stop at this many items: on a fast disk 1,000
-#: creates take ~10 ms and give the rate as well as 5,000, whose removal cost 0.3 s more
-PROBE_FILES = 1000
+#: the start-of-run probe's small-file probes stop at this many items, its fsync probe at
+#: this many calls, or after PROBE_SECONDS: on a slow volume the time ends them (100 items
+#: at 1 ms), on a local disk the count (200 creates on ext4 here: ~50 ms), whose rate it
+#: gives as well as 0.1 s of them did
+PROBE_FILES = 200
+PROBE_FSYNCS = 20
 #: predictions use the median of this many latest CPU-speed samples
 CPU_WINDOW = 3
 #: process.py's sentence for a phase ended at the trial's deadline
@@ -64,6 +67,7 @@ def probe_run(
             cpu_runs=1,
             write_mb=PROBE_WRITE_MB,
             files=PROBE_FILES,
+            fsyncs=PROBE_FSYNCS,
         )
         rd.write_probe(doc)
     except (OSError, IOBenchError, subprocess.SubprocessError) as exc:
