@@ -137,6 +137,7 @@ def prefetch() -> None:
     if earlier is not None:
         earlier.join(timeout=60)
     _PREFETCHED.clear()
+    _LATE.clear()
 
     def work() -> None:
         _PREFETCHED["pip_config_list"] = _pip_config_list()
@@ -147,16 +148,36 @@ def prefetch() -> None:
     thread.start()
 
 
-def _prefetched(key: str, compute: Any) -> Any:
+#: the prefetched facts a caller asked for before they were ready (see ``late_facts``)
+_LATE: set[str] = set()
+
+
+def _prefetched(key: str, compute: Any, wait: bool = True) -> Any:
+    """The prefetched answer for ``key`` (computed here when none was prefetched); None,
+    remembered for ``late_facts``, when ``wait`` is False and it is not ready yet."""
     thread = _PREFETCHED.get("thread")
     if thread is not None:
-        thread.join(timeout=60)
+        if wait:
+            thread.join(timeout=60)
         if key in _PREFETCHED:
             return _PREFETCHED.pop(key)
+        if thread.is_alive():
+            _LATE.add(key)
+            return None
     return compute()
 
 
-def versions() -> dict:
+def late_facts() -> dict[str, Any]:
+    """The facts an earlier ``wait=False`` call left out (``uv``, ``pip_config_list``), now
+    that the prefetch is done (waiting for it if needed): meta.json is written first and
+    they are filled in after the warm-up, so the run's set-up does not wait for pip."""
+    keys = set(_LATE)
+    _LATE.clear()
+    compute = {"uv": _uv_version, "pip_config_list": _pip_config_list}
+    return {k: _prefetched(k, compute[k]) for k in keys}
+
+
+def versions(wait: bool = True) -> dict:
     import virtualenv
 
     return {
@@ -165,13 +186,14 @@ def versions() -> dict:
         "iobench": __version__,
         "virtualenv": getattr(virtualenv, "__version__", "unknown"),
         "pip_host": _pip_host(),
-        "uv": _prefetched("uv", _uv_version),
+        "uv": _prefetched("uv", _uv_version, wait),
     }
 
 
-def pip_config(isolated: bool) -> dict:
-    """pip's configuration as this machine's pip sees it, and whether trials ignored it."""
-    listed = _prefetched("pip_config_list", _pip_config_list)
+def pip_config(isolated: bool, wait: bool = True) -> dict:
+    """pip's configuration as this machine's pip sees it, and whether trials ignored it
+    (``config_list`` None while ``wait`` is False and pip has not answered yet)."""
+    listed = _prefetched("pip_config_list", _pip_config_list, wait)
     files = []
     for candidate in (
         "/etc/pip.conf",

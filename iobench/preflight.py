@@ -523,8 +523,9 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             "same_storage": p.same_storage,
             "role_notes": p.notes,
             "host": metadata.host_info(),
-            "versions": metadata.versions(),
-            "pip_config": metadata.pip_config(isolated=p.local_index),
+            # the prefetched facts not ready yet are filled in after the warm-up (Runner)
+            "versions": metadata.versions(wait=False),
+            "pip_config": metadata.pip_config(isolated=p.local_index, wait=False),
             "index": index_meta,
             "gpu": metadata.gpu_info(),
             "sample_hz": p.sample_hz,

@@ -22,7 +22,7 @@ import socket
 import time
 from pathlib import Path
 
-from iobench import overhead, process, signals
+from iobench import metadata, overhead, process, signals
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.index import LocalIndex
 from iobench.installers import IndexSpec
@@ -77,8 +77,7 @@ class Runner:
                     self.progress.run_started(str(rd.path), total, len(done))
                     for note in self.plan.notes:
                         self.progress.message(note)
-                if found:
-                    self._update_meta(rd, versions={**rd.meta().versions, "venv": found})
+                self._late_meta(rd, found)
             for k, spec in enumerate(specs, start=len(done) + 1):
                 self._one_trial(rd, ctx, spec, k, total)
             self._empty_trash()
@@ -192,6 +191,22 @@ class Runner:
             rd.append_stalls(result.row.run_id, tid, stall_dicts(result.series.stalls))
         except OSError as exc:
             self.progress.message(f"warning: samples of {tid} not saved: {exc.strerror or exc}")
+
+    def _late_meta(self, rd: RunDir, venv: dict) -> None:
+        """meta.json's facts known only now: what the warm-up venv was made of, and what
+        the metadata prefetch had not answered when meta.json was first written."""
+        late = metadata.late_facts()
+        meta = rd.meta()
+        changes: dict[str, object] = {}
+        if venv or "uv" in late:
+            versions = {**meta.versions, **({"venv": venv} if venv else {})}
+            if "uv" in late:
+                versions["uv"] = late["uv"]
+            changes["versions"] = versions
+        if "pip_config_list" in late:
+            changes["pip_config"] = {**meta.pip_config, "config_list": late["pip_config_list"]}
+        if changes:
+            self._update_meta(rd, **changes)
 
     def _update_meta(self, rd: RunDir, **changes: object) -> None:
         """Change meta.json; a full results disk costs the change (said), never the run or its rows."""

@@ -109,3 +109,22 @@ def test_pip_host_is_what_pip_version_prints_and_prefetch_gives_the_same_facts(
     assert metadata.pip_config(isolated=False)["config_list"] == direct
     conf.write_text("[global]\ntimeout = 9\n")  # not the prefetched answer again: asked anew
     assert any("'9'" in line for line in metadata.pip_config(isolated=False)["config_list"])
+
+
+def test_facts_not_ready_when_meta_json_is_written_come_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run writes meta.json without waiting for pip (~0.4 s): what the prefetch has not
+    answered yet is None there and ``late_facts`` gives it once it has."""
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\ntimeout = 5\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    direct = metadata.pip_config(isolated=True)["config_list"]
+    metadata.prefetch()
+    first = metadata.pip_config(isolated=True, wait=False)["config_list"]
+    late = metadata.late_facts()
+    if first is None:  # pip had not answered: the answer comes late, and only once
+        assert late["pip_config_list"] == direct
+        assert metadata.late_facts() == {}
+    else:  # a fast machine: it was ready in time
+        assert first == direct and "pip_config_list" not in late

@@ -77,6 +77,7 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     # the warm-up venv (made beside the probe) says what the trial venvs are made of
     assert meta["versions"]["venv"]["python"].startswith("3.") and meta["versions"]["venv"]["pip"]
     assert meta["versions"]["pip_host"].startswith("pip ")
+    assert isinstance(meta["pip_config"]["config_list"], list)  # filled in after the warm-up
     assert meta["index"]["kind"] == "local"
     assert (
         isinstance(meta["order_seed"], int) and meta["same_storage"] == []
