@@ -202,8 +202,13 @@ class Remover:
             self.left.append(path)
             return f"{volume} does not answer"
         tids: list[int] = []
-        workers = 1 if self._is_serial(volume) else self.workers
-        error = bounded(lambda: remove_tree(path, workers, tids), self.quiet_s, tids)
+
+        def work() -> None:
+            # the filesystem lookup resolves the path: on a hung volume that blocks too, so
+            # it runs under the same watch (before, the caller's thread hung in it for good)
+            remove_tree(path, 1 if self._is_serial(volume) else self.workers, tids)
+
+        error = bounded(work, self.quiet_s, tids)
         return self._failed(path, volume, error)
 
     def _is_serial(self, volume: Path) -> bool:

@@ -70,6 +70,7 @@ def test_tmpdir_and_cache_really_used(tmpfs, tmp_path: Path, monkeypatch) -> Non
             "--sample-hz",
             "50",
             "--no-report",
+            "--no-probe",
             "--quiet",
         ]
     )
@@ -117,6 +118,7 @@ def test_uv_installer_cold_and_warm(tmp_path: Path) -> None:
             "--results",
             str(tmp_path / "r"),
             "--no-report",
+            "--no-probe",
             "--quiet",
         ]
     )

@@ -315,6 +315,7 @@ def test_a_missing_venv_creator_fails_before_anything_is_made(tmp_path: Path, mo
             "--results",
             str(results),
             "--no-report",
+            "--no-probe",
             "--quiet",
         ]
     )
@@ -361,6 +362,7 @@ def test_run_across_installers_link_modes_and_creators_on_two_filesystems(
             "--results",
             str(results),
             "--no-report",
+            "--no-probe",
             "--quiet",
             "--installer",
             "pip,uv",
@@ -409,6 +411,7 @@ def test_extra_index_beside_the_local_index_is_refused_before_anything_is_made(
             "--results",
             str(results),
             "--no-report",
+            "--no-probe",
             "--quiet",
         ]
     )
@@ -437,6 +440,7 @@ def test_run_installs_a_requirements_file_and_refuses_a_bad_one(tmp_path: Path, 
         "--tmp",
         str(tmp_path / "s"),
         "--no-report",
+        "--no-probe",
         "--quiet",
     ]
     assert main([*common, "--results", str(tmp_path / "results"), "--requirements", str(req)]) == 0

@@ -86,6 +86,7 @@ def run(
             "--results",
             str(results),
             "--no-report",
+            "--no-probe",
             "--quiet",
             *extra,
         ]
@@ -173,7 +174,7 @@ def test_resume_runs_the_missing_trials_of_every_strategy(
     (run_dir / "meta.json").write_text(
         json.dumps({k: v for k, v in meta.items() if k != "cache_mode"} | {"status": "interrupted"})
     )
-    assert main(["run", "--resume", str(run_dir), "--no-report", "--quiet"]) == 0
+    assert main(["run", "--resume", str(run_dir), "--no-report", "--no-probe", "--quiet"]) == 0
     rows = read_csv(run_dir / "trials.csv")
     assert sorted(r["trial_id"] for r in rows) == sorted(f"{n}-r1" for n in names)
     again = next(r for r in rows if r["trial_id"] == dropped)

@@ -58,6 +58,7 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
         "--results",
         str(results),
         "--no-report",
+        "--no-probe",
         "--index-mbps",
         "6",
     ]
@@ -105,7 +106,7 @@ def test_sigint_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
     assert (target / "user-file").read_text() == "mine"
     assert not subprocess.run(["pgrep", "-f", str(target)], capture_output=True).stdout
     # resume: same scenario and roles from meta.json; only the trials not yet done run
-    assert main(["run", "--resume", str(run), "--no-report", "--quiet"]) == 0
+    assert main(["run", "--resume", str(run), "--no-report", "--no-probe", "--quiet"]) == 0
     rows = read_csv(trials)
     ok = [r["trial_id"] for r in rows if r["status"] == "ok"]
     assert sorted(ok) == sorted(["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"])
@@ -137,6 +138,7 @@ def test_resume_refuses_changed_roles(tmp_path: Path, capsys) -> None:
                 "--results",
                 str(tmp_path / "r"),
                 "--no-report",
+                "--no-probe",
                 "--quiet",
             ]
         )
@@ -194,6 +196,7 @@ def test_real_stall_is_detected_then_killed(tmp_path: Path) -> None:
             "--results",
             str(tmp_path / "r"),
             "--no-report",
+            "--no-probe",
             "--quiet",
             "--stall-after",
             "1",
@@ -243,6 +246,7 @@ def test_disk_full_mid_trial_is_recorded_and_run_goes_on(tmpfs, tmp_path: Path) 
             "--results",
             str(tmp_path / "r"),
             "--no-report",
+            "--no-probe",
             "--quiet",
         ]
     )
@@ -279,6 +283,7 @@ def test_failing_installer_recorded_with_output_tail(tmp_path: Path) -> None:
             "--results",
             str(tmp_path / "r"),
             "--no-report",
+            "--no-probe",
             "--quiet",
         ]
     )
@@ -360,6 +365,7 @@ def test_noisy_neighbour_is_recorded(tmp_path: Path) -> None:
                 "--results",
                 str(tmp_path / "r"),
                 "--no-report",
+                "--no-probe",
                 "--quiet",
             ]
         )
@@ -488,6 +494,7 @@ def test_cleanup_finishes_whatever_signals_arrive(tmp_path: Path) -> None:
         "--results",
         str(results),
         "--no-report",
+        "--no-probe",
         "--index-mbps",
         "6",
     ]
@@ -547,6 +554,7 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
             "--results",
             str(results),
             "--no-report",
+            "--no-probe",
         ]
     )
     runner = Runner(preflight.check(args), PlainProgress(stream=io.StringIO()))
@@ -623,6 +631,7 @@ def test_full_results_disk_keeps_the_row(tmpfs, tmp_path: Path) -> None:
         "--results",
         str(results),
         "--no-report",
+        "--no-probe",
     ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
