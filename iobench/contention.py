@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import psutil
 
 DEFAULT_THRESHOLD = 5_000_000  # bytes of storage I/O in one trial that count as contention
-_ATTRS = ["pid", "ppid", "name", "create_time", "io_counters"]
+_ATTRS = ["pid", "name", "create_time", "io_counters"]
 
 
 @dataclass(frozen=True)
@@ -58,20 +58,11 @@ class _Seen:
     write_bytes: int
 
 
-def _descendants(pid: int, parents: dict[int, int]) -> set[int]:
-    """Every process below ``pid`` in the ``parents`` map (pid -> parent pid) of one pass
-    (psutil's ``children(recursive=True)`` would walk every process a second time)."""
-    children: dict[int, list[int]] = {}
-    for child, parent in parents.items():
-        children.setdefault(parent, []).append(child)
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+def _descendants(pid: int) -> set[int]:
+    try:
+        return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        return set()
 
 
 class ContentionWatch:
@@ -93,17 +84,13 @@ class ContentionWatch:
         self.scan_s = 0.0  # time spent in the two passes, to keep the cost visible
         self._before: dict[int, _Seen] | None = None
         self._ours: set[int] = set()
-        self._parents: dict[int, int] = {}  # pid -> parent pid, from the latest pass
 
     def _scan(self) -> dict[int, _Seen]:
         t0 = time.perf_counter()
         seen: dict[int, _Seen] = {}
-        parents: dict[int, int] = {}
         unreadable = 0
         for proc in psutil.process_iter(_ATTRS, ad_value=None):
             info = proc.info
-            if info.get("ppid") is not None:
-                parents[info["pid"]] = info["ppid"]
             io = info.get("io_counters")
             if io is None:
                 unreadable += 1
@@ -115,14 +102,13 @@ class ContentionWatch:
                 int(io.write_bytes),
             )
         self.unreadable = unreadable
-        self._parents = parents
         self.scan_s += time.perf_counter() - t0
         return seen
 
     def start(self) -> ContentionWatch:
         self.scan_s = 0.0
         self._before = self._scan()
-        self._ours = _descendants(self.own_pid, self._parents)
+        self._ours = _descendants(self.own_pid)
         return self
 
     def stop(self) -> list[Contender]:
@@ -130,7 +116,7 @@ class ContentionWatch:
         if self._before is None:
             raise RuntimeError("ContentionWatch.stop() before start()")
         after = self._scan()
-        excluded = {self.own_pid} | self._ours | _descendants(self.own_pid, self._parents)
+        excluded = {self.own_pid} | self._ours | _descendants(self.own_pid)
         extra = self.exclude_pids() if callable(self.exclude_pids) else self.exclude_pids
         excluded.update(extra)
         out: list[Contender] = []

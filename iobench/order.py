@@ -27,26 +27,16 @@ from collections.abc import Sequence
 
 from iobench.scenario import Config
 from iobench.trial import TrialSpec
-from iobench.warmcache import placement
+from iobench.warmcache import feeds
 
 #: draws of the first cycle's base order before giving up on the adoption constraint
 _DRAWS = 1000
 
 
-def _feeds(cold: Config, warm: Config) -> bool:
-    """True when ``cold``'s trial leaves a cache that ``warm``'s trials can adopt."""
-    return (
-        cold.cache_state == "cold"
-        and warm.cache_state == "warm"
-        and cold.cache != "off"
-        and placement(cold) == placement(warm)
-    )
-
-
 def _adoption_first(order: Sequence[Config], configs: Sequence[Config]) -> bool:
     """Every warm config that some cold config of the run can feed comes after one."""
     for i, warm in enumerate(order):
-        if any(_feeds(c, warm) for c in configs) and not any(_feeds(c, warm) for c in order[:i]):
+        if any(feeds(c, warm) for c in configs) and not any(feeds(c, warm) for c in order[:i]):
             return False
     return True
 

@@ -65,20 +65,9 @@ class Runner:
             self.index, index_spec, index_meta = start_index(self.plan, self.progress)
             self.clock = overhead.Clock()  # from meta.json's started_at, stamped next
             with self.clock.part("setup"):
-                rd = self.run_dir = self._open_run_dir(index_meta)
-                ctx = self._context(rd, index_spec)
-                done = rd.done_trial_ids()
-                with warming_up(ctx, self.scratch["tmp"], self._remove) as found:
-                    with self.clock.part("probe"):  # and the trial order (iobench.runpolicy)
-                        specs = self.trials = RunTrials.start(
-                            self.plan, rd, self.scratch, done, self.progress
-                        )
-                    total = len(specs) + len(done)
-                    self.progress.run_started(str(rd.path), total, len(done))
-                    for note in self.plan.notes:
-                        self.progress.message(note)
-                self._late_meta(rd, found)
-            for k, spec in enumerate(specs, start=len(done) + 1):
+                rd, ctx, specs, done = self._set_up(index_spec, index_meta)
+            total = len(specs) + done
+            for k, spec in enumerate(specs, start=done + 1):
                 self._one_trial(rd, ctx, spec, k, total)
             self._empty_trash()
             self._update_meta(rd, status="complete", ended_at=utcnow(), overhead=self._account())
@@ -98,6 +87,33 @@ class Runner:
             self._cleanup()
 
     # ------------------------------------------------------------------ set-up
+    def _set_up(
+        self, index_spec: IndexSpec, index_meta: dict
+    ) -> tuple[RunDir, TrialContext, RunTrials, int]:
+        """The run folder, the trial context, the probe and the trial order (the warm-up
+        venv made beside the probe), meta.json's late facts; the trials and how many are done."""
+        rd = self.run_dir = self._open_run_dir(index_meta)
+        ctx = self._context(rd, index_spec)
+        done = rd.done_trial_ids()
+        with warming_up(ctx, self.scratch["tmp"], self._remove) as venv:
+            with self.clock.part("probe"):  # and the trial order (iobench.runpolicy)
+                specs = self.trials = RunTrials.start(
+                    self.plan, rd, self.scratch, done, self.progress
+                )
+            self.progress.run_started(str(rd.path), len(specs) + len(done), len(done))
+            for note in self.plan.notes:
+                self.progress.message(note)
+        late = metadata.late_facts()  # what meta.json was first written without
+        meta = rd.meta()
+        versions = {**meta.versions, **({"venv": venv} if venv else {})}
+        versions.update({k: late[k] for k in ("uv",) if k in late})
+        pip_config = {**meta.pip_config}
+        if "pip_config_list" in late:
+            pip_config["config_list"] = late["pip_config_list"]
+        if versions != meta.versions or pip_config != meta.pip_config:
+            self._update_meta(rd, versions=versions, pip_config=pip_config)
+        return rd, ctx, specs, len(done)
+
     def _open_run_dir(self, index_meta: dict) -> RunDir:
         """Lock the target first (a refused run leaves nothing), then create or reopen the run."""
         p = self.plan
@@ -191,22 +207,6 @@ class Runner:
             rd.append_stalls(result.row.run_id, tid, stall_dicts(result.series.stalls))
         except OSError as exc:
             self.progress.message(f"warning: samples of {tid} not saved: {exc.strerror or exc}")
-
-    def _late_meta(self, rd: RunDir, venv: dict) -> None:
-        """meta.json's facts known only now: what the warm-up venv was made of, and what
-        the metadata prefetch had not answered when meta.json was first written."""
-        late = metadata.late_facts()
-        meta = rd.meta()
-        changes: dict[str, object] = {}
-        if venv or "uv" in late:
-            versions = {**meta.versions, **({"venv": venv} if venv else {})}
-            if "uv" in late:
-                versions["uv"] = late["uv"]
-            changes["versions"] = versions
-        if "pip_config_list" in late:
-            changes["pip_config"] = {**meta.pip_config, "config_list": late["pip_config_list"]}
-        if changes:
-            self._update_meta(rd, **changes)
 
     def _update_meta(self, rd: RunDir, **changes: object) -> None:
         """Change meta.json; a full results disk costs the change (said), never the run or its rows."""

@@ -54,6 +54,17 @@ def placement(cfg: Config) -> str:
     return f"{cfg.cache}-{cfg.installer}-{cfg.link_mode}-{cfg.venv_creator}"
 
 
+def feeds(cold: Config, warm: Config) -> bool:
+    """True when ``cold``'s trial leaves a cache that ``warm``'s trials can adopt (what
+    ``WarmCaches.adopt`` takes; the trial order puts such a cold config first)."""
+    return (
+        cold.cache_state == "cold"
+        and warm.cache_state == "warm"
+        and cold.cache != "off"
+        and placement(cold) == placement(warm)
+    )
+
+
 @dataclass
 class WarmCaches:
     """The run's primed caches: where each placement's lives, and its fingerprint."""
@@ -118,4 +129,4 @@ class WarmCaches:
         return False
 
 
-__all__ = ["PREFIX", "WarmCaches", "fingerprint", "placement"]
+__all__ = ["PREFIX", "WarmCaches", "feeds", "fingerprint", "placement"]

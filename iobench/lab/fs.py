@@ -593,8 +593,9 @@ class SlowFS(mfusepy.Operations):
             return 0
 
     def readdir(self, path: str, fh: int) -> list[Any]:
-        """mfusepy's plain listing (names with type and inode); ``_LabFUSE`` lists with
-        offsets instead (see ``listing``), so this serves only a plain ``mfusepy.FUSE``."""
+        """mfusepy's plain listing (names with type and inode). Its presence is what makes
+        mfusepy register the readdir callback, which ``_LabFUSE.readdir_fuse_3`` answers with
+        offsets instead (see ``listing``); a plain ``mfusepy.FUSE`` would call this."""
         return [
             e
             if isinstance(e, str)
