@@ -18,3 +18,15 @@ def only_run_dir(results: Path) -> Path:
     dirs = [d for d in results.iterdir() if d.is_dir()]
     assert len(dirs) == 1, dirs
     return dirs[0]
+
+
+def python3_shim(folder: Path, python: str) -> Path:
+    """``folder/python3``: runs ``python`` as given. A wrapper, not a symlink: a symlink to a
+    venv's interpreter resolves to the base one (a venv made from Debian's /usr/bin/python3
+    links straight to it), which lacks what the venv has (virtualenv); the pasted scripts
+    need a python3 that has it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shim = folder / "python3"
+    shim.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
+    shim.chmod(0o755)
+    return folder

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import runs as rf
+from helpers.files import python3_shim
 
 from iobench.installers import uv_binary
 from iobench.report import build_report
@@ -98,9 +99,7 @@ def paste(lines: list[str], tmp_path: Path, install: str) -> subprocess.Complete
     script = tmp_path / "start.sh"
     script.write_text("\n".join(body + checks) + "\n")
     # the trials made their venvs with virtualenv, which a stock python3 lacks: this one has it
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "python3").symlink_to(sys.executable)
+    shim = python3_shim(tmp_path / "shim", sys.executable)
     env = ["env", "-i", f"PATH={shim}:/usr/bin:/bin", f"HOME={tmp_path}", "PIP_CONFIG_FILE=/dev/null",
            "UV_NO_CONFIG=1", "bash", "-e", str(script)]  # fmt: skip
     return subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)

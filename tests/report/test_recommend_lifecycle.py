@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers import runs as rf
+from helpers.files import python3_shim
 
 from iobench.cost import CostOptions
 from iobench.report import build_report
@@ -171,10 +172,9 @@ def _stock_python(tmp_path: Path, creator: str) -> Path:
     stock python3 lacks) this interpreter, which has it; uv when the script runs it."""
     if creator != "virtualenv" and not Path("/usr/bin/python3").is_file():
         pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "python3").symlink_to(sys.executable if creator == "virtualenv" else "/usr/bin/python3")
-    return shim
+    return python3_shim(
+        tmp_path / "shim", sys.executable if creator == "virtualenv" else "/usr/bin/python3"
+    )
 
 
 @pytest.mark.slow
