@@ -41,20 +41,27 @@ def _drop_a_library_path_that_breaks_ssl() -> None:
     Seen in CI: pyenv's 3.11.7 with LD_LIBRARY_PATH naming /usr/lib/x86_64-linux-gnu loads
     Debian's libpython3.11 (3.11.2), whose missing symbols break ``import ssl``, and with it
     virtualenv, which every session and much of the suite create venvs with. Kept when
-    ``import ssl`` works with it, or fails without it too (then it is not the cause).
+    ``import ssl`` works with it, or fails without it too (then it is not the cause, and the
+    warning below names the other cause seen here).
     """
-    if "LD_LIBRARY_PATH" not in os.environ:
-        return
     probe = [sys.executable, "-c", "import ssl"]
     if subprocess.run(probe, capture_output=True).returncode == 0:
         return
-    clean = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    if subprocess.run(probe, capture_output=True, env=clean).returncode == 0:
-        print(
-            f"nox > LD_LIBRARY_PATH={os.environ['LD_LIBRARY_PATH']} breaks `import ssl` for "
-            f"{sys.executable} (another Python's libpython comes first); dropped for the sessions"
-        )
-        del os.environ["LD_LIBRARY_PATH"]
+    if "LD_LIBRARY_PATH" in os.environ:
+        clean = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        if subprocess.run(probe, capture_output=True, env=clean).returncode == 0:
+            print(
+                f"nox > LD_LIBRARY_PATH={os.environ['LD_LIBRARY_PATH']} breaks `import ssl` for "
+                f"{sys.executable} (another Python's libpython comes first); dropped for the sessions"
+            )
+            del os.environ["LD_LIBRARY_PATH"]
+            return
+    # Also seen in CI: `python3 -m venv DIR` over a venv another python3 had made there kept
+    # that python's binary and took this one's standard library (pyvenv.cfg's home).
+    print(
+        f"nox > {sys.executable} cannot `import ssl` (virtualenv needs it); if it is a venv "
+        f"that another Python made first, make it again with `python3 -m venv --clear`"
+    )
 
 
 _drop_a_library_path_that_breaks_ssl()

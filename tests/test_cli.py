@@ -555,3 +555,21 @@ def test_missing_report_library_refuses_exports_before_any_trial(tmp_path: Path)
     [line] = proc.stderr.strip().splitlines()
     assert "needs matplotlib" in line and "pip install" in line
     assert not (tmp_path / "r").exists()
+
+
+# --- the README's two commands -----------------------------------------------------------------
+
+
+def test_the_readme_test_command_is_what_ci_runs():
+    root = Path(__file__).parents[1]
+    if not (root / ".ci").is_dir():
+        pytest.skip("an sdist carries no .ci/ (the package session runs this file from one)")
+    readme = [
+        ln
+        for ln in (root / "README.md").read_text().splitlines()
+        if ln.startswith("python3 -m venv")
+    ]
+    ci = (root / ".ci" / "run").read_text().splitlines()[-1]
+    assert len(readme) == 2 and readme[1] == ci
+    # a venv left at that path by another python3 would mix two Pythons (CI failed so once)
+    assert all(ln.startswith("python3 -m venv --clear ") for ln in readme)
