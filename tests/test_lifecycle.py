@@ -118,6 +118,14 @@ def test_chart_draws_a_line_per_strategy_and_marks_crossings(tmp_path: Path) -> 
     assert chart.path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert chart.lines == ("persistent-venv", "packed-venv", "reinstall")
     assert [round(n, 1) for n in chart.crossings] == [12.8, 31.8]
+    assert "GPU $" in chart.title and "stand-in" not in chart.title
+
+
+def test_chart_without_a_gpu_price_says_its_dollar_an_hour_is_a_stand_in(tmp_path: Path) -> None:
+    from iobench.report.lifecycle_chart import plot_lifecycle
+
+    chart = plot_lifecycle(ALL, Prices(1.0), tmp_path / "life.png", priced=False)
+    assert "GPU $1/hour (a stand-in: no --gpu or --gpu-price given)" in chart.title
 
 
 def test_chart_with_free_storage_and_a_free_start_uses_a_linear_axis(tmp_path: Path) -> None:

@@ -184,6 +184,7 @@ def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
             result.out_dir / "lifecycle.png",
             starts=section.starts,
             title=f"Monthly cost by start-up strategy — {run.scenario_name}",
+            priced=section.priced,
         )
         chart = result.paths["lifecycle_png"] = drawn.path
     block = html_block(section, chart)

@@ -27,11 +27,13 @@ _STYLES = ["-", "--", "-.", ":"]
 
 @dataclass(frozen=True)
 class LifecycleChart:
-    """What was drawn: the file, a line per strategy (in order), the marked crossings."""
+    """What was drawn: the file, a line per strategy (in order), the marked crossings, the
+    title (with the prices it assumed)."""
 
     path: Path
     lines: tuple[str, ...]
     crossings: tuple[float, ...]  # starts a month
+    title: str = ""
 
 
 def plot_lifecycle(
@@ -42,9 +44,11 @@ def plot_lifecycle(
     lo: float = 1,
     hi: float = 1000,
     title: str = "",
+    priced: bool = True,
 ) -> LifecycleChart:
     """Draw monthly $ against starts per month, one line per strategy; mark crossings and the
-    user's ``starts``; write a PNG to ``path``."""
+    user's ``starts``; write a PNG to ``path``. ``priced`` false: the GPU price is a stand-in
+    (no price was given), and the title says so."""
     path = Path(path)
     fig = Figure(figsize=(8, 5.4 + 0.2 * len(figures)))
     ax = fig.add_subplot(1, 1, 1)
@@ -116,20 +120,21 @@ def plot_lifecycle(
     ax.set_xlim(lo, hi)
     ax.set_xlabel("starts per month (log scale)")
     ax.set_ylabel("USD per month, GPU idle + storage" + (" (log scale)" if positive else ""))
-    price = _dollars(
-        f"GPU ${prices.gpu_usd_per_hour:g}/hour, storage "
-        f"${prices.storage_usd_per_gb_month:g}/GB-month"
-    )
-    ax.set_title(
-        f"{title or 'Monthly cost of each start-up strategy'}\n{price}",  # the caller's, once
-        fontsize=10,
-    )
+    gpu = f"GPU ${prices.gpu_usd_per_hour:g}/hour"
+    if not priced:
+        gpu += " (a stand-in: no --gpu or --gpu-price given)"
+    price = _dollars(f"{gpu}, storage ${prices.storage_usd_per_gb_month:g}/GB-month")
+    heading = f"{title or 'Monthly cost of each start-up strategy'}\n{price}"  # the caller's, once
+    ax.set_title(heading, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, facecolor="white")
-    return LifecycleChart(path, tuple(f.strategy for f in figures), tuple(n for n, *_ in marked))
+    drawn = tuple(n for n, *_ in marked)
+    return LifecycleChart(
+        path, tuple(f.strategy for f in figures), drawn, heading.replace("\\$", "$")
+    )
 
 
 def _dollars(text: str) -> str:
