@@ -102,7 +102,9 @@ def phase_split(ok_trials: pd.DataFrame, median_s: float) -> list[tuple[str, flo
 
 
 #: the trials.csv columns the time-to-ready chart reads
-TIME_TO_READY_COLUMNS = ("config", "status", "time_to_ready_s", *(f"{p}_s" for p in PHASES))
+TIME_TO_READY_COLUMNS = (
+    "config", "status", "time_to_ready_s", "censored_after_s", *(f"{p}_s" for p in PHASES)
+)  # fmt: skip
 
 
 def ok_trials_by_config(trials: pd.DataFrame) -> dict[str | None, pd.DataFrame]:
@@ -112,6 +114,29 @@ def ok_trials_by_config(trials: pd.DataFrame) -> dict[str | None, pd.DataFrame]:
     out: dict[str | None, pd.DataFrame] = {None: ok.iloc[:0]}
     out.update({str(c): g for c, g in ok.groupby("config", sort=False)})
     return out
+
+
+def drawn_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The configs the time-to-ready chart draws, bottom first (slowest): every config with an
+    ok trial or a given-up one. A config given up in every trial (``--give-up-after``) has no
+    median, only its bound; it sorts below the finished ones, slowest, as its "> X" says."""
+    counts = [c for c in ("n_ok", "n_censored") if c in table.columns]
+    rows = table[table[counts].fillna(0).sum(axis=1) > 0]
+    bound = rows["given_up_after_s"] if "given_up_after_s" in rows.columns else np.nan
+    finished = rows["n_ok"] > 0
+    key = pd.Series(np.where(finished, rows["median_time_to_ready_s"], np.inf), index=rows.index)
+    tie = pd.Series(np.where(finished, 0.0, bound), index=rows.index).fillna(0.0)
+    order = pd.DataFrame({"key": key, "tie": tie}).sort_values(["key", "tie"], ascending=False)
+    return rows.loc[order.index]
+
+
+def _given_up_times(trials: pd.DataFrame, config: str) -> np.ndarray:
+    """A config's given-up trials' bounds (``censored_after_s``), finite only."""
+    if "censored_after_s" not in trials.columns:
+        return np.array([])
+    mine = trials[(trials["config"] == config) & (trials["status"] == "censored")]
+    x = mine["censored_after_s"].to_numpy(dtype=float)
+    return x[np.isfinite(x)]
 
 
 def _fit_texts(ax: Axes, texts: list[Text]) -> None:
@@ -149,7 +174,7 @@ def time_to_ready_chart(
     whisker is min–max under ``SPREAD_MINMAX_BELOW`` trials (p10–p90 of two trials would
     sit between the two dots), else p10–p90.
     """
-    rows = table[table["n_ok"] > 0].sort_values("median_time_to_ready_s", ascending=False)
+    rows = drawn_rows(table)
     minmax = int(rows["n_ok"].max()) < SPREAD_MINMAX_BELOW if len(rows) else True
     lo_col, hi_col = (
         ("min_time_to_ready_s", "max_time_to_ready_s") if minmax
@@ -162,8 +187,25 @@ def time_to_ready_chart(
     xmax = 0.0
     notes: list[Text] = []
     ok_trials = ok_trials_by_config(trials)
+    any_given_up = False
     for y, (_, row) in enumerate(rows.iterrows()):
         config = row["config"]
+        given_up = _given_up_times(trials, str(config))
+        any_given_up = any_given_up or len(given_up) > 0
+        if len(given_up):  # open triangles at the bound each was given up at: slower than that
+            ax.scatter(given_up, y + _rng.uniform(-0.2, 0.2, len(given_up)), s=30, marker=">",
+                       facecolors="white", edgecolors="black", linewidths=0.9, zorder=3)  # fmt: skip
+        if int(row["n_ok"]) == 0:  # given up in every trial: a hatched bar to its bound
+            edge = float(np.max(given_up)) if len(given_up) else float(row["given_up_after_s"])
+            if not math.isfinite(edge):
+                continue  # no bound recorded: the label alone
+            ax.barh(y, edge, color="white", edgecolor="#888888", hatch="///", height=0.6,
+                    linewidth=0.8)  # fmt: skip
+            xmax = max(xmax, edge)
+            note = f"> {fmt_s(float(row['given_up_after_s']))}, given up"
+            note += "  (baseline)" if config == baseline else ""
+            notes.append(ax.text(edge, y, "  " + _tx(note), va="center", fontsize=9))
+            continue
         med = float(row["median_time_to_ready_s"])
         ok_rows = ok_trials.get(str(config), ok_trials[None])
         parts = phase_split(ok_rows, med)
@@ -198,7 +240,8 @@ def time_to_ready_chart(
             capsize=4,
             zorder=4,
         )
-        xmax = max(xmax, float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
+        top = max(float(np.max(ok)) if len(ok) else 0.0, float(np.max(given_up, initial=0.0)))
+        xmax = max(xmax, float(p90), left, top)
         note = f"{fmt_s(med)}"
         if (
             baseline
@@ -213,7 +256,9 @@ def time_to_ready_chart(
             )
         elif config == baseline:
             note += "  (baseline)"
-        right_end = max(float(p90), left, float(np.max(ok)) if len(ok) else 0.0)
+        if len(given_up):
+            note += f", {len(given_up)} given up"
+        right_end = max(float(p90), left, top)
         notes.append(ax.text(
             right_end,
             y,
@@ -244,7 +289,13 @@ def time_to_ready_chart(
         fontsize=9,
         frameon=False,
         title=f"bar: median time-to-ready split by median phase times · {dots} · whisker: "
-        + ("min–max" if minmax else "p10–p90"),
+        + ("min–max" if minmax else "p10–p90")
+        + (
+            "\n▷: a trial given up at that bound (--give-up-after), so slower than it · "
+            "hatched: every trial given up"
+            if any_given_up
+            else ""
+        ),
         title_fontsize=9,
         alignment="left",
     )

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from iobench.report.charts import _fit_texts, _rate_top, _rate_width
+from iobench.report.load import PHASES
 
 
 def test_timeline_axis_clips_one_off_peaks_but_not_plateaus() -> None:
@@ -31,3 +32,43 @@ def test_labels_right_of_the_bars_fit_inside_the_axes() -> None:
     renderer = FigureCanvasAgg(fig).get_renderer()
     assert label.get_window_extent(renderer).x1 <= ax.get_window_extent(renderer).x1
     assert ax.get_xlim()[1] > 10  # it had to widen: the label ran past 10 before
+
+
+def test_configs_given_up_are_drawn_slowest_with_their_bounds(tmp_path) -> None:
+    """A config whose every trial was given up (--give-up-after) has no median, only a bound:
+    the chart still draws it (a hatched bar to the bound), below the finished ones; a config
+    with some trials given up keeps its place by its median."""
+    import math
+
+    import pandas as pd
+
+    from iobench.report.charts import drawn_rows, time_to_ready_chart
+
+    nan = math.nan
+    table = pd.DataFrame(
+        {
+            "config": ["naive", "tmp-fix", "venv-on-tmp", "broken"],
+            "n_ok": [0, 1, 2, 0],
+            "n_censored": [2, 1, 0, 0],
+            "given_up_after_s": [40.0, 30.0, nan, nan],
+            "median_time_to_ready_s": [nan, 20.0, 5.0, nan],
+            "min_time_to_ready_s": [nan, 20.0, 4.0, nan],
+            "max_time_to_ready_s": [nan, 20.0, 6.0, nan],
+            "p10_time_to_ready_s": [nan, 20.0, 4.2, nan],
+            "p90_time_to_ready_s": [nan, 20.0, 5.8, nan],
+            "speedup_vs_baseline": [nan, 2.0, 8.0, nan],
+            "vs_baseline": ["baseline", "> 2.00x", "> 8.00x", ""],
+        }
+    )
+    assert list(drawn_rows(table)["config"]) == ["naive", "tmp-fix", "venv-on-tmp"]
+    trials = pd.DataFrame(
+        {
+            "config": ["naive", "naive", "tmp-fix", "tmp-fix", "venv-on-tmp", "venv-on-tmp"],
+            "status": ["censored", "censored", "ok", "censored", "ok", "ok"],
+            "time_to_ready_s": [nan, nan, 20.0, nan, 4.0, 6.0],
+            "censored_after_s": [38.0, 42.0, nan, 30.0, nan, nan],
+            **{f"{p}_s": [nan, nan, 4.0, nan, 1.0, 1.2] for p in PHASES},
+        }
+    )
+    png = time_to_ready_chart(table, trials, {}, "naive", "venv-on-tmp", "t", tmp_path / "t.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
