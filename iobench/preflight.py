@@ -115,8 +115,9 @@ def check(args: argparse.Namespace) -> RunPlan:
         notes=notes,
         command=["iobench", *sys.argv[1:]],
         cost=_cost(args),
-        cache_mode=getattr(args, "cache_mode", None) or "cold",
-        pack_method=getattr(args, "pack_method", None) or "auto",
+        # a resume keeps the run's unless told otherwise (and then refuses: _check_resume)
+        cache_mode=getattr(args, "cache_mode", None) or (meta.cache_mode if meta else "cold"),
+        pack_method=getattr(args, "pack_method", None) or (meta.pack_method if meta else "auto"),
         probe=not getattr(args, "no_probe", False),
         give_up_after=getattr(args, "give_up_after", None),
         repeats_auto=auto,
@@ -499,6 +500,10 @@ def check_resume(meta: RunMeta, plan: RunPlan) -> None:
         raise UsageError(
             f"cannot resume {run}: --cache-mode changed (was {meta.cache_mode}, now {plan.cache_mode})"
         )
+    if plan.scenario.lifecycle and meta.pack_method != plan.pack_method:
+        raise UsageError(
+            f"cannot resume {run}: --pack-method changed (was {meta.pack_method}, now {plan.pack_method})"
+        )
 
 
 # ---------------------------------------------------------------- what meta.json says of the plan
@@ -530,6 +535,7 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             "gpu": metadata.gpu_info(),
             "sample_hz": p.sample_hz,
             "cache_mode": p.cache_mode,
+            "pack_method": p.pack_method,
             "stall_after_s": p.stall_after,
             "stall_timeout_s": p.stall_timeout,
             "trial_timeout_s": p.trial_timeout_s,

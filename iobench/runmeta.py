@@ -19,7 +19,8 @@ would misread the files (a key or column renamed, removed, or given another mean
   keys they do not know. Version 1 upgrades on reading: ``order_seed`` null, ``position``
   empty. Added within version 2 (a missing key reads as the behaviour before it):
   ``cache_mode`` (``--cache-mode`` of runs with start-up strategies; missing: ``cold``, the
-  only mode before the key); ``overhead`` (iobench's own cost; missing: unknown).
+  only mode before the key); ``overhead`` (iobench's own cost; missing: unknown);
+  ``pack_method`` (``--pack-method`` as asked; missing: ``auto``, the default before the key).
 """
 
 from __future__ import annotations
@@ -164,6 +165,13 @@ class RunMeta:
         "the key: `cold`)",
         "cold",
         choices=("cold", "warm"),
+    )
+    pack_method: str = key(
+        "packed-venv's archive as asked (`--pack-method`: `auto`, `squashfs`, `tar+zstd` or "
+        "`tar`; each trial's `persist_method` says which ran; runs written before the key: "
+        "`auto`)",
+        "auto",
+        choices=("auto", "squashfs", "tar+zstd", "tar"),
     )
     stall_after_s: float | None = key(
         "seconds without progress that open a stall (`--stall-after`)", lo=0, hi=1e7

@@ -165,12 +165,20 @@ def test_resume_runs_the_missing_trials_of_every_strategy(
     (run_dir / "trials.csv").write_text("".join(lines[:-1]))
     meta = json.loads((run_dir / "meta.json").read_text())
     (run_dir / "meta.json").write_text(json.dumps({**meta, "status": "interrupted"}))
-    assert meta["cache_mode"] == "cold"
-    # restarts measured warm would not be the run's: refused in one line, nothing run
-    assert main(["run", "--resume", str(run_dir), "--no-report", "--cache-mode", "warm"]) != 0
-    assert "cannot resume" in capsys.readouterr().err
+    assert (meta["cache_mode"], meta["pack_method"]) == ("cold", "auto")
+    # restarts measured warm, or packed otherwise, would not be the run's: refused in one
+    # line, nothing run
+    for flag, value in (("--cache-mode", "warm"), ("--pack-method", "tar")):
+        assert main(["run", "--resume", str(run_dir), "--no-report", flag, value]) != 0
+        assert f"cannot resume {run_dir.name}: {flag} changed" in capsys.readouterr().err
     assert len(read_csv(run_dir / "trials.csv")) == len(names) - 1
-    # meta.json written before the key: its restarts were cold, so a cold resume goes on
+    # not given, a resume takes the run's mode from meta.json (a warm run resumes warm)
+    (run_dir / "meta.json").write_text(json.dumps({**meta, "cache_mode": "warm"}))
+    assert main(["run", "--resume", str(run_dir), "--no-report", "--no-probe", "--quiet"]) == 0
+    rows = read_csv(run_dir / "trials.csv")
+    assert next(r for r in rows if r["trial_id"] == dropped)["cache_mode"] == "warm"
+    (run_dir / "trials.csv").write_text("".join(lines[:-1]))
+    # meta.json written before the keys: its restarts were cold, so a cold resume goes on
     (run_dir / "meta.json").write_text(
         json.dumps({k: v for k, v in meta.items() if k != "cache_mode"} | {"status": "interrupted"})
     )

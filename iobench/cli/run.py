@@ -233,14 +233,16 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
     life.add_argument(
         "--cache-mode",
         choices=("cold", "warm"),
-        default="cold",
-        help="how a restart finds the caches of what the strategy kept (default: cold)",
+        default=None,
+        help="how a restart finds the caches of what the strategy kept (default: cold; "
+        "--resume: the run's)",
     )
     life.add_argument(
         "--pack-method",
         choices=("auto", "squashfs", "tar+zstd", "tar"),
-        default="auto",
-        help="packed-venv's archive (default: the best this machine can mount or unpack)",
+        default=None,
+        help="packed-venv's archive (default: the best this machine can mount or unpack; "
+        "--resume: the run's)",
     )
 
 
