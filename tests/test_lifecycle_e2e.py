@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from helpers.files import TINY_PROFILE, only_run_dir, read_csv
 
+from iobench import preflight
 from iobench.__main__ import main
+from iobench.cli import build_parser
 
 pytestmark = [pytest.mark.e2e]
 
@@ -172,12 +174,11 @@ def test_resume_runs_the_missing_trials_of_every_strategy(
         assert main(["run", "--resume", str(run_dir), "--no-report", flag, value]) != 0
         assert f"cannot resume {run_dir.name}: {flag} changed" in capsys.readouterr().err
     assert len(read_csv(run_dir / "trials.csv")) == len(names) - 1
-    # not given, a resume takes the run's mode from meta.json (a warm run resumes warm)
-    (run_dir / "meta.json").write_text(json.dumps({**meta, "cache_mode": "warm"}))
-    assert main(["run", "--resume", str(run_dir), "--no-report", "--no-probe", "--quiet"]) == 0
-    rows = read_csv(run_dir / "trials.csv")
-    assert next(r for r in rows if r["trial_id"] == dropped)["cache_mode"] == "warm"
-    (run_dir / "trials.csv").write_text("".join(lines[:-1]))
+    # not given, a resume takes the run's from meta.json (a warm run resumes warm)
+    theirs = {**meta, "status": "interrupted", "cache_mode": "warm", "pack_method": "tar"}
+    (run_dir / "meta.json").write_text(json.dumps(theirs))
+    plan = preflight.check(build_parser().parse_args(["run", "--resume", str(run_dir)]))
+    assert (plan.cache_mode, plan.pack_method) == ("warm", "tar")
     # meta.json written before the keys: its restarts were cold, so a cold resume goes on
     (run_dir / "meta.json").write_text(
         json.dumps({k: v for k, v in meta.items() if k != "cache_mode"} | {"status": "interrupted"})
