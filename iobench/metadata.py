@@ -148,13 +148,13 @@ def prefetch() -> None:
     thread.start()
 
 
-#: the prefetched facts a caller asked for before they were ready (see ``late_facts``)
+#: the prefetched facts a caller asked for before they were ready (see ``with_late_facts``)
 _LATE: set[str] = set()
 
 
 def _prefetched(key: str, compute: Any, wait: bool = True) -> Any:
     """The prefetched answer for ``key`` (computed here when none was prefetched); None,
-    remembered for ``late_facts``, when ``wait`` is False and it is not ready yet."""
+    remembered for ``with_late_facts``, when ``wait`` is False and it is not ready yet."""
     thread = _PREFETCHED.get("thread")
     if thread is not None:
         if wait:
@@ -167,14 +167,19 @@ def _prefetched(key: str, compute: Any, wait: bool = True) -> Any:
     return compute()
 
 
-def late_facts() -> dict[str, Any]:
-    """The facts an earlier ``wait=False`` call left out (``uv``, ``pip_config_list``), now
-    that the prefetch is done (waiting for it if needed): meta.json is written first and
-    they are filled in after the warm-up, so the run's set-up does not wait for pip."""
+def with_late_facts(versions: dict, pip_config: dict) -> tuple[dict, dict]:
+    """meta.json's ``versions`` and ``pip_config`` with the facts an earlier ``wait=False``
+    call left out (``uv``, pip's ``config_list``) filled in, now that the prefetch is done
+    (waiting for it if needed): meta.json is written first and these come after the
+    warm-up, so the run's set-up does not wait for pip. Copies; each fact comes once."""
     keys = set(_LATE)
     _LATE.clear()
-    compute = {"uv": _uv_version, "pip_config_list": _pip_config_list}
-    return {k: _prefetched(k, compute[k]) for k in keys}
+    versions, pip_config = dict(versions), dict(pip_config)
+    if "uv" in keys:
+        versions["uv"] = _prefetched("uv", _uv_version)
+    if "pip_config_list" in keys:
+        pip_config["config_list"] = _prefetched("pip_config_list", _pip_config_list)
+    return versions, pip_config
 
 
 def versions(wait: bool = True) -> dict:

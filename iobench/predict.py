@@ -337,7 +337,7 @@ def fast_from_trials(
     at +87-98 %."""
     folders = _folders(probes)
     profile = None
-    refs: dict[str, tuple[float, str]] = {}  # state -> (storage part, config) of the smallest
+    refs: dict[str, tuple[float, Any]] = {}  # state -> (storage part, config) of the smallest
     for cfg in scenario.configs:
         if unpredictable(cfg, scenario) or cfg.compile != "on" or not cfg.roles() <= set(folders):
             continue
@@ -351,15 +351,14 @@ def fast_from_trials(
         )  # fmt: skip
         storage, state = sum(pred.storage_s.values()), _state(cfg)
         if state not in refs or storage < refs[state][0]:
-            refs[state] = (storage, cfg.name)
+            refs[state] = (storage, cfg)
     out: dict[str, dict[str, float]] = {}
-    for state, (_, name) in refs.items():
-        phases = measured.get(name)
+    for state, (_, cfg) in refs.items():
+        phases = measured.get(cfg.name)
         if not phases or any(phases.get(p) is None for p in PHASES):
             continue  # the reference has not run yet
-        cfg = next(c for c in scenario.configs if c.name == name)
         pred = predict_config(
-            name, _role_costs(cfg, folders), cfg.cache_state, load_opmix(cfg.installer),
+            cfg.name, _role_costs(cfg, folders), cfg.cache_state, load_opmix(cfg.installer),
             Size.of(profile), fast_s=phases,
         )  # fmt: skip
         if sum(pred.storage_s.values()) > MAX_REFERENCE_STORAGE * sum(phases.values()):

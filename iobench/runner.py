@@ -103,13 +103,10 @@ class Runner:
             self.progress.run_started(str(rd.path), len(specs) + len(done), len(done))
             for note in self.plan.notes:
                 self.progress.message(note)
-        late = metadata.late_facts()  # what meta.json was first written without
-        meta = rd.meta()
-        versions = {**meta.versions, **({"venv": venv} if venv else {})}
-        versions.update({k: late[k] for k in ("uv",) if k in late})
-        pip_config = {**meta.pip_config}
-        if "pip_config_list" in late:
-            pip_config["config_list"] = late["pip_config_list"]
+        meta = rd.meta()  # and what meta.json was first written without
+        versions, pip_config = metadata.with_late_facts(
+            {**meta.versions, **({"venv": venv} if venv else {})}, meta.pip_config
+        )
         if versions != meta.versions or pip_config != meta.pip_config:
             self._update_meta(rd, versions=versions, pip_config=pip_config)
         return rd, ctx, specs, len(done)

@@ -115,16 +115,17 @@ def test_facts_not_ready_when_meta_json_is_written_come_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run writes meta.json without waiting for pip (~0.4 s): what the prefetch has not
-    answered yet is None there and ``late_facts`` gives it once it has."""
+    answered yet is None there and ``with_late_facts`` fills it in once it has."""
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\ntimeout = 5\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
     direct = metadata.pip_config(isolated=True)["config_list"]
     metadata.prefetch()
-    first = metadata.pip_config(isolated=True, wait=False)["config_list"]
-    late = metadata.late_facts()
+    written = metadata.pip_config(isolated=True, wait=False)
+    first = written["config_list"]
+    _, late = metadata.with_late_facts({}, written)
     if first is None:  # pip had not answered: the answer comes late, and only once
-        assert late["pip_config_list"] == direct
-        assert metadata.late_facts() == {}
+        assert late["config_list"] == direct and written["config_list"] is None
+        assert metadata.with_late_facts({}, written) == ({}, written)
     else:  # a fast machine: it was ready in time
-        assert first == direct and "pip_config_list" not in late
+        assert first == direct and late == written

@@ -28,7 +28,7 @@ from matplotlib.ticker import MaxNLocator
 from iobench.cost import format_usd
 from iobench.report.diagnose import Drop, find_write_gaps, install_drop, install_write_rates
 from iobench.report.load import PHASES
-from iobench.report.units import fmt_mbps, fmt_s, fmt_speed, run_key
+from iobench.report.units import fmt_mbps, fmt_median, fmt_s, fmt_speed, run_key
 from iobench.report.verdict import SPREAD_MINMAX_BELOW
 
 OKABE_ITO = {
@@ -120,14 +120,11 @@ def drawn_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The configs the time-to-ready chart draws, bottom first (slowest): every config with an
     ok trial or a given-up one. A config given up in every trial (``--give-up-after``) has no
     median, only its bound; it sorts below the finished ones, slowest, as its "> X" says."""
-    counts = [c for c in ("n_ok", "n_censored") if c in table.columns]
-    rows = table[table[counts].fillna(0).sum(axis=1) > 0]
-    bound = rows["given_up_after_s"] if "given_up_after_s" in rows.columns else np.nan
+    rows = table[(table["n_ok"] > 0) | (table["n_censored"] > 0)]
     finished = rows["n_ok"] > 0
-    key = pd.Series(np.where(finished, rows["median_time_to_ready_s"], np.inf), index=rows.index)
-    tie = pd.Series(np.where(finished, 0.0, bound), index=rows.index).fillna(0.0)
-    order = pd.DataFrame({"key": key, "tie": tie}).sort_values(["key", "tie"], ascending=False)
-    return rows.loc[order.index]
+    key = np.where(finished, rows["median_time_to_ready_s"], np.inf)
+    tie = np.nan_to_num(np.where(finished, 0.0, rows["given_up_after_s"]))
+    return rows.iloc[np.lexsort((-tie, -key))]
 
 
 def _given_up_times(trials: pd.DataFrame, config: str) -> np.ndarray:
@@ -202,7 +199,7 @@ def time_to_ready_chart(
             ax.barh(y, edge, color="white", edgecolor="#888888", hatch="///", height=0.6,
                     linewidth=0.8)  # fmt: skip
             xmax = max(xmax, edge)
-            note = f"> {fmt_s(float(row['given_up_after_s']))}, given up"
+            note = f"{fmt_median(row)}, given up"
             note += "  (baseline)" if config == baseline else ""
             notes.append(ax.text(edge, y, "  " + _tx(note), va="center", fontsize=9))
             continue

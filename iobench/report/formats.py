@@ -18,7 +18,7 @@ import pandas as pd
 from iobench.cost import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.report.units import fmt_s, fmt_s_range
+from iobench.report.units import fmt_median, fmt_s, fmt_s_range
 from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
 
 SUMMARY_FORMAT = "iobench-summary"
@@ -210,7 +210,7 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
             [
                 f"{r['config']}{star}",
                 f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
-                _median_cell(r, summary.ranked_by),
+                fmt_median(r, summary.ranked_by),
                 fmt_s_range(first[0], first[1]) if life and r["n_ok"] > 1 else spread_text(r, name),
                 str(r["vs_baseline"] or "—"),
                 noise_word(_known(r["beyond_noise_vs_baseline"])),
@@ -237,13 +237,6 @@ def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | No
     lines.append("")
     lines.extend(answer_lines(summary, rec, same_storage=False))
     return lines
-
-
-def _median_cell(r: Any, column: str) -> str:
-    """A config's median, or "> b" when its trials were all given up at bounds b."""
-    if not r["n_ok"] and r.get("n_censored"):
-        return f"> {fmt_s(r['given_up_after_s'])}"
-    return fmt_s(r[column])
 
 
 def _known(value: Any) -> bool | None:

@@ -123,18 +123,16 @@ def plot_lifecycle(
     gpu = f"GPU ${prices.gpu_usd_per_hour:g}/hour"
     if not priced:
         gpu += " (a stand-in: no --gpu or --gpu-price given)"
-    price = _dollars(f"{gpu}, storage ${prices.storage_usd_per_gb_month:g}/GB-month")
+    price = f"{gpu}, storage ${prices.storage_usd_per_gb_month:g}/GB-month"
     heading = f"{title or 'Monthly cost of each start-up strategy'}\n{price}"  # the caller's, once
-    ax.set_title(heading, fontsize=10)
+    ax.set_title(_dollars(heading), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, facecolor="white")
     drawn = tuple(n for n, *_ in marked)
-    return LifecycleChart(
-        path, tuple(f.strategy for f in figures), drawn, heading.replace("\\$", "$")
-    )
+    return LifecycleChart(path, tuple(f.strategy for f in figures), drawn, heading)
 
 
 def _dollars(text: str) -> str:

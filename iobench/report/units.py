@@ -9,6 +9,7 @@ print the same figure the same way. "How much faster" has one convention everywh
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rich.filesize import decimal
 
@@ -87,6 +88,14 @@ def fmt_speed(speedup: object, baseline: str | None = None) -> str:
         return f"same as {baseline}" if baseline else "1.00× (same)"
     word = "faster" if v > 1 else "slower"
     return f"{fmt_times(v if v > 1 else 1 / v)} {word}{than}"
+
+
+def fmt_median(row: Any, column: str = "median_time_to_ready_s") -> str:
+    """A summary row's median, or "> b" when its trials were all given up at bounds b
+    (``--give-up-after``): the table and the chart say it the same way."""
+    if not row["n_ok"] and row.get("n_censored"):
+        return f"> {fmt_s(row['given_up_after_s'])}"
+    return fmt_s(row[column])
 
 
 def run_key(i: int) -> str:
