@@ -299,8 +299,10 @@ def recommendation_html(rec: Recommendation | None) -> str:
     return (
         "<h2>What to set</h2>"
         f"<p>Derived from <b>{esc(rec.config)}</b>, {esc(rec.why)}, "
-        "and the folders its roles had on this machine. The script runs with <code>bash -e</code> "
-        "on a stock Debian 12 or Ubuntu 24.04.</p>"
+        "and the folders its roles had on this machine. The script runs with <code>bash</code> "
+        "on a stock Debian 12 or Ubuntu 24.04 python3 (it makes the venv with "
+        "<code>python3 -m venv</code> where the trials' way is missing), and stops at the "
+        "first error.</p>"
         "<h3>Start script (bash)</h3><pre>"
         + esc("\n".join(rec.shell))
         + "</pre><h3>Dockerfile</h3><pre>"

@@ -8,9 +8,11 @@ lines: made once, restored at every start. Elsewhere only a verdict of kind ``ad
 (report/verdict.py) earns a script. The script sets the
 places the winning config used — ``VIRTUAL_ENV``, ``TMPDIR``, ``PIP_CACHE_DIR`` /
 ``PIP_NO_CACHE_DIR`` for pip or ``UV_CACHE_DIR`` / ``UV_NO_CACHE`` for uv, bytecode and uv
-link-mode settings — and makes the venv the way the trials did, or says where it differs.
-It runs on a stock Debian 12 / Ubuntu 24.04 image with ``bash -e`` (``python3``, with the
-``python3-venv`` package), carries the caveats of its places as comments, and never points
+link-mode settings — and makes the venv the way the trials did where the machine can, else
+with ``python3 -m venv`` (what a stock Debian 12 / Ubuntu 24.04 python3 has, with the
+``python3-venv`` package, under PEP 668), saying how the two compared when the run measured
+both. It stops at the first error, carries the caveats of its places as comments, ends by
+running the command it is given (so a Dockerfile can make it the entrypoint), and never points
 into iobench's own folders: the roles' paths are the user's folders, and one that lay inside
 iobench's clone is replaced by the clone's parent.
 """
@@ -26,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from iobench.cost import format_usd as usd
 from iobench.lifecycle import crossings, monthly
@@ -225,14 +229,28 @@ VENV_COMMANDS = {
     "venv-without-pip": 'python3 -m venv --without-pip "$VIRTUAL_ENV"',
     "uv": 'uv venv --python python3 "$VIRTUAL_ENV"',
 }
-_CREATOR_NOTES = {
-    "virtualenv": "virtualenv is not part of a stock python3: install it first (Debian/Ubuntu: "
-    "apt-get install python3-virtualenv; its version may differ from the measured one)",
-    "venv": "Debian/Ubuntu: apt-get install python3-venv; ensurepip seeds the Python's own pip",
-    "venv-without-pip": "Debian/Ubuntu: apt-get install python3-venv; the venv gets no pip, so "
-    "packages are installed by a pip outside it, as the trials did",
-    "uv": "uv is not part of Debian/Ubuntu: install it first",
+#: what a stock python3 (Debian/Ubuntu with python3-venv, PEP 668) makes the venv with
+STOCK_VENV = VENV_COMMANDS["venv"]
+#: the shell test that the measured creator is on this machine (none: a stock python3 has it)
+_CREATOR_PRESENT = {
+    "virtualenv": "python3 -m virtualenv --version >/dev/null 2>&1",
+    "venv-without-pip": "python3 -m pip --version >/dev/null 2>&1",
+    "uv": "command -v uv >/dev/null",
 }
+_CREATOR_NAMES = {
+    "virtualenv": "virtualenv",
+    "venv": "python3 -m venv",
+    "venv-without-pip": "python3 -m venv --without-pip (pip from outside the venv)",
+    "uv": "uv venv",
+}
+#: the first lines of every script: bash, stopping at the first error, an unset variable or a
+#: failed pipe
+STRICT = ["#!/bin/bash", "set -euo pipefail"]
+PATH_LINE = 'export PATH="$VIRTUAL_ENV/bin:$PATH"'
+#: the last line: run the command given to the script (a Dockerfile's CMD), if any
+EXEC_LINE = 'if [ "$#" -gt 0 ]; then exec "$@"; fi'
+#: the file name the Dockerfile fragment copies the start script from
+SCRIPT_NAME = "iobench-start.sh"
 
 
 def creator_of(config: Mapping[str, Any]) -> str:
@@ -241,30 +259,74 @@ def creator_of(config: Mapping[str, Any]) -> str:
     return creator if creator in VENV_COMMANDS else "virtualenv"
 
 
-def venv_lines(meta: Mapping[str, Any], creator: str = "virtualenv") -> list[str]:
-    """Make the venv with the creator the trials used, the command they ran, saying what it needs."""
+def stock_difference(table: pd.DataFrame, config: Mapping[str, Any], creator: str) -> str:
+    """How ``python3 -m venv`` compared with ``creator`` in this run on the same role (the
+    venv phase's median over the configs that made their venvs each way), or that it was not
+    measured."""
+    role = str(config.get("venv_role") or "")
+    same = table[table["venv_role"].astype(str) == role] if "venv_role" in table else table[:0]
+    made = same.apply(creator_of, axis=1) if len(same) else pd.Series(dtype=str)
+    stock = float(same["median_venv_s"][made == "venv"].median()) if len(same) else math.nan
+    used = float(same["median_venv_s"][made == creator].median()) if len(same) else math.nan
+    if math.isfinite(stock) and math.isfinite(used):
+        return (
+            f"measured here on the same role, the venv phase took {fmt_s(stock)} with "
+            f"python3 -m venv against {fmt_s(used)} with {_CREATOR_NAMES[creator]} (medians)"
+        )
+    return (
+        "that way was not measured in this run (iobench run --venv-creator "
+        f"{creator},venv measures both)"
+    )
+
+
+def venv_lines(
+    meta: Mapping[str, Any], creator: str = "virtualenv", difference: str = ""
+) -> list[str]:
+    """Make the venv the way the trials did where this machine can, else as a stock python3
+    does (``python3 -m venv``), saying which the trials used and how the other compared."""
     venv = (meta.get("versions") or {}).get("venv") or {}
     venv = venv if isinstance(venv, Mapping) else {}
-    made = "virtualenv"
+    made = _CREATOR_NAMES[creator]
     if creator == "virtualenv" and venv.get("virtualenv"):
         made = f"virtualenv {venv['virtualenv']}"
-    elif creator != "virtualenv":
-        made = VENV_COMMANDS[creator].split(' "$')[0]
     pip = venv.get("pip") if creator == "virtualenv" else None
     said = f"the trials made venvs with {made}" + (f", seeded with pip {pip}" if pip else "")
-    said += f"; {_CREATOR_NOTES[creator]}"
+    test = _CREATOR_PRESENT.get(creator)
+    if test is None:  # python3 -m venv: what a stock python3 has (Debian/Ubuntu: python3-venv)
+        return [*_comments([said + "; Debian/Ubuntu: apt-get install python3-venv"]), STOCK_VENV]
+    said += (
+        "; where this machine lacks it (a stock Debian/Ubuntu python3 does), python3 -m venv "
+        "makes it instead (apt-get install python3-venv), seeding the Python's own pip"
+    )
+    said += f"; {difference}" if difference else ""
     if pip:
-        said += f" (if its pip is not {pip}: python3 -m pip install 'pip=={pip}')"
-    return _comments([said]) + [VENV_COMMANDS[creator]]
+        said += f"; to match the trials' pip: python3 -m pip install 'pip=={pip}'"
+    return [
+        *_comments([said]),
+        f"if {test}; then",
+        f"    {VENV_COMMANDS[creator]}",
+        "else",
+        f"    {STOCK_VENV}",
+        "fi",
+    ]
+
+
+def uv_needed(installer: str) -> list[str]:
+    """A uv install needs uv: stop before anything is made when it is missing, saying how to get it."""
+    if installer != "uv":
+        return []
+    return [
+        "command -v uv >/dev/null || { echo 'this script installs with uv, which is not on PATH: "
+        "pipx install uv (or see docs.astral.sh/uv)' >&2; exit 1; }"
+    ]
 
 
 def install_hint(installer: str, creator: str) -> str:
     """Where the user's own install goes (iobench measured its own package list)."""
     if installer == "uv":
         return "# install your packages here, e.g.: uv pip install -r requirements.txt"
-    if creator in ("venv-without-pip", "uv"):  # no pip inside: pip from outside, as measured
-        return ('# install your packages here with a pip outside the venv, e.g.: '
-                '/usr/bin/python3 -m pip --python "$VIRTUAL_ENV/bin/python" install -r requirements.txt')  # fmt: skip
+    if creator == "uv":  # uv venv makes no pip: uv installs into it
+        return "# install your packages here, e.g.: uv pip install -r requirements.txt (the venv has no pip)"
     return "# install your packages here, e.g.: python3 -m pip install -r requirements.txt"
 
 
@@ -289,18 +351,22 @@ def shell_lines(
     meta: Mapping[str, Any],
     comments: list[str],
     creator: str = "virtualenv",
+    difference: str = "",
 ) -> list[str]:
     """The start script: caveats as comments, exports, folders, then the venv and its install."""
     return [
-        *_exports(pairs, comments),
-        *venv_lines(meta, creator),
-        'export PATH="$VIRTUAL_ENV/bin:$PATH"',
+        *_exports(pairs, comments, installer),
+        *venv_lines(meta, creator, difference),
+        PATH_LINE,
         install_hint(installer, creator),
+        EXEC_LINE,
     ]
 
 
-def _exports(pairs: list[tuple[str, str]], comments: list[str]) -> list[str]:
-    lines = _comments(comments)
+def _exports(
+    pairs: list[tuple[str, str]], comments: list[str], installer: str = "pip"
+) -> list[str]:
+    lines = [*STRICT, *_comments(comments), *uv_needed(installer)]
     lines += [f"export {name}={_q(value)}" for name, value in pairs]
     dirs = [n for n, _ in pairs if n in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")]
     if dirs:
@@ -309,10 +375,24 @@ def _exports(pairs: list[tuple[str, str]], comments: list[str]) -> list[str]:
 
 
 def dockerfile_lines(pairs: list[tuple[str, str]], comments: list[str]) -> list[str]:
-    """``ENV`` lines with the same values (the venv itself is made at start, see notes)."""
-    out = _comments(comments)
+    """A Dockerfile fragment: the same variables for every process in the container, and the
+    start script (saved as ``iobench-start.sh`` beside the Dockerfile) as its entrypoint, which
+    makes the venv when the container starts (a volume is mounted then, not at build time) and
+    then runs the image's command."""
+    out = _comments(
+        [
+            *comments,
+            f"save the start script above as {SCRIPT_NAME} beside this Dockerfile: the venv is "
+            "made when the container starts, where the volume is mounted, then the container's "
+            "command runs in it",
+        ]
+    )
     out += [f"ENV {name}={_q(value)}" for name, value in pairs]
     out.append('ENV PATH="$VIRTUAL_ENV/bin:$PATH"')
+    out.append(f"COPY {SCRIPT_NAME} /usr/local/bin/{SCRIPT_NAME}")
+    out.append(f"RUN chmod 0755 /usr/local/bin/{SCRIPT_NAME}")
+    out.append(f'ENTRYPOINT ["/usr/local/bin/{SCRIPT_NAME}"]')
+    out.append('CMD ["bash"]')
     return out
 
 
@@ -353,7 +433,14 @@ def recommend(
     return Recommendation(
         config=verdict.advised,
         baseline=summary.baseline,
-        shell=shell_lines(pairs, installer, meta, head, creator_of(win)),
+        shell=shell_lines(
+            pairs,
+            installer,
+            meta,
+            head,
+            creator_of(win),
+            stock_difference(summary.table, win, creator_of(win)),
+        ),  # fmt: skip
         dockerfile=dockerfile_lines(pairs, cav),
         notes=notes,
         winner_s=win_s,
@@ -392,14 +479,17 @@ def kept_path(command: str, roles: Mapping[str, Any], own: Path | None = None) -
     return next((w for w in words if w.startswith(target.rstrip("/") + "/")), None)
 
 
-def strategy_lines(strategy: str, row: Mapping[str, Any], setup: list[str],
+def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], install: str,
                    roles: Mapping[str, Any], own: Path | None = None) -> list[str]:  # fmt: skip
-    """The start script's body for one strategy: ``setup`` (make the venv, install) on the first
-    start, then at every start what the strategy measured (restore, or nothing)."""
-    path = 'export PATH="$VIRTUAL_ENV/bin:$PATH"'
+    """The start script's body for one strategy: ``make`` (the venv's lines) and ``install``
+    (the user's install, a comment) at the first start, then at every start what the strategy
+    measured (restore, or nothing); PATH is set once, after the venv exists."""
+    ind = [f"    {x}" for x in make]
     if strategy == "persistent-venv":
-        return ['if [ ! -x "$VIRTUAL_ENV/bin/python" ]; then  # first start: the venv is made once',
-                *[f"    {x}" for x in setup], "fi", path]  # fmt: skip
+        return ["first_start=0",
+                'if [ ! -x "$VIRTUAL_ENV/bin/python" ]; then  # the first start: make the venv once',
+                *ind, "    first_start=1", "fi", PATH_LINE,
+                'if [ "$first_start" = 1 ]; then', f"    {install}", "    :", "fi", EXEC_LINE]  # fmt: skip
     persist = user_command(str(row.get("persist_command") or ""), roles, own)
     restore = user_command(str(row.get("restore_command") or ""), roles, own)
     kept = kept_path(persist, roles, own)
@@ -407,16 +497,22 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], setup: list[str],
         why = [] if strategy == "reinstall" else [
             f"# {strategy}: its {row.get('persist_method') or 'persist'} step ran through a Python "
             "module here, so no shell line was measured to print"]  # fmt: skip
-        return [*why, *setup, path]
+        return [*why, *make, PATH_LINE, install, EXEC_LINE]
     return [
+        "first_start=0",
         f"if [ -e {_q(kept)} ]; then  # a restart: restore what the first start kept",
         f"    {restore}",
-        "else  # the first start: make the venv, install, then keep it on the volume",
-        *[f"    {x}" for x in setup],
+        "else  # the first start: make the venv",
+        *ind,
+        "    first_start=1",
+        "fi",
+        PATH_LINE,
+        'if [ "$first_start" = 1 ]; then  # the first start: install, then keep the venv on the volume',
+        f"    {install}",
         f"    mkdir -p {_q(posixpath.dirname(kept))}",
         f"    {persist}",
         "fi",
-        path,
+        EXEC_LINE,
     ]
 
 
@@ -487,9 +583,11 @@ def lifecycle_advice(
     where = ["restore to the path the venv was built at: a venv holds its absolute path"] if (
         row.get("restore_command")) else []  # fmt: skip
     head = [f"iobench: {headline}", *trade, *where, *caveats(win, roles), *place_notes]
-    setup = [*venv_lines(meta, creator), 'export PATH="$VIRTUAL_ENV/bin:$PATH"',
-             install_hint(installer, creator)]  # fmt: skip
-    shell = _exports(pairs, head) + strategy_lines(strategy, row, setup, roles, own)
+    make = venv_lines(meta, creator, stock_difference(summary.table, win, creator))
+    install = install_hint(installer, creator)
+    shell = _exports(pairs, head, installer) + strategy_lines(
+        strategy, row, make, install, roles, own
+    )
     months = section.monthly_usd()
     second = section.ranking.runner_up
     return Recommendation(

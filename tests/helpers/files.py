@@ -30,3 +30,21 @@ def python3_shim(folder: Path, python: str) -> Path:
     shim.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
     shim.chmod(0o755)
     return folder
+
+
+STOCK_PYTHON3 = Path("/usr/bin/python3")
+
+
+def stock_python3(folder: Path) -> Path:
+    """``folder/python3``: Debian's /usr/bin/python3 as a stock machine has it, without
+    virtualenv even where this machine's has it (a ``virtualenv`` package that cannot be
+    imported comes first on its path), so a pasted script meets what a new pod has."""
+    hide = folder / "hide"
+    (hide / "virtualenv").mkdir(parents=True, exist_ok=True)
+    (hide / "virtualenv" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'virtualenv'\", name='virtualenv')\n"
+    )
+    shim = folder / "python3"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{hide}" exec "{STOCK_PYTHON3}" "$@"\n')
+    shim.chmod(0o755)
+    return folder

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import runs as rf
-from helpers.files import python3_shim
+from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
 
 from iobench.installers import uv_binary
 from iobench.report import build_report
-from iobench.report.recommend import Recommendation, env_for, recommend, user_path
+from iobench.report.recommend import SCRIPT_NAME, Recommendation, env_for, recommend, user_path
 from iobench.wheels import load_profile, synthesize
 
 
@@ -81,14 +82,25 @@ def advice_for(tmp_path: Path, spec: rf.ConfigSpec, own: Path | None = None) -> 
     return rec
 
 
-def paste(lines: list[str], tmp_path: Path, install: str) -> subprocess.CompletedProcess[str]:
-    """Run the script with ``env -i PATH=/usr/bin:/bin bash -e``, as printed, except that its
-    pip line (which needs a package index) becomes ``pip --version``; then install the tiny
-    wheels from a folder and run the ready check in the venv the script made."""
-    body = [
-        "python3 -m pip --version" if "pip install" in line and not line.startswith("#") else line
-        for line in lines
-    ]
+def _bin(tmp_path: Path, machine: str, uv: str | None = None) -> Path:
+    """The pasted script's python3: a stock one (Debian's, without virtualenv), or one that has
+    what the trials measured with (this interpreter, which has virtualenv); uv where given."""
+    folder = tmp_path / "bin"
+    if machine == "stock":
+        stock_python3(folder)
+    else:
+        python3_shim(folder, sys.executable)
+    if uv is not None:
+        (folder / "uv").symlink_to(uv)
+    return folder
+
+
+def paste(
+    lines: list[str], tmp_path: Path, install: str, bin_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run the script with ``env -i PATH=/usr/bin:/bin bash -e``, as printed, with ``bin_dir``
+    first on PATH; then install the tiny wheels from a folder (the user's install line) and run
+    the ready check in the venv the script made."""
     checks = [
         install,
         'python3 -c "import tiny_core; tiny_core.check()"',
@@ -96,41 +108,49 @@ def paste(lines: list[str], tmp_path: Path, install: str) -> subprocess.Complete
         'test -d "$TMPDIR"',
         "echo READY",
     ]
+    body = [line for line in lines if not line.startswith('if [ "$#"')]  # the exec line last
     script = tmp_path / "start.sh"
-    script.write_text("\n".join(body + checks) + "\n")
-    # the trials made their venvs with virtualenv, which a stock python3 lacks: this one has it
-    shim = python3_shim(tmp_path / "shim", sys.executable)
-    env = ["env", "-i", f"PATH={shim}:/usr/bin:/bin", f"HOME={tmp_path}", "PIP_CONFIG_FILE=/dev/null",
+    script.write_text("\n".join([*body, *checks, lines[-1]]) + "\n")
+    env = ["env", "-i", f"PATH={bin_dir}:/usr/bin:/bin", f"HOME={tmp_path}", "PIP_CONFIG_FILE=/dev/null",
            "UV_NO_CONFIG=1", "bash", "-e", str(script)]  # fmt: skip
     return subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.parametrize("machine", ["stock", "measured"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_of_printed_script_builds_a_working_venv_in_a_clean_shell(
-    kind: str, tmp_path: Path, tiny_wheels: Path
+    kind: str, machine: str, tmp_path: Path, tiny_wheels: Path
 ) -> None:
-    if not Path("/usr/bin/python3").is_file():
+    """On a stock python3 (no virtualenv: PEP 668 Debian) the script makes the venv with
+    python3 -m venv; where virtualenv is there, with virtualenv, as the trials did."""
+    if not STOCK_PYTHON3.is_file():
         pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
     rec = advice_for(tmp_path, KINDS[kind])
     text = "\n".join(rec.shell)
+    assert rec.shell[0] == "#!/bin/bash" and rec.shell[1] == "set -euo pipefail"
     assert "python " not in text and "python -m" not in text  # python3 only
     assert ".iobench-scratch" not in text and "export VIRTUAL_ENV=" in text
     assert "'pip==26.3'" in text and "virtualenv 21.15.11" in text
     assert "python3 -m virtualenv --no-periodic-update --no-setuptools" in text  # as measured
-    assert "python3 -m venv" not in text
+    assert 'python3 -m venv "$VIRTUAL_ENV"' in text  # what a stock python3 has
+    assert text.count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
+    uv = None
     if kind == "uv":
         uv = uv_binary()
         if uv is None:
             pytest.skip("uv is not installed")
-        install = f"{uv} pip install --no-index --find-links {tiny_wheels} tiny-core"
+        install = f"uv pip install --no-index --find-links {tiny_wheels} tiny-core"
         assert "export UV_LINK_MODE=copy" in text
     else:
         install = f"python3 -m pip install --no-index --find-links {tiny_wheels} tiny-core"
-    done = paste(rec.shell, tmp_path, install)
+    done = paste(rec.shell, tmp_path, install, _bin(tmp_path, machine, uv))
     assert done.returncode == 0 and done.stdout.rstrip().endswith("READY"), done.stderr[-2000:]
     venv = Path(next(v for n, v in _exports(rec.shell) if n == "VIRTUAL_ENV"))
     assert (venv / "bin" / "python3").exists() and venv.is_relative_to(tmp_path / "roles")
+    made_by_virtualenv = "virtualenv = " in (venv / "pyvenv.cfg").read_text()
+    assert made_by_virtualenv == (machine == "measured")
     said = " ".join(line.lstrip("# ") for line in rec.shell if line.startswith("#"))
+    assert "not measured in this run" in said and "--venv-creator virtualenv,venv" in said
     if kind == "pip-venv-on-tmpfs":
         assert "is tmpfs: it is RAM" in said and "64 MB" in said and "--shm-size" in said
         assert "rebuild it (and reinstall every package) at every start" in said
@@ -139,6 +159,49 @@ def test_each_kind_of_printed_script_builds_a_working_venv_in_a_clean_shell(
     if kind == "pip-venv-on-volume":
         assert "export PIP_NO_CACHE_DIR=1" in text and "export PIP_NO_COMPILE=1" in text
         assert "tmpfs" not in text
+
+
+def test_a_uv_script_stops_before_making_anything_when_uv_is_missing(tmp_path: Path) -> None:
+    if not STOCK_PYTHON3.is_file():
+        pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
+    rec = advice_for(tmp_path, KINDS["uv"])
+    done = paste(rec.shell, tmp_path, "true", _bin(tmp_path, "stock"))
+    assert done.returncode == 1 and "installs with uv, which is not on PATH" in done.stderr
+    assert not (tmp_path / "roles" / "local" / "venv").exists()
+
+
+def test_the_dockerfile_fragment_makes_the_venv_at_start_and_runs_the_command(
+    tmp_path: Path,
+) -> None:
+    """The Dockerfile lines, carried out as Docker would (ENV for every process, the start
+    script copied in as the entrypoint, the CMD given to it): no Docker engine runs here."""
+    if not STOCK_PYTHON3.is_file():
+        pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
+    rec = advice_for(tmp_path, KINDS["pip-venv-on-tmpfs"])
+    image = tmp_path / "image"
+    env = {"PATH": f"{_bin(tmp_path, 'stock')}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    entry: list[str] = []
+    for line in rec.dockerfile:
+        word, _, rest = line.partition(" ")
+        if word == "ENV":
+            name, _, value = rest.partition("=")
+            value = value.strip('"').strip("'")
+            env[name] = re.sub(r"\$(\w+)", lambda m: env.get(m.group(1), ""), value)
+        elif word == "COPY":
+            source, dest = rest.split()
+            assert source == SCRIPT_NAME
+            (image / dest.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (image / dest.lstrip("/")).write_text("\n".join(rec.shell) + "\n")
+        elif word == "RUN":
+            subprocess.run(rest.replace(" /usr/", f" {image}/usr/"), shell=True, check=True)
+        elif word == "ENTRYPOINT":
+            entry = [str(image) + p for p in json.loads(rest)]
+        elif word == "CMD":
+            assert json.loads(rest) == ["bash"]
+    ready = ["python3", "-c", "import sys; print(sys.prefix)"]  # `docker run IMAGE python3 ...`
+    done = subprocess.run([*entry, *ready], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == env["VIRTUAL_ENV"]
 
 
 def _exports(lines: list[str]) -> list[tuple[str, str]]:

@@ -14,11 +14,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers import runs as rf
-from helpers.files import python3_shim
+from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
 
 from iobench.cost import CostOptions
 from iobench.report import build_report
-from iobench.report.recommend import VENV_COMMANDS, Recommendation, user_command, venv_lines
+from iobench.report.recommend import (
+    STOCK_VENV,
+    STRICT,
+    VENV_COMMANDS,
+    Recommendation,
+    strategy_lines,
+    user_command,
+    venv_lines,
+)
 from iobench.wheels import load_profile, synthesize
 
 TINY_PROFILE = Path(__file__).parents[1] / "data" / "tiny-profile.toml"
@@ -141,18 +149,26 @@ def test_the_script_holds_the_measured_pack_and_restore_lines_in_the_users_folde
     assert "trade-off: lost at restart: the venv on tmp" in text
     assert "restore to the path the venv was built at" in text
     assert "rebuild it (and reinstall every package) at every start" not in text
-    assert VENV_COMMANDS["virtualenv"] in text and "python3 -m venv" not in text
+    assert VENV_COMMANDS["virtualenv"] in text and STOCK_VENV in text
 
 
 @pytest.mark.parametrize("creator", ["virtualenv", "venv", "venv-without-pip", "uv"])
-def test_the_script_makes_the_venv_with_the_measured_creator(creator: str) -> None:
+def test_the_script_makes_the_venv_with_the_measured_creator_or_a_stock_python3_s(
+    creator: str,
+) -> None:
     meta = {"versions": {"venv": {"virtualenv": "21.15.11", "pip": "26.3"}}}
-    lines = venv_lines(meta, creator)
-    commands = [x for x in lines if not x.startswith("#")]
-    assert commands == [VENV_COMMANDS[creator]]
-    said = " ".join(lines)
+    lines = venv_lines(meta, creator, "measured here: 1.0 s against 0.2 s")
+    commands = [x.strip() for x in lines if not x.startswith("#")]
+    said = " ".join(x.lstrip("# ") for x in lines)
     assert ("virtualenv 21.15.11" in said) == (creator == "virtualenv")
-    others = {c: v for c, v in VENV_COMMANDS.items() if c != creator}
+    if creator == "venv":  # what a stock python3 has: no test, no fallback
+        assert commands == [STOCK_VENV]
+        return
+    # the measured creator where the machine has it, else the stock python3 -m venv
+    assert commands[0].startswith("if ") and commands[1] == VENV_COMMANDS[creator]
+    assert commands[2:] == ["else", STOCK_VENV, "fi"]
+    assert "measured here: 1.0 s against 0.2 s" in said
+    others = {c: v for c, v in VENV_COMMANDS.items() if c not in (creator, "venv")}
     assert not any(v in commands for v in others.values())
 
 
@@ -167,23 +183,26 @@ def test_user_command_moves_each_role_s_scratch_to_the_role_s_folder() -> None:
     )
 
 
-def _stock_python(tmp_path: Path, creator: str) -> Path:
-    """A bin folder for the pasted script's PATH: /usr/bin's python3, or (virtualenv, which a
-    stock python3 lacks) this interpreter, which has it; uv when the script runs it."""
-    if creator != "virtualenv" and not Path("/usr/bin/python3").is_file():
+def _machine(tmp_path: Path, machine: str) -> Path:
+    """A bin folder for the pasted script's PATH: a stock python3 (Debian's, without
+    virtualenv), or this interpreter, which has virtualenv as the trials did."""
+    if not STOCK_PYTHON3.is_file():
         pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
-    return python3_shim(
-        tmp_path / "shim", sys.executable if creator == "virtualenv" else "/usr/bin/python3"
-    )
+    if machine == "stock":
+        return stock_python3(tmp_path / "bin")
+    return python3_shim(tmp_path / "bin", sys.executable)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("creator", ["virtualenv", "venv"])
+@pytest.mark.parametrize(
+    ("creator", "machine"), [("virtualenv", "stock"), ("virtualenv", "measured"), ("venv", "stock")]
+)
 def test_the_pasted_script_packs_at_the_first_start_and_restores_at_a_restart(
-    tmp_path: Path, tiny_wheels: Path, creator: str
+    tmp_path: Path, tiny_wheels: Path, creator: str, machine: str
 ) -> None:
     rec = advice(strategy_run(tmp_path, creator), 100)
-    shim = _stock_python(tmp_path, creator)
+    assert "\n".join(rec.shell).count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
+    shim = _machine(tmp_path, machine)
     install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
     body = [
         install if x.lstrip().startswith("# install your packages here") else x for x in rec.shell
@@ -205,3 +224,27 @@ def test_the_pasted_script_packs_at_the_first_start_and_restores_at_a_restart(
     assert again.stdout.strip().endswith(f"READY {venv}")
     assert archive.stat().st_mtime_ns == packed  # restored, not packed again
     assert "Collecting" not in again.stdout + again.stderr  # nothing installed at the restart
+
+
+@pytest.mark.parametrize("machine", ["stock", "measured"])
+def test_a_persistent_venv_script_makes_the_venv_once_and_reuses_it(
+    tmp_path: Path, tiny_wheels: Path, machine: str
+) -> None:
+    meta = {"versions": {"venv": {"virtualenv": "21.15.11", "pip": "26.3"}}}
+    venv = tmp_path / "roles" / "target" / "venv"
+    install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
+    lines = [*STRICT, f"export VIRTUAL_ENV={venv}"] + strategy_lines(
+        "persistent-venv", {}, venv_lines(meta, "virtualenv"), install, {}
+    )
+    assert "\n".join(lines).count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join([*lines[:-1], 'python3 -c "import tiny_core; tiny_core.check()"',
+                                 'echo "READY $(python3 -c "import sys; print(sys.prefix)")"']) + "\n")  # fmt: skip
+    env = ["env", "-i", f"PATH={_machine(tmp_path, machine)}:/usr/bin:/bin", f"HOME={tmp_path}",
+           "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
+    first = subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
+    assert first.returncode == 0 and first.stdout.strip().endswith(f"READY {venv}"), first.stderr
+    made = (venv / "pyvenv.cfg").stat().st_mtime_ns
+    again = subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0 and again.stdout.strip().endswith(f"READY {venv}"), again.stderr
+    assert (venv / "pyvenv.cfg").stat().st_mtime_ns == made  # kept, not made again
