@@ -95,7 +95,7 @@ SDIST_MUST_HAVE = [
     "tests/data/tiny.toml",
     "tests/data/tiny-profile.toml",
     "tests/benchmarks",
-    "iobench/scenarios/smoke.toml",
+    "iobench/scenario/shipped/smoke.toml",
 ]
 
 

@@ -47,7 +47,7 @@ class LockHeldError(IOBenchError):
 
     def __init__(self, message: str, holder: object | None = None) -> None:
         super().__init__(message)
-        self.holder = holder  # the holder's iobench.lock.LockInfo, when readable
+        self.holder = holder  # the holder's iobench.system.lock.LockInfo, when readable
 
 
 class LockLostError(IOBenchError):

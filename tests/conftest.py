@@ -77,3 +77,14 @@ def disk_dir(tmp_path: Path) -> Path:
     d = tmp_path / "disk"
     d.mkdir()
     return d
+
+
+@pytest.fixture(autouse=True)
+def _fresh_run_facts() -> Iterator[None]:
+    """Each test starts without another's prefetched machine facts (``pip config list``,
+    ``uv --version``): a run in an earlier test that ended early leaves its answers behind."""
+    from iobench.run import facts
+
+    facts._PREFETCHED.clear()
+    facts._LATE.clear()
+    yield

@@ -198,13 +198,6 @@ def test_version_and_module_entry() -> None:
     assert out.returncode == 0 and out.stdout.strip() == f"iobench {__version__}"
     out = subprocess.run([IOBENCH, "--version"], capture_output=True, text=True)
     assert out.stdout.strip() == f"iobench {__version__}"
-    # python -m iobench.report is the same command line, with the same one-line errors
-    out = subprocess.run(
-        [sys.executable, "-m", "iobench.report", "report"], capture_output=True, text=True
-    )
-    assert out.returncode == 2 and out.stderr.startswith(
-        "iobench: error: the following arguments are required"
-    )
 
 
 @pytest.mark.parametrize(
@@ -453,7 +446,7 @@ def test_env_defaults_fill_options_and_the_command_line_wins(
 
 # ---------------------------------------------------------------- scenarios show, completion
 def test_scenarios_show_prints_toml_that_loads_back(tmp_path: Path, capsys) -> None:
-    from iobench.scenario import load_scenario
+    from iobench.scenario.load import load_scenario
 
     assert main(["scenarios", "show", "smoke"]) == 0
     text = capsys.readouterr().out
@@ -494,7 +487,7 @@ def test_help_and_run_parsing_import_no_report_library() -> None:
         "        main(argv)\n"
         "    except SystemExit:\n"
         "        pass\n"
-        "heavy = sorted(m for m in ('pandas', 'matplotlib', 'numpy', 'iobench.runner') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('pandas', 'matplotlib', 'numpy', 'iobench.run.runner') if m in sys.modules)\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
     proc = subprocess.run(

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_strategies import HERMETIC_ENV, build_wheel, make_venv
 
-from iobench import coldcache
-from iobench.coldcache import ColdCacheUnavailable
+from iobench.trial import coldcache
+from iobench.trial.coldcache import ColdCacheUnavailable
 from iobench.errors import UsageError
 
 _libc = ctypes.CDLL(None, use_errno=True)

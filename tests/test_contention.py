@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from iobench.contention import Contender, ContentionWatch, format_contended, parse_contended
+from iobench.trial.contention import Contender, ContentionWatch, format_contended, parse_contended
 
 # writes MB_BEFORE, says "ready", waits for GO, writes MB_AFTER (both fsynced), says "done", idles
 WRITER = textwrap.dedent(

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench import cost, gpu
-from iobench.cost import (
+from iobench.cost import idle
+from iobench.system import gpu
+from iobench.cost.idle import (
     CostOptions,
     add_cost_arguments,
     cost_options_from_args,
@@ -28,7 +29,7 @@ from iobench.cost import (
     storage_cost_usd,
 )
 from iobench.errors import IOBenchError, UsageError
-from iobench.gpu import GpuInfo, detect_gpus, ec2_instance_type, parse_nvidia_smi
+from iobench.system.gpu import GpuInfo, detect_gpus, ec2_instance_type, parse_nvidia_smi
 
 # --- the price table ---------------------------------------------------------------------------
 
@@ -131,7 +132,7 @@ def test_cost_arguments_parse_and_validate() -> None:
         )
     )
     assert opts == CostOptions(gpu="h100", gpus=4, starts_per_month=120.0, storage_usd_per_gb=0.07)
-    assert cost_options_from_args(_parse([])).starts_per_month == cost.DEFAULT_STARTS_PER_MONTH
+    assert cost_options_from_args(_parse([])).starts_per_month == idle.DEFAULT_STARTS_PER_MONTH
     with pytest.raises(UsageError, match="--gpu-price must not be negative"):
         cost_options_from_args(_parse(["--gpu-price", "-1"]))
     with pytest.raises(UsageError, match="--gpu-price wants a price"):

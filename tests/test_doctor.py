@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench import doctor
+from iobench.predict import doctor
 from iobench.__main__ import main
 from iobench.cli.doctor import doctor_lines
 from tests.helpers import fake_nvidia_smi as fake

@@ -92,7 +92,7 @@ def test_tmpdir_and_cache_really_used(tmpfs, tmp_path: Path, monkeypatch) -> Non
 
 
 def test_uv_installer_cold_and_warm(tmp_path: Path) -> None:
-    from iobench.installers import uv_binary
+    from iobench.trial.installers import uv_binary
 
     if uv_binary() is None:
         import pytest

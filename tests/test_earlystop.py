@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from iobench.earlystop import (
+from iobench.run.earlystop import (
     DEFAULT_MAX_REPEATS,
     Outcome,
     best_median,
@@ -139,7 +139,7 @@ def test_parse_repeats() -> None:
 def test_a_config_given_up_once_needs_no_second_round() -> None:
     """naive given up in its one trial (its next would be given up again): the winner's two
     rounds settle it; a config with one finished trial still needs its second."""
-    from iobench.earlystop import given_up
+    from iobench.run.earlystop import given_up
 
     assert given_up(cen(31.0)) and not given_up([Outcome(45.0), Outcome(31.0, True)])
     assert not given_up([])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench import gpu
+from iobench.system import gpu
 from tests.helpers import fake_nvidia_smi as fake
 
 # `nvidia-smi topo -p2p r` on an 8x H100 node (P2P everywhere) and a 2x L4 host (none)

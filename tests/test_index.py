@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import UsageError
-from iobench.index import LocalIndex
+from iobench.trial.index import LocalIndex
 
 
 def _house(tmp_path: Path, size: int = 2_000_000) -> Path:
@@ -129,8 +129,8 @@ def test_serves_wheels_and_their_metadata_only(tmp_path: Path) -> None:
 
 
 def test_index_and_lab_share_one_token_bucket() -> None:
-    from iobench import index
-    from iobench.lab import shaping
+    from iobench.trial import index
+    from iobench.system import shaping
 
     assert not hasattr(index, "_Bucket")
     assert isinstance(index._Link(8.0).bucket, shaping.TokenBucket)

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from helpers.files import DATA, TINY_PROFILE, only_run_dir, read_csv
 
-from iobench import axes, installers
+from iobench.scenario import axes
+from iobench.trial import installers
 from iobench.__main__ import main
 from iobench.errors import UsageError
-from iobench.installers import IndexSpec, Pip, Uv
-from iobench.metadata import fstype_of
-from iobench.scenario import load_scenario
-from iobench.wheels import cached_wheels, load_profile
+from iobench.trial.installers import IndexSpec, Pip, Uv
+from iobench.run.facts import fstype_of
+from iobench.scenario.load import load_scenario
+from iobench.wheels.profile import cached_wheels, load_profile
 
 TINY = DATA / "tiny.toml"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench import lifecycle
+from iobench.cost import month
 from iobench.errors import UsageError
-from iobench.lifecycle import LifeFigures, Prices
+from iobench.cost.month import LifeFigures, Prices
 
 # $3.60 an hour is $0.001 a second; storage $0.30/GB-month
 P = Prices(gpu_usd_per_hour=3.6, storage_usd_per_gb_month=0.30)
@@ -22,41 +22,41 @@ ALL = [PERSISTENT, PACKED, REINSTALL]
 
 
 def test_a_month_is_the_first_start_plus_n_minus_one_restarts() -> None:
-    c = lifecycle.monthly(PERSISTENT, 30, P)
+    c = month.monthly(PERSISTENT, 30, P)
     assert c.idle_s == 100 + 29 * 10
     assert c.gpu_usd == pytest.approx(0.39)
     assert c.storage_usd == pytest.approx(1.5)  # 5 GB x $0.30
     assert c.total_usd == pytest.approx(1.89)
-    assert lifecycle.monthly(REINSTALL, 1, P).total_usd == pytest.approx(0.06)
+    assert month.monthly(REINSTALL, 1, P).total_usd == pytest.approx(0.06)
 
 
 def test_reads_are_billed_per_restart_where_the_volume_bills_them() -> None:
     f = LifeFigures("copied-venv", first_s=0, restart_s=0, stored_bytes=1e9, restart_read_bytes=2e9)
-    c = lifecycle.monthly(f, 11, Prices(0, 0.30, 0.03))
+    c = month.monthly(f, 11, Prices(0, 0.30, 0.03))
     assert c.storage_usd == pytest.approx(0.30 + 10 * 2 * 0.03)
 
 
 def test_break_even_by_hand() -> None:
     # packed: 0.716 + 0.004 N; reinstall: 0.06 N  ->  N = 0.716 / 0.056
-    assert lifecycle.break_even(PACKED, REINSTALL, P) == pytest.approx(0.716 / 0.056)
-    n = lifecycle.break_even(PACKED, REINSTALL, P)
-    assert lifecycle.monthly(PACKED, n, P).total_usd == pytest.approx(
-        lifecycle.monthly(REINSTALL, n, P).total_usd
+    assert month.break_even(PACKED, REINSTALL, P) == pytest.approx(0.716 / 0.056)
+    n = month.break_even(PACKED, REINSTALL, P)
+    assert month.monthly(PACKED, n, P).total_usd == pytest.approx(
+        month.monthly(REINSTALL, n, P).total_usd
     )
     # persistent (1.59 + 0.01 N) is above packed (0.716 + 0.004 N) for every N >= 1
-    assert lifecycle.break_even(PERSISTENT, PACKED, P) is None
+    assert month.break_even(PERSISTENT, PACKED, P) is None
     same_slope = LifeFigures("x", first_s=1, restart_s=4)
-    assert lifecycle.break_even(PACKED, same_slope, P) is None
+    assert month.break_even(PACKED, same_slope, P) is None
 
 
 def test_recommendation_depends_on_starts() -> None:
-    few = lifecycle.recommend(ALL, 1, P)
+    few = month.recommend(ALL, 1, P)
     assert [c.strategy for c in few.ranking] == ["reinstall", "packed-venv", "persistent-venv"]
     assert few.break_even == pytest.approx(12.7857, abs=1e-3)
-    many = lifecycle.recommend(ALL, 30, P)
+    many = month.recommend(ALL, 30, P)
     assert [c.strategy for c in many.ranking] == ["packed-venv", "reinstall", "persistent-venv"]
     assert many.best.total_usd == pytest.approx(0.836)
-    lines = lifecycle.summary_lines(many, ALL)
+    lines = month.summary_lines(many, ALL)
     assert lines[0] == "At 30 starts a month:"
     assert (
         lines[1]
@@ -70,7 +70,7 @@ def test_recommendation_depends_on_starts() -> None:
 
 def test_without_storage_prices_the_faster_restart_wins_at_large_n() -> None:
     free = Prices(3.6)
-    rec = lifecycle.recommend(ALL, 100, free)
+    rec = month.recommend(ALL, 100, free)
     assert rec.best.strategy == "packed-venv" and rec.runner_up.strategy == "persistent-venv"
     # packed 0.116 + 0.004 N, persistent 0.09 + 0.01 N: cross at N = 0.026 / 0.006
     assert rec.break_even == pytest.approx(0.026 / 0.006)
@@ -79,12 +79,12 @@ def test_without_storage_prices_the_faster_restart_wins_at_large_n() -> None:
 def test_ties_go_to_the_faster_restart() -> None:
     a = LifeFigures("a", first_s=10, restart_s=10)
     b = LifeFigures("b", first_s=19, restart_s=1)
-    rec = lifecycle.recommend([a, b], 2, Prices(3.6))  # both 20 s of idle GPU
+    rec = month.recommend([a, b], 2, Prices(3.6))  # both 20 s of idle GPU
     assert rec.best.strategy == "b"
 
 
 def test_crossings_inside_the_chart_range() -> None:
-    found = lifecycle.crossings(ALL, P, 1, 1000)
+    found = month.crossings(ALL, P, 1, 1000)
     assert [(round(n, 3), a, b) for n, a, b, _ in found] == [
         (round(0.716 / 0.056, 3), "packed-venv", "reinstall"),
         (round(1.59 / 0.05, 3), "persistent-venv", "reinstall"),
@@ -94,20 +94,20 @@ def test_crossings_inside_the_chart_range() -> None:
 @pytest.mark.parametrize("bad", [0, 0.5, -3, math.nan, math.inf, "10", True])
 def test_bad_starts_is_one_clear_line(bad: object) -> None:
     with pytest.raises(UsageError, match="--starts must"):
-        lifecycle.recommend(ALL, bad, P)  # type: ignore[arg-type]
+        month.recommend(ALL, bad, P)  # type: ignore[arg-type]
 
 
 def test_storage_presets_have_source_and_date() -> None:
-    presets = lifecycle.load_storage_presets()
+    presets = month.load_storage_presets()
     assert {p.name for p in presets} >= {"EFS Standard", "EBS gp3", "RunPod network volume"}
     for p in presets:
         assert p.source.startswith("https://") and p.date[:4].isdigit(), p
         assert p.billed in ("used", "provisioned") and p.usd_per_gb_month > 0
-    assert lifecycle.find_storage_preset("efs").usd_per_gb_month == 0.30
-    assert lifecycle.find_storage_preset("RunPod").prices(2.0) == Prices(2.0, 0.07, 0.0)
+    assert month.find_storage_preset("efs").usd_per_gb_month == 0.30
+    assert month.find_storage_preset("RunPod").prices(2.0) == Prices(2.0, 0.07, 0.0)
     with pytest.raises(UsageError, match="unknown --storage 'tape'; known: EFS Standard"):
-        lifecycle.find_storage_preset("tape")
-    text = resources.files("iobench").joinpath("data", "storage_prices.csv").read_text()
+        month.find_storage_preset("tape")
+    text = resources.files("iobench.cost").joinpath("storage_prices.csv").read_text()
     assert all(len(row) == 9 for row in csv.reader(text.splitlines()))
 
 
@@ -143,7 +143,7 @@ def test_a_strategy_key_places_the_venv_and_makes_the_scenario_measure_restarts(
     import pytest as _pytest
 
     from iobench.errors import ScenarioError
-    from iobench.scenario import load_scenario
+    from iobench.scenario.load import load_scenario
 
     base = (
         '[scenario]\nname = "s"\npackages = ["x"]\nready = "import x"\nrepeats = 1\n'

@@ -14,9 +14,9 @@ import time
 import pytest
 from rich.console import Console
 
-from iobench.live import LiveProgress, fmt_duration
-from iobench.progress import PlainProgress, trial_line
-from iobench.records import TrialRow
+from iobench.cli.live import LiveProgress, fmt_duration
+from iobench.trial.progress import PlainProgress, trial_line
+from iobench.rundir.records import TrialRow
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
@@ -174,7 +174,7 @@ def _run_in_pty(code: str, timeout: float = 8.0) -> tuple[int, str]:
 
 def test_live_progress_moves_on_a_real_terminal() -> None:
     # the production path: rich's own refresh thread, stdout a real tty
-    rc, out = _run_in_pty("from iobench.live import demo; demo(seconds=1.8, trials=2)")
+    rc, out = _run_in_pty("from iobench.cli.live import demo; demo(seconds=1.8, trials=2)")
     assert rc == 0, out
     assert "\x1b[?25l" in out and out.rstrip().endswith(
         "trial(s) in 0:02"
@@ -188,11 +188,11 @@ def test_live_progress_moves_on_a_real_terminal() -> None:
 
 def test_plain_progress_on_a_real_terminal_has_no_escape_codes() -> None:
     code = (
-        "from iobench.progress import PlainProgress\n"
+        "from iobench.trial.progress import PlainProgress\n"
         "p = PlainProgress()\n"
         "p.run_started('r', 1, 0); p.trial_started(1, 1, 't-r1')\n"
         "p.tick('t-r1', 'install', 1.0, {'tree_write_bytes': 5}, 0.0)\n"
-        "from iobench.records import TrialRow\n"
+        "from iobench.rundir.records import TrialRow\n"
         "p.trial_finished(1, 1, TrialRow(run_id='r', trial_id='t-r1', config='t', repeat=1, status='ok',"
         " time_to_ready_s=1.0))\n"
         "p.run_finished()\n"

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import IOBenchError
-from iobench.lock import LOCK_NAME, LockHeldError, LockLostError, TargetLock, read_lock
+from iobench.system.lock import LOCK_NAME, LockHeldError, LockLostError, TargetLock, read_lock
 
 HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from iobench.lock import TargetLock
+    from iobench.system.lock import TargetLock
     root, run_id, ttl, mode = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
     lock = TargetLock(Path(root), run_id, ttl_s=ttl).acquire()
     print("held", flush=True)
@@ -217,7 +217,7 @@ def test_every_number_in_a_lock_file_is_checked(
 
 
 def test_a_sane_lock_parses(root: Path) -> None:
-    from iobench.lock import LockInfo
+    from iobench.system.lock import LockInfo
 
     info = LockInfo.parse(json.dumps(_valid_lock()).encode())
     assert isinstance(info, LockInfo) and info.pid == os.getpid()
@@ -250,7 +250,7 @@ RACER = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from iobench.lock import TargetLock
+    from iobench.system.lock import TargetLock
     root, log = Path(sys.argv[1]), sys.argv[2]
     for _ in range(3):
         with TargetLock(root, f"run-{os.getpid()}", wait_s=20, poll_s=0.01):

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from iobench import metadata
-from iobench.results import RunDir
-from iobench.runmeta import RunMeta
+from iobench.run import facts
+from iobench.rundir.folder import RunDir
+from iobench.rundir.meta import RunMeta
 
 SECRET = "s3cr@t-tok"
 
 
 def test_mount_of_describes_the_filesystem_of_a_path(tmp_path: Path) -> None:
-    info = metadata.mount_of(tmp_path)
+    info = facts.mount_of(tmp_path)
     assert info["path"] == str(tmp_path.resolve())
     assert (
         info["fstype"]
@@ -26,7 +26,7 @@ def test_mount_of_describes_the_filesystem_of_a_path(tmp_path: Path) -> None:
         and str(tmp_path.resolve()).startswith(info["mountpoint"])
     )
     assert info["total_bytes"] >= info["free_bytes"] >= 0
-    assert metadata.fstype_of(tmp_path) == info["fstype"]
+    assert facts.fstype_of(tmp_path) == info["fstype"]
 
 
 def test_recorded_environment_is_allow_listed_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,7 +40,7 @@ def test_recorded_environment_is_allow_listed_and_redacted(monkeypatch: pytest.M
         "PIP_EXTRA_INDEX_URL": f"https://h/simple?token={SECRET}",
         "TMPDIR": "/fast",
     }
-    out = metadata.redact_env(env)
+    out = facts.redact_env(env)
     assert SECRET not in json.dumps(out)
     assert out == {
         "PIP_EXTRA_INDEX_URL": "https://h/simple?token=***",
@@ -56,7 +56,7 @@ def test_pip_config_hides_credentials(tmp_path: Path, monkeypatch: pytest.Monkey
     )
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"https://x:{SECRET}@other/simple")
-    found = metadata.pip_config(isolated=False)
+    found = facts.pip_config(isolated=False)
     assert str(conf) in found["files"]
     assert any("idx.example" in line for line in found["config_list"])  # the setting is still shown
     assert SECRET not in json.dumps(found)
@@ -99,16 +99,16 @@ def test_pip_host_is_what_pip_version_prints_and_prefetch_gives_the_same_facts(
     printed = subprocess.run(
         [sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert metadata.versions()["pip_host"] == printed
+    assert facts.versions()["pip_host"] == printed
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\ntimeout = 7\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
-    direct = metadata.pip_config(isolated=False)["config_list"]
+    direct = facts.pip_config(isolated=False)["config_list"]
     assert any("timeout" in line for line in direct)
-    metadata.prefetch()
-    assert metadata.pip_config(isolated=False)["config_list"] == direct
+    facts.prefetch()
+    assert facts.pip_config(isolated=False)["config_list"] == direct
     conf.write_text("[global]\ntimeout = 9\n")  # not the prefetched answer again: asked anew
-    assert any("'9'" in line for line in metadata.pip_config(isolated=False)["config_list"])
+    assert any("'9'" in line for line in facts.pip_config(isolated=False)["config_list"])
 
 
 def test_facts_not_ready_when_meta_json_is_written_come_later(
@@ -119,13 +119,13 @@ def test_facts_not_ready_when_meta_json_is_written_come_later(
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\ntimeout = 5\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
-    direct = metadata.pip_config(isolated=True)["config_list"]
-    metadata.prefetch()
-    written = metadata.pip_config(isolated=True, wait=False)
+    direct = facts.pip_config(isolated=True)["config_list"]
+    facts.prefetch()
+    written = facts.pip_config(isolated=True, wait=False)
     first = written["config_list"]
-    _, late = metadata.with_late_facts({}, written)
+    _, late = facts.with_late_facts({}, written)
     if first is None:  # pip had not answered: the answer comes late, and only once
         assert late["config_list"] == direct and written["config_list"] is None
-        assert metadata.with_late_facts({}, written) == ({}, written)
+        assert facts.with_late_facts({}, written) == ({}, written)
     else:  # a fast machine: it was ready in time
         assert first == direct and late == written

@@ -1,4 +1,4 @@
-"""iobench.order: order is not a treatment — every config takes every place equally often."""
+"""iobench.run.order: order is not a treatment — every config takes every place equally often."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from iobench.order import plan_trials, round_order
-from iobench.scenario import Config
+from iobench.run.order import plan_trials, round_order
+from iobench.scenario.load import Config
 
 
 def _configs(n: int) -> tuple[Config, ...]:

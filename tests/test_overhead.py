@@ -1,4 +1,4 @@
-"""iobench.overhead: the clock's account and the summary line, with hand-made numbers."""
+"""iobench.run.overhead: the clock's account and the summary line, with hand-made numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from iobench.overhead import CAUSES, Clock, ratio, summary_line
+from iobench.run.overhead import CAUSES, Clock, ratio, summary_line
 
 ACCOUNT = {
     "wall_s": 100.0,

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench import opmix, predict
-from iobench.probe import probe, probe_roles, result_to_dict
-from iobench.scenario import load_scenario
+from iobench.predict import opmix
+from iobench.predict import model
+from iobench.predict.probe import probe, probe_roles, result_to_dict
+from iobench.scenario.load import load_scenario
 
 S = "/r/.iobench-scratch/RUN/t1"
 TRACE = f"""\
@@ -77,48 +78,48 @@ MIX = {
 
 
 def test_formula_with_hand_made_numbers() -> None:
-    slow = predict.Costs({"create": 1.01}, write_mbps=10.0, read_mbps=None)
-    fast = predict.Costs({"create": 0.01}, 1000.0, 1000.0)
-    p = predict.predict_config("x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", MIX)
+    slow = model.Costs({"create": 1.01}, write_mbps=10.0, read_mbps=None)
+    fast = model.Costs({"create": 0.01}, 1000.0, 1000.0)
+    p = model.predict_config("x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", MIX)
     # install: 3 s on tmpfs + 100 creates x 1 ms extra + 1 MB x (1/10 - 1/1000) s/MB
     assert p.phases["install"] == pytest.approx(3.0 + 0.1 + 0.099)
     assert p.phases["venv"] == pytest.approx(1.0 + 10 * 0.001)
     assert p.total_s == pytest.approx(1.01 + 2.0 + 3.199)
     # a profile twice the size: files and bytes double, the venv does not; fast times scale too
-    big = predict.Size("q", 200, 2_000_000, 1)
-    p2 = predict.predict_config(
+    big = model.Size("q", 200, 2_000_000, 1)
+    p2 = model.predict_config(
         "x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", MIX, big
     )
     assert p2.phases["install"] == pytest.approx(6.0 + 0.2 + 0.198)
     assert p2.phases["venv"] == pytest.approx(1.01) and p2.phases["download"] == pytest.approx(2.0)
     # on a machine (or at a moment) twice as slow as when the fast times were measured
     mix = MIX | {"fast_cpu_s": {"p": 0.5}}
-    p3 = predict.predict_config(
+    p3 = model.predict_config(
         "x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", mix, cpu_s=1.0
     )
     assert p3.phases["install"] == pytest.approx(6.0 + 0.1 + 0.099) and p3.phases[
         "venv"
     ] == pytest.approx(2.01)
     # a folder faster than the reference costs nothing extra (never negative)
-    quick = predict.Costs({"create": 0.0}, 5000.0, 5000.0)
-    assert predict.predict_config("x", {"venv": quick}, "cold", MIX).phases["install"] == 3.0
+    quick = model.Costs({"create": 0.0}, 5000.0, 5000.0)
+    assert model.predict_config("x", {"venv": quick}, "cold", MIX).phases["install"] == 3.0
 
 
 def test_fast_folders_predict_the_recorded_fast_times() -> None:
-    mix = predict.load_opmix("pip")
+    mix = model.load_opmix("pip")
     fc = mix["fast_costs"]
-    same = predict.Costs(
+    same = model.Costs(
         {k: v for k, v in fc.items() if k in opmix.OPS}, fc["write_mbps"], fc["read_mbps"]
     )
-    for p in predict.predict_scenario(load_scenario("smoke"), {"target": same, "tmp": same}):
+    for p in model.predict_scenario(load_scenario("smoke"), {"target": same, "tmp": same}):
         state = "warm" if p.config == "warm-cache-on-target" else "cold"
         assert p.phases == pytest.approx(mix["fast"]["smoke"][state])
 
 
 def test_costs_from_a_probe_and_from_its_json_agree(tmp_path: Path) -> None:
     result = probe(tmp_path, files=200, write_mb=8, seconds=0.2, write_seconds=0.5, locks=False)
-    assert predict.Costs.from_probe(result) == predict.Costs.from_probe(result_to_dict(result))
-    assert set(predict.Costs.from_probe(result).ms) == set(opmix.OPS)
+    assert model.Costs.from_probe(result) == model.Costs.from_probe(result_to_dict(result))
+    assert set(model.Costs.from_probe(result).ms) == set(opmix.OPS)
 
 
 def test_the_runner_hook_predicts_from_a_probe_document(tmp_path: Path) -> None:
@@ -126,10 +127,10 @@ def test_the_runner_hook_predicts_from_a_probe_document(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     doc = probe_roles({"target": tmp_path / "a", "tmp": tmp_path / "b"}, seconds=0.05)
     assert doc["cpu_s"] > 0
-    got = predict.predicted_s(load_scenario("smoke"), "naive", doc)
+    got = model.predicted_s(load_scenario("smoke"), "naive", doc)
     assert math.isfinite(got) and got > 0
     with pytest.raises(Exception, match="no config 'nope'"):
-        predict.predicted_s(load_scenario("smoke"), "nope", doc)
+        model.predicted_s(load_scenario("smoke"), "nope", doc)
 
 
 def _doc(fast_ms: float, slow_ms: float) -> dict:
@@ -152,18 +153,18 @@ def test_the_run_s_own_fast_trials_give_the_fast_part() -> None:
     as that trial plus naive's storage part, whatever the recorded F or the CPU sample say."""
     scen, doc = load_scenario("smoke"), _doc(0.01, 1.0)
     measured = {"venv": 0.3, "download": 1.5, "install": 0.5, "compile": 0.6, "import": 0.05}
-    fast = predict.fast_from_trials(scen, doc, {"venv-on-tmp": measured})
+    fast = model.fast_from_trials(scen, doc, {"venv-on-tmp": measured})
     assert set(fast) == {"cold", "warm"}
     # tmp costs about what the recorded fast folder costs: F is the trial itself
     assert sum(fast["cold"].values()) == pytest.approx(sum(measured.values()), rel=0.05)
-    with_run = predict.predicted_by_config(scen, doc, fast)
-    alone = predict.predicted_by_config(scen, doc)
+    with_run = model.predicted_by_config(scen, doc, fast)
+    alone = model.predicted_by_config(scen, doc)
     storage = alone["naive"] - alone["venv-on-tmp"]  # naive's extra, by the same model
     assert storage > 1.0
     assert with_run["naive"] == pytest.approx(sum(measured.values()) + storage, rel=0.05)
     assert with_run["venv-on-tmp"] == pytest.approx(sum(measured.values()), rel=0.05)
     # the warm state, not measured, gets the recorded warm F at the cold one's ratio
-    mix = predict.load_opmix("pip")
+    mix = model.load_opmix("pip")
     ratio = sum(fast["cold"].values()) / sum(mix["fast"]["smoke"]["cold"].values())
     assert sum(fast["warm"].values()) == pytest.approx(
         ratio * sum(mix["fast"]["smoke"]["warm"].values()), rel=0.01
@@ -179,31 +180,31 @@ def test_only_the_reference_config_gives_f_and_a_volume_trial_only_when_it_is_th
     of two large numbers."""
     scen = load_scenario("smoke")
     true_f = {"venv": 0.4, "download": 1.6, "install": 0.6, "compile": 0.7, "import": 0.05}
-    mix, size = predict.load_opmix("pip"), predict.Size.of(_smoke_profile())
+    mix, size = model.load_opmix("pip"), model.Size.of(_smoke_profile())
     for slow_ms, usable in ((0.05, True), (1.0, False)):
         doc = _doc(0.01, slow_ms)
-        target = predict.Costs.from_probe(doc["paths"][0])
+        target = model.Costs.from_probe(doc["paths"][0])
         roles = dict.fromkeys(("venv", "tmpdir", "cache"), target)
-        naive = predict.predict_config("naive", roles, "cold", mix, size, fast_s=true_f)
-        assert predict.fast_from_trials(scen, doc, {"naive": naive.phases}) == {}
+        naive = model.predict_config("naive", roles, "cold", mix, size, fast_s=true_f)
+        assert model.fast_from_trials(scen, doc, {"naive": naive.phases}) == {}
         alone = scen.select(["naive"])
-        fast = predict.fast_from_trials(alone, doc, {"naive": naive.phases})
+        fast = model.fast_from_trials(alone, doc, {"naive": naive.phases})
         if not usable:
             assert naive.total_s > 2 * sum(true_f.values()) and fast == {}  # mostly storage
             continue
         assert sum(fast["cold"].values()) == pytest.approx(sum(true_f.values()), rel=0.05)
-        got = predict.predicted_by_config(scen, doc, fast)
+        got = model.predicted_by_config(scen, doc, fast)
         assert got["venv-on-tmp"] == pytest.approx(sum(true_f.values()), rel=0.05)
         assert got["naive"] == pytest.approx(naive.total_s, rel=0.05)
     # once the reference ran, its F stands, whatever else ran before it
     doc = _doc(0.01, 0.05)
     slow = {p: 2 * v for p, v in true_f.items()}  # naive slowed by what the model missed
-    fast = predict.fast_from_trials(scen, doc, {"naive": slow, "venv-on-tmp": true_f})
+    fast = model.fast_from_trials(scen, doc, {"naive": slow, "venv-on-tmp": true_f})
     assert sum(fast["cold"].values()) == pytest.approx(sum(true_f.values()), rel=0.05)
 
 
 def _smoke_profile():  # noqa: ANN202
-    from iobench.wheels import load_profile
+    from iobench.wheels.profile import load_profile
 
     return load_profile("smoke")
 

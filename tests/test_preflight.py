@@ -1,4 +1,4 @@
-"""iobench.preflight: every check happens before anything is created, and defaults say why."""
+"""iobench.run.plan: every check happens before anything is created, and defaults say why."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from iobench import installers, preflight
+from iobench.trial import installers
+from iobench.run import plan as run_plan
 from iobench.cli import build_parser
 from iobench.errors import UsageError
-from iobench.runmeta import RunMeta
-from iobench.scenario import load_scenario
+from iobench.rundir.meta import RunMeta
+from iobench.scenario.load import load_scenario
 
 DATA = Path(__file__).parent / "data"
 TINY = DATA / "tiny.toml"
@@ -36,7 +37,7 @@ def _created_nothing(tmp_path: Path, results: Path) -> None:
 
 def test_a_plan_holds_the_checked_run(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
-    plan = preflight.check(
+    plan = run_plan.check(
         _args(
             "--scenario",
             str(TINY),
@@ -52,7 +53,7 @@ def test_a_plan_holds_the_checked_run(tmp_path: Path) -> None:
     )
     assert plan.roles == {"target": target.resolve(), "tmp": tmp.resolve()}
     assert plan.repeats == 3 and plan.results_root == results.resolve() and plan.local_index
-    assert plan.trial_timeout_s == preflight.TRIAL_BASE_S + preflight.TRIAL_S_PER_MB * 10
+    assert plan.trial_timeout_s == run_plan.TRIAL_BASE_S + run_plan.TRIAL_S_PER_MB * 10
     assert 0 <= plan.order_seed < 2**32
     _created_nothing(tmp_path, results)
 
@@ -70,7 +71,7 @@ def test_missing_uv_fails_before_the_first_trial(
     monkeypatch.setattr(installers, "uv_binary", lambda: None)
     target, tmp, results = _dirs(tmp_path)
     with pytest.raises(UsageError, match="configs fast install with uv, which is not available"):
-        preflight.check(
+        run_plan.check(
             _args(
                 "--scenario",
                 str(scenario),
@@ -89,7 +90,7 @@ def test_results_inside_a_scratch_folder_are_refused(tmp_path: Path) -> None:
     target, tmp, _ = _dirs(tmp_path)
     inside = target / ".iobench-scratch" / "results"
     with pytest.raises(UsageError, match="inside an iobench scratch folder"):
-        preflight.check(
+        run_plan.check(
             _args(
                 "--scenario",
                 str(TINY),
@@ -106,7 +107,7 @@ def test_results_inside_a_scratch_folder_are_refused(tmp_path: Path) -> None:
 def test_scratch_inside_results_is_refused(tmp_path: Path) -> None:
     target, tmp, _ = _dirs(tmp_path)
     with pytest.raises(UsageError, match="would lie inside it"):
-        preflight.check(
+        run_plan.check(
             _args(
                 "--scenario",
                 str(TINY),
@@ -129,7 +130,7 @@ def test_default_target_refuses_root_and_a_home_folder(
         pytest.skip("/workspace is a mount point here: it is the default target")
     monkeypatch.chdir("/" if where == "/" else Path.home())
     with pytest.raises(UsageError, match=r"^give --target DIR \(your network volume\)$"):
-        preflight.default_target()
+        run_plan.default_target()
 
 
 def test_default_target_is_the_current_folder(
@@ -138,20 +139,20 @@ def test_default_target_is_the_current_folder(
     if Path("/workspace").is_dir() and os.path.ismount("/workspace"):
         pytest.skip("/workspace is a mount point here: it is the default target")
     monkeypatch.chdir(tmp_path)
-    assert preflight.default_target() == (tmp_path.resolve(), "the current folder")
+    assert run_plan.default_target() == (tmp_path.resolve(), "the current folder")
 
 
 def test_default_tmp_leaves_the_targets_filesystem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shm = Path("/dev/shm")
-    if not shm.is_dir() or preflight.same_filesystem(shm, tmp_path):
+    if not shm.is_dir() or run_plan.same_filesystem(shm, tmp_path):
         pytest.skip("needs a /dev/shm on another filesystem than the test's temp folder")
     target, _, results = _dirs(tmp_path)
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))  # shares the target's filesystem
-    plan = preflight.check(
+    plan = run_plan.check(
         _args("--scenario", str(TINY), "--target", str(target), "--results", str(results))
     )
     assert plan.roles["tmp"] == shm.resolve()
@@ -166,16 +167,16 @@ def test_default_tmp_is_the_system_temp_dir_on_another_filesystem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shm = Path("/dev/shm")
-    if not shm.is_dir() or preflight.same_filesystem(shm, tmp_path):
+    if not shm.is_dir() or run_plan.same_filesystem(shm, tmp_path):
         pytest.skip("needs a /dev/shm on another filesystem than the test's temp folder")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     scenario = load_scenario(str(TINY))
-    assert preflight.default_tmp(shm, scenario) == (tmp_path, "the system temp dir")
+    assert run_plan.default_tmp(shm, scenario) == (tmp_path, "the system temp dir")
 
 
 def test_roles_on_one_filesystem_are_said_and_recorded(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
-    plan = preflight.check(
+    plan = run_plan.check(
         _args(
             "--scenario",
             str(TINY),
@@ -195,7 +196,7 @@ def test_roles_on_one_filesystem_are_said_and_recorded(tmp_path: Path) -> None:
 def test_index_mbps_needs_the_local_index(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
     with pytest.raises(UsageError, match="--index-mbit needs the local index"):
-        preflight.check(
+        run_plan.check(
             _args(
                 "--scenario",
                 str(TINY),
@@ -218,7 +219,7 @@ def test_index_mbps_needs_the_local_index(tmp_path: Path) -> None:
 
 def test_resume_refuses_a_changed_package_list(tmp_path: Path) -> None:
     target, tmp, results = _dirs(tmp_path)
-    plan = preflight.check(
+    plan = run_plan.check(
         _args(
             "--scenario",
             str(TINY),
@@ -237,9 +238,9 @@ def test_resume_refuses_a_changed_package_list(tmp_path: Path) -> None:
         "roles": {k: {"path": str(v)} for k, v in plan.roles.items()},
     }
     with pytest.raises(UsageError, match="cannot resume r1: packages changed"):
-        preflight.check_resume(RunMeta.from_json(data), plan)
+        run_plan.check_resume(RunMeta.from_json(data), plan)
     data["scenario"]["packages"] = list(plan.scenario.packages)
-    preflight.check_resume(RunMeta.from_json(data), plan)  # unchanged: accepted
+    run_plan.check_resume(RunMeta.from_json(data), plan)  # unchanged: accepted
 
 
 @pytest.mark.parametrize(
@@ -248,7 +249,7 @@ def test_resume_refuses_a_changed_package_list(tmp_path: Path) -> None:
 def test_times_beyond_a_sane_range_are_refused_in_one_line(tmp_path: Path, flag: str) -> None:
     target, tmp, results = _dirs(tmp_path)
     with pytest.raises(UsageError, match=f"^{flag} 1e\\+07: at most 1e\\+06 s$"):
-        preflight.check(
+        run_plan.check(
             _args(
                 "--scenario",
                 str(TINY),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench import probe
+from iobench.predict import probe
 from iobench.__main__ import main
 
 RATES = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir")

@@ -1,4 +1,4 @@
-"""iobench.process: a phase's tree is watched, bounded in time and ended whole — for real."""
+"""iobench.trial.process: a phase's tree is watched, bounded in time and ended whole — for real."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from iobench import procfs
-from iobench.process import Limits, end_strays, our_children, run_phase, set_subreaper
-from iobench.sampler import Sampler
+from iobench.system import procfs
+from iobench.trial.process import Limits, end_strays, our_children, run_phase, set_subreaper
+from iobench.trial.sampler import Sampler
 
 PY = sys.executable
 
@@ -154,8 +154,8 @@ def test_installer_dies_when_iobench_is_killed(tmp_path: Path) -> None:
         textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
-        from iobench.process import Limits, run_phase
-        from iobench.sampler import Sampler
+        from iobench.trial.process import Limits, run_phase
+        from iobench.trial.sampler import Sampler
         s = Sampler(10).start()
         code = "import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
         run_phase('install', [sys.executable, '-c', code], dict(os.environ), Path({str(tmp_path)!r}), s,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench import procfs
+from iobench.system import procfs
 
 MOUNTINFO = (
     "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro\n"

@@ -131,8 +131,8 @@ def test_a_failed_phase_keeps_its_output_redacted(tmp_path: Path) -> None:
     import stat
     import sys
 
-    from iobench.process import Limits, run_phase
-    from iobench.sampler import Sampler
+    from iobench.trial.process import Limits, run_phase
+    from iobench.trial.sampler import Sampler
 
     script = "print('Collecting torch @ https://u:hunter2@files.example/t.whl?sig=sigval'); raise SystemExit(3)"
     out = tmp_path / "t1.install.out"

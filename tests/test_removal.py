@@ -1,4 +1,4 @@
-"""iobench.removal: parallel removal, the trash, and the Reaper, on real folders."""
+"""iobench.system.removal: parallel removal, the trash, and the Reaper, on real folders."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from iobench.removal import BACKGROUND_MIN_CPUS, TRASH, Reaper, Remover, _subtrees, remove_tree
-from iobench.scratch import Scratch
+from iobench.system.removal import BACKGROUND_MIN_CPUS, TRASH, Reaper, Remover, _subtrees, remove_tree
+from iobench.system.scratch import Scratch
 
 
 def _venv_like(root: Path, packages: int = 12, files: int = 30) -> int:
@@ -163,7 +163,7 @@ def test_a_killed_run_leaves_only_its_own_scratch_which_clean_removes(tmp_path: 
     from helpers.files import DATA
 
     from iobench.__main__ import main
-    from iobench.scratch import SCRATCH_NAME, SENTINEL
+    from iobench.system.scratch import SCRATCH_NAME, SENTINEL
 
     roles = {name: tmp_path / name for name in ("target", "tmp")}
     for role in roles.values():
@@ -197,7 +197,8 @@ def test_a_tree_on_tmpfs_is_removed_by_one_thread_elsewhere_by_several(
 ) -> None:
     """On a memory-backed filesystem threads only contend for Python's lock (a smoke venv:
     0.13 s with 8, 0.03 s with one); elsewhere the unlinks' waits overlap."""
-    from iobench import procfs, removal
+    from iobench.system import procfs
+    from iobench.system import removal
 
     seen: list[int] = []
     real = removal.remove_tree

@@ -21,7 +21,7 @@ from helpers import runs
 
 from iobench.__main__ import main
 from iobench.errors import RunDirError
-from iobench.records import (
+from iobench.rundir.records import (
     SAMPLE_COLUMNS,
     STALL_COLUMNS,
     TRIAL_COLUMNS,
@@ -32,8 +32,8 @@ from iobench.records import (
 )
 from iobench.report import build_compare, build_report
 from iobench.report.load import load_run
-from iobench.results import SCHEMA_VERSION, RunDir, latest_rows, readme_tables
-from iobench.runmeta import RoleInfo, RunMeta, load_meta
+from iobench.rundir.folder import SCHEMA_VERSION, RunDir, latest_rows, readme_tables
+from iobench.rundir.meta import RoleInfo, RunMeta, load_meta
 
 DATA = Path(__file__).parent / "data"
 OLD = DATA / "run-d8a1c15"
@@ -444,11 +444,11 @@ def test_appending_to_a_d8a1c15_run_keeps_its_header(tmp_path: Path) -> None:
 
 def test_the_readme_tables_are_the_field_docs() -> None:
     text = README.read_text()
-    start = text.index("<!-- generated: python -m iobench.results --markdown -->\n")
+    start = text.index("<!-- generated: python -m iobench.rundir.folder --markdown -->\n")
     end = text.index("<!-- end generated -->")
     generated = text[start:end].split("\n", 1)[1]
     assert generated == readme_tables(), (
-        "run: python -m iobench.results --markdown, paste into results/README.md"
+        "run: python -m iobench.rundir.folder --markdown, paste into results/README.md"
     )
     for name in ("sampler_cpu_s", "position", "venv_python", "stall_after_s", "stall_timeout_s",
                  "resumed_at", "host.machine", "index.source", "order_seed"):  # fmt: skip

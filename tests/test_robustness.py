@@ -313,8 +313,8 @@ def test_unreachable_index_fails_early(tmp_path: Path, capsys) -> None:
 
 
 def test_second_run_on_same_target_is_refused_with_holder(tmp_path: Path, capsys) -> None:
-    from iobench.lock import TargetLock
-    from iobench.scratch import Scratch
+    from iobench.system.lock import TargetLock
+    from iobench.system.scratch import Scratch
 
     scratch = Scratch(tmp_path).ensure()
     with TargetLock(scratch.root, "other-run", heartbeat=False):
@@ -532,12 +532,12 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
     holder's lock alone."""
     import io
 
-    from iobench import preflight
+    from iobench.run import plan as run_plan
     from iobench.cli import build_parser
     from iobench.errors import LockLostError
-    from iobench.lock import TargetLock, read_lock
-    from iobench.progress import PlainProgress
-    from iobench.runner import Runner
+    from iobench.system.lock import TargetLock, read_lock
+    from iobench.trial.progress import PlainProgress
+    from iobench.run.runner import Runner
 
     target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
     target.mkdir()
@@ -557,7 +557,7 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
             "--no-probe",
         ]
     )
-    runner = Runner(preflight.check(args), PlainProgress(stream=io.StringIO()))
+    runner = Runner(run_plan.check(args), PlainProgress(stream=io.StringIO()))
     thieves: list[TargetLock] = []
 
     def take_over() -> None:

@@ -13,10 +13,10 @@ import pytest
 from helpers.files import DATA, only_run_dir, read_csv
 
 from iobench.__main__ import main
-from iobench.metadata import fstype_of
-from iobench.results import SAMPLE_COLUMNS, SCHEMA_VERSION, TRIAL_COLUMNS
+from iobench.run.facts import fstype_of
+from iobench.rundir.folder import SAMPLE_COLUMNS, SCHEMA_VERSION, TRIAL_COLUMNS
 from iobench.stats import percentile
-from iobench.wheels import cached_wheels, load_profile
+from iobench.wheels.profile import cached_wheels, load_profile
 
 TINY = DATA / "tiny.toml"
 
@@ -181,7 +181,7 @@ def test_relative_results_folder_keeps_logs_and_phase_split(tmp_path: Path, monk
 def test_overhead_is_recorded_caches_primed_once_and_nothing_left(tmp_path: Path) -> None:
     """meta.json's overhead adds up (parts <= wall - trials), the warm cache is primed once
     for two repeats, and the deferred removals leave nothing behind and touch nothing else."""
-    from iobench.overhead import CAUSES, summary_line
+    from iobench.run.overhead import CAUSES, summary_line
 
     target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
     for role in (target, tmp):

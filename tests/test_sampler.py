@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.sampler import Sampler, read_process, tree_pids
+from iobench.trial.sampler import Sampler, read_process, tree_pids
 
 WRITER = (
     "import os, sys, time\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import RunDirError, ScenarioError
-from iobench.scenario import NAME_RE, load_scenario, scenario_from_meta, shipped
+from iobench.scenario.load import NAME_RE, load_scenario, scenario_from_meta, shipped
 
 REQUIRED = {"naive", "tmp-fix", "venv-on-tmp", "warm-cache-on-target"}
 

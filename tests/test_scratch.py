@@ -16,7 +16,7 @@ import pytest
 
 from iobench.__main__ import main
 from iobench.errors import SafetyError, UsageError
-from iobench.scratch import SCRATCH_NAME, Scratch, check_role_dir, remove, remove_scratch
+from iobench.system.scratch import SCRATCH_NAME, Scratch, check_role_dir, remove, remove_scratch
 
 
 def test_dangerous_targets_refused(tmp_path: Path) -> None:
@@ -155,7 +155,7 @@ def test_scratch_planted_by_another_user_is_refused(
     shared_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: ensure() adopted nobody's folder because its sentinel was valid (root code execution)."""
-    from iobench.scratch import _SENTINEL_MAGIC, SENTINEL
+    from iobench.system.scratch import _SENTINEL_MAGIC, SENTINEL
 
     argv = [
         *_runuser_nobody(),
@@ -286,7 +286,7 @@ def test_iobench_run_refuses_a_tmp_scratch_planted_by_another_user(
 ) -> None:
     """The attack end to end: nobody pre-creates /tmp/.iobench-scratch; `iobench run` as root
     stops in one line before any installer runs in it."""
-    from iobench.scratch import _SENTINEL_MAGIC, SENTINEL
+    from iobench.system.scratch import _SENTINEL_MAGIC, SENTINEL
 
     argv = [
         *_runuser_nobody(),

@@ -1,4 +1,4 @@
-"""iobench.signals: the run's handler interrupts the run once, and never a forked child."""
+"""iobench.system.signals: the run's handler interrupts the run once, and never a forked child."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from iobench import signals
+from iobench.system import signals
 
 
 def test_a_child_forked_as_the_signal_came_does_not_raise_it() -> None:

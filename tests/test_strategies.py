@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench import strategies
+from iobench.trial import strategies
 from iobench.errors import IOBenchError, SafetyError
-from iobench.scratch import SENTINEL, Scratch, remove
-from iobench.strategies import StrategyError
+from iobench.system.scratch import SENTINEL, Scratch, remove
+from iobench.trial.strategies import StrategyError
 
 HERMETIC_ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -1,4 +1,4 @@
-"""iobench.trial: a trial always ends with a row (never an exception), and says what it does not know."""
+"""iobench.trial.steps: a trial always ends with a row (never an exception), and says what it does not know."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from iobench import installers
-from iobench.installers import IndexSpec, Pip, Uv
-from iobench.process import PhaseResult
-from iobench.progress import PlainProgress
-from iobench.records import TrialRow
-from iobench.sampler import SamplerResult
-from iobench.scenario import Config
-from iobench.scratch import Scratch
-from iobench.trial import (
+from iobench.trial import installers
+from iobench.trial.installers import IndexSpec, Pip, Uv
+from iobench.trial.process import PhaseResult
+from iobench.trial.progress import PlainProgress
+from iobench.rundir.records import TrialRow
+from iobench.trial.sampler import SamplerResult
+from iobench.scenario.load import Config
+from iobench.system.scratch import Scratch
+from iobench.trial.steps import (
     Stop,
     Trial,
     TrialContext,

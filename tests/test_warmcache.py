@@ -1,13 +1,13 @@
-"""iobench.warmcache: one primed cache per placement, re-primed when a trial changed it."""
+"""iobench.trial.warmcache: one primed cache per placement, re-primed when a trial changed it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from iobench.scenario import Config
-from iobench.scratch import Scratch
-from iobench.warmcache import WarmCaches, fingerprint, placement
+from iobench.scenario.load import Config
+from iobench.system.scratch import Scratch
+from iobench.trial.warmcache import WarmCaches, fingerprint, placement
 
 WARM = Config("warm", venv="tmp", tmpdir="tmp", cache="target", cache_state="warm")
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench.codegen import compile_rate, module_source
-from iobench.wheelcost import check, default_ready, with_costs
-from iobench.wheels import load_profile, profile_of_wheels, profile_to_toml, synthesize
+from iobench.wheels.codegen import compile_rate, module_source
+from iobench.wheels.cost import check, default_ready, with_costs
+from iobench.wheels.profile import load_profile, profile_of_wheels, profile_to_toml, synthesize
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 # real code: packages of the standard library, copied under one top-level package
@@ -170,9 +170,9 @@ def test_more_code_compiles_slower() -> None:
 
 
 def test_scratch_is_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from iobench import wheelcost
+    from iobench.wheels import cost as wheel_cost
 
-    monkeypatch.setattr(wheelcost, "scratch_root", lambda: tmp_path)
-    with wheelcost.scratch_dir(".x-") as d:
+    monkeypatch.setattr(wheel_cost, "scratch_root", lambda: tmp_path)
+    with wheel_cost.scratch_dir(".x-") as d:
         (d / "f").write_text("x")
     assert list(tmp_path.iterdir()) == []

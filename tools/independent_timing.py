@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from iobench import installers
-from iobench.index import LocalIndex
-from iobench.installers import IndexSpec
-from iobench.wheels import cached_wheels, load_profile
+from iobench.trial import installers
+from iobench.trial.index import LocalIndex
+from iobench.trial.installers import IndexSpec
+from iobench.wheels.profile import cached_wheels, load_profile
 
 
 def script(root: Path, url: str, env: dict[str, str]) -> str:

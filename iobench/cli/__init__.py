@@ -25,8 +25,8 @@ from iobench.cli.probe import _add_probe
 from iobench.cli.run import _add_run, console_summary
 from iobench.cli.scenarios import _add_clean, _add_scenarios
 from iobench.cli.wheels import _add_wheels
-from iobench.lab.cli import register as _add_lab
-from iobench.report.cli import register as _add_report
+from iobench.cli.lab import register as _add_lab
+from iobench.cli.report import register as _add_report
 
 __all__ = ["EXIT_CODES", "build_parser", "console_summary", "dispatch"]
 

@@ -14,7 +14,7 @@ from iobench.cli.common import positive_float
 from iobench.errors import UsageError
 
 if TYPE_CHECKING:  # the parser is built without importing measuring code
-    from iobench.doctor import DoctorReport
+    from iobench.predict.doctor import DoctorReport
 
 _MARK = {"ok": "ok  ", "info": "info", "warn": "WARN", "bad": "BAD "}
 
@@ -106,7 +106,7 @@ def doctor_lines(report: DoctorReport) -> list[str]:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from iobench.doctor import run_doctor
+    from iobench.predict.doctor import run_doctor
 
     target = args.target or _default_target()
     tmp = args.tmp or _default_tmp()

@@ -66,7 +66,7 @@ def _winner_from_trials(rows: list[Any]) -> str:
 
 def read_run(path: Path) -> StoredRun:
     """Read one run directory (raises RunDirError when it is not one)."""
-    from iobench.results import RunDir
+    from iobench.rundir.folder import RunDir
 
     rd = RunDir.open(path)
     meta = rd.meta()

@@ -1,6 +1,6 @@
 """`iobench run --dry-run`: the checked plan of a run, printed; nothing is created.
 
-What it shows comes from the same ``preflight.check`` a real run passes, so a dry run
+What it shows comes from the same ``run_plan.check`` a real run passes, so a dry run
 fails exactly where the run would: the trials in their order, each role's folder with its
 filesystem and free space against what the scenario needs there, where the packages come
 from and how many installs download them, and where the results would go.
@@ -25,11 +25,11 @@ def _source(plan: Any) -> str:
 
 
 def _trials(plan: Any) -> list[Any]:
-    from iobench.order import plan_trials
+    from iobench.run.order import plan_trials
 
     done: set[str] = set()
     if plan.resume is not None:
-        from iobench.results import RunDir
+        from iobench.rundir.folder import RunDir
 
         done = RunDir(plan.resume).done_trial_ids()
     return plan_trials(plan.scenario.configs, plan.repeats, plan.order_seed, done)
@@ -37,12 +37,13 @@ def _trials(plan: Any) -> list[Any]:
 
 def role_lines(plan: Any) -> list[str]:
     """One line per role: folder, filesystem, free space and what the scenario needs there."""
-    from iobench import metadata, preflight
+    from iobench.run import facts
+    from iobench.run import plan as run_plan
 
-    need = preflight._space_need(plan.scenario)
+    need = run_plan._space_need(plan.scenario)
     lines = []
     for role, path in plan.roles.items():
-        fs = metadata.mount_of(path)
+        fs = facts.mount_of(path)
         free = fs.get("free_bytes")
         needs = (
             f"; needs about {decimal(int(need[role] * 1e6))}"
@@ -57,8 +58,8 @@ def role_lines(plan: Any) -> list[str]:
 
 
 def plan_lines(plan: Any) -> list[str]:
-    """The dry run's output for a checked ``preflight.RunPlan``."""
-    from iobench import warmcache
+    """The dry run's output for a checked ``run_plan.RunPlan``."""
+    from iobench.trial import warmcache
 
     sc = plan.scenario
     trials = _trials(plan)

@@ -12,7 +12,7 @@ from iobench.cli.common import positive_int
 from iobench.errors import UsageError
 
 if TYPE_CHECKING:  # imported by the handler: `iobench --help` must not pay for it
-    from iobench.probe import ProbeResult
+    from iobench.predict.probe import ProbeResult
 
 
 # ---------------------------------------------------------------- probe
@@ -119,8 +119,8 @@ def probe_lines(result: ProbeResult) -> list[str]:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from iobench.probe import median_file_bytes, probe, results_to_dict
-    from iobench.scratch import check_role_dir
+    from iobench.predict.probe import median_file_bytes, probe, results_to_dict
+    from iobench.system.scratch import check_role_dir
 
     for flag, value, ok, what in (
         ("--seconds", args.seconds, 0 < args.seconds <= 600, "> 0 and at most 600"),

@@ -42,7 +42,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     _add_what(p)
     _add_output(p)
     _add_limits(p)
-    from iobench.cost import add_cost_arguments
+    from iobench.cost.idle import add_cost_arguments
 
     add_cost_arguments(p)
     p.set_defaults(func=run_command)
@@ -247,10 +247,10 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
 
 
 def _add_axes(what: argparse._ArgumentGroup) -> None:
-    """Axes crossed with the scenario's configs, requirement files and extra indexes (iobench.axes)."""
+    """Axes crossed with the scenario's configs, requirement files and extra indexes (iobench.scenario.axes)."""
 
-    def matrix_spec(text: str) -> Any:  # iobench.axes imports the scenario code: not for --help
-        from iobench.axes import matrix_spec as parse
+    def matrix_spec(text: str) -> Any:  # iobench.scenario.axes imports the scenario code: not for --help
+        from iobench.scenario.axes import matrix_spec as parse
 
         return parse(text)
 
@@ -287,8 +287,8 @@ def _add_axes(what: argparse._ArgumentGroup) -> None:
 
 
 def repeats_arg(text: str) -> int | tuple[str, int]:
-    """``--repeats``: N >= 1, ``auto`` or ``auto:N`` (iobench.earlystop.parse_repeats)."""
-    from iobench.earlystop import parse_repeats
+    """``--repeats``: N >= 1, ``auto`` or ``auto:N`` (iobench.run.earlystop.parse_repeats)."""
+    from iobench.run.earlystop import parse_repeats
 
     try:
         return parse_repeats(text)
@@ -299,11 +299,11 @@ def repeats_arg(text: str) -> int | tuple[str, int]:
 
 
 def _make_progress(args: argparse.Namespace) -> Any:
-    from iobench.progress import PlainProgress
+    from iobench.trial.progress import PlainProgress
 
     if sys.stdout.isatty() and not args.quiet:
         try:
-            from iobench.live import LiveProgress
+            from iobench.cli.live import LiveProgress
         except ImportError:
             pass
         else:
@@ -313,22 +313,23 @@ def _make_progress(args: argparse.Namespace) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Check everything, run the trials, then the table, the report and the exports."""
-    from iobench import overhead, preflight
-    from iobench.runner import Runner
+    from iobench.run import overhead
+    from iobench.run import plan as run_plan
+    from iobench.run.runner import Runner
 
     overhead.command_started()  # meta.json's overhead.before_start_s counts from here
-    plan = preflight.check(args)
+    plan = run_plan.check(args)
     if not args.dry_run and plan.resume is None:
-        from iobench import metadata
+        from iobench.run import facts
 
-        metadata.prefetch()  # meta.json's slow facts, while the wheels and the index are made
+        facts.prefetch()  # meta.json's slow facts, while the wheels and the index are made
     if args.dry_run:
         from iobench.cli.plan import plan_lines
 
         print("\n".join(plan_lines(plan)))
         return 0
     if plan.resume is not None and _nothing_left(plan):
-        from iobench.results import RunDir
+        from iobench.rundir.folder import RunDir
 
         rows = RunDir(plan.resume).trials(latest_only=True)
         print(f"nothing to do: all {len(rows)} trials of {plan.resume} are done "
@@ -340,8 +341,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _nothing_left(plan: Any) -> bool:
     """True when --resume finds every planned trial already done (the run is left as it is)."""
-    from iobench.order import plan_trials
-    from iobench.results import RunDir
+    from iobench.run.order import plan_trials
+    from iobench.rundir.folder import RunDir
 
     done = RunDir(plan.resume).done_trial_ids()
     return not plan_trials(plan.scenario.configs, plan.repeats, plan.order_seed, done)
@@ -396,7 +397,7 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
                 file=sys.stderr,
             )
         else:
-            from iobench.overhead import timed_report
+            from iobench.run.overhead import timed_report
             from iobench.report import build_report
 
             result = timed_report(run_dir, lambda: build_report(run_dir.path, cost))

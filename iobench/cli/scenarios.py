@@ -25,7 +25,7 @@ def _add_scenarios(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    from iobench.scenario import load_scenario, shipped
+    from iobench.scenario.load import load_scenario, shipped
 
     for name in shipped():
         s = load_scenario(name)
@@ -41,7 +41,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 def scenario_source(name: str) -> tuple[Path, str]:
     """The file a scenario name (or path) stands for and its text, validated first."""
-    from iobench.scenario import SCENARIO_DIR, load_scenario
+    from iobench.scenario.load import SCENARIO_DIR, load_scenario
 
     load_scenario(name)  # unknown or invalid: the loader's one-line error
     path = Path(name)
@@ -66,7 +66,7 @@ def _add_clean(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from iobench.scratch import SCRATCH_NAME, Scratch, is_scratch, remove_scratch, scratch_problem
+    from iobench.system.scratch import SCRATCH_NAME, Scratch, is_scratch, remove_scratch, scratch_problem
 
     for d in args.dirs:
         if not d.is_dir():
@@ -77,14 +77,14 @@ def cmd_clean(args: argparse.Namespace) -> int:
             continue
         if not is_scratch(root):
             raise UsageError(f"{scratch_problem(root)}; not touching it")
-        from iobench.scratch import live_owner
+        from iobench.system.scratch import live_owner
 
         left = Scratch(d).leftovers()
         if args.dry_run:
             names = [p.name + (" (in use)" if p.is_dir() and live_owner(p) else "") for p in left]
             print(f"{root}: {len(left)} leftover item(s): " + ", ".join(names))
             continue
-        from iobench.lock import read_lock
+        from iobench.system.lock import read_lock
 
         holder = read_lock(root)
         if holder is not None and holder.stale_reason() is None:

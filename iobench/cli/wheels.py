@@ -86,12 +86,12 @@ def _wheel_files(paths: list[Path], what: str) -> list[Path]:
 
 
 def cmd_wheels_profile(args: argparse.Namespace) -> int:
-    from iobench.wheels import describe, profile_of_wheels, profile_to_toml
+    from iobench.wheels.profile import describe, profile_of_wheels, profile_to_toml
 
     wheels = _wheel_files(args.wheels, "wheel file")
     prof = profile_of_wheels(wheels, args.name, args.seed)
     if not args.shape_only:
-        from iobench.wheelcost import default_ready, with_costs
+        from iobench.wheels.cost import default_ready, with_costs
 
         prof = with_costs(
             prof, wheels, args.ready or default_ready(wheels), _wheel_files(args.deps, "dependency")
@@ -107,7 +107,7 @@ def cmd_wheels_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_wheels_synth(args: argparse.Namespace) -> int:
-    from iobench.wheels import describe, load_profile, synthesize
+    from iobench.wheels.profile import describe, load_profile, synthesize
 
     prof = load_profile(args.profile)
     paths = synthesize(prof, args.out)
@@ -118,8 +118,8 @@ def cmd_wheels_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_wheels_check(args: argparse.Namespace) -> int:
-    from iobench.wheelcost import check, default_ready, fidelity_lines
-    from iobench.wheels import load_profile
+    from iobench.wheels.cost import check, default_ready, fidelity_lines
+    from iobench.wheels.profile import load_profile
 
     prof = load_profile(args.profile)
     wheels = _wheel_files(args.wheels, "wheel file")

@@ -5,8 +5,8 @@ Method: every request the kernel sends is served from a backing folder and then 
     deadline = start + transfer + latency
 
 where ``start`` is when the daemon received it, or later when the ``--iops`` token bucket
-(:class:`~iobench.lab.shaping.TokenBucket`) says so; ``transfer`` is the time the request's
-bytes need on the shared byte link (:class:`~iobench.lab.shaping.ByteLink`, ``--mb-per-s`` with
+(:class:`~iobench.system.shaping.TokenBucket`) says so; ``transfer`` is the time the request's
+bytes need on the shared byte link (:class:`~iobench.system.shaping.ByteLink`, ``--mb-per-s`` with
 optional EFS-Bursting credits; reads and writes only); and ``latency`` is ``latency_ms`` for
 metadata requests and ``data_latency_ms`` for read/write. The backing call itself runs
 before the wait, so failing requests (a negative lookup) pay the round trip too.
@@ -94,7 +94,7 @@ if "FUSE_LIBRARY_PATH" not in os.environ:
 import mfusepy  # noqa: E402
 
 from iobench.lab.options import VolumeOptions  # noqa: E402
-from iobench.lab.shaping import ByteLink, TokenBucket  # noqa: E402
+from iobench.system.shaping import ByteLink, TokenBucket  # noqa: E402
 
 STATS_SCHEMA = 1  # 1: first version (ops: count, delayed_s; bytes_read, bytes_written)
 

@@ -31,12 +31,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobench import procfs
+from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import kinds, system
 from iobench.lab.kinds.fuse import FUSE
 from iobench.lab.options import VolumeOptions
-from iobench.scratch import private_dir_problem
+from iobench.system.scratch import private_dir_problem
 
 STATE_ENV = "IOBENCH_LAB_STATE_DIR"  # overrides where state folders live
 FUSE_TYPE = FUSE.fstype

@@ -26,7 +26,7 @@ class VolumeOptions:
     """Milliseconds, operations per second, and MB/s (10**6 bytes per second).
 
     ``mb_per_s`` is the baseline rate; ``burst_mb_per_s`` with ``burst_credits_mb`` adds an
-    EFS-Bursting-like credit balance on top of it (see :mod:`iobench.lab.shaping`).
+    EFS-Bursting-like credit balance on top of it (see :mod:`iobench.system.shaping`).
     ``cache_s`` is how long the kernel may trust names and attributes it has looked up
     (FUSE entry/attr timeouts). The default, 1 s, is libfuse's own and behaves like an NFS
     client's attribute cache (about 12 round trips per installed file); 0 makes every path

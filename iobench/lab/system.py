@@ -1,5 +1,5 @@
 """Running the lab's short commands and ending its daemons; Linux facts come from
-:mod:`iobench.procfs` (mount table, process state, "is that pid still our process").
+:mod:`iobench.system.procfs` (mount table, process state, "is that pid still our process").
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from iobench import procfs
+from iobench.system import procfs
 from iobench.errors import LabError
 
 CAP_NET_ADMIN = 12

@@ -3,7 +3,7 @@
 Nothing here measures or imports the runner or the sampler; everything is rebuilt from
 meta.json, trials.csv and samples/ (see results/README.md).
 
-The package is lazy (PEP 562): ``import iobench.report`` (and ``iobench.report.cli``, which
+The package is lazy (PEP 562): ``import iobench.report`` (and ``iobench.cli.report``, which
 registers ``report`` and ``compare``) costs nothing; pandas and matplotlib are imported the
 first time ``build_report`` or ``build_compare`` is looked up, so ``iobench --help`` and
 ``iobench run`` do not pay for them until they report.

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iobench import overhead
-from iobench.cost import CostOptions, resolve_price
+from iobench.run import overhead
+from iobench.cost.idle import CostOptions, resolve_price
 from iobench.errors import RunDirError
 from iobench.report import charts, foresight, formats
 from iobench.report import html as html_page
@@ -20,7 +20,7 @@ from iobench.report.load import Run, load_run
 from iobench.report.parallel import fork_map
 from iobench.report.recommend import Recommendation, recommend
 from iobench.report.summary import Summary, collect_sample_figures, summarize
-from iobench.report.units import fmt_s
+from iobench.units import fmt_s
 
 
 @dataclass

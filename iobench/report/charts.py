@@ -25,10 +25,10 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
-from iobench.cost import format_usd
+from iobench.cost.idle import format_usd
 from iobench.report.diagnose import Drop, find_write_gaps, install_drop, install_write_rates
 from iobench.report.load import PHASES
-from iobench.report.units import fmt_mbps, fmt_median, fmt_s, fmt_speed, run_key
+from iobench.units import fmt_mbps, fmt_median, fmt_s, fmt_speed, run_key
 from iobench.report.verdict import SPREAD_MINMAX_BELOW
 
 OKABE_ITO = {

@@ -22,14 +22,14 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.cost import CostOptions, PriceChoice, resolve_price
+from iobench.cost.idle import CostOptions, PriceChoice, resolve_price
 from iobench.errors import RunDirError, UsageError
 from iobench.report import charts, formats
 from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
 from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, summarize
-from iobench.report.units import fmt_s, fmt_speed, run_key
+from iobench.units import fmt_s, fmt_speed, run_key
 from iobench.stats import MIN_TRIALS
 
 COMPARE_FORMAT = "iobench-compare"

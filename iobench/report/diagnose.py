@@ -68,7 +68,7 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 
-from iobench.report.units import fmt_s, fmt_share
+from iobench.units import fmt_s, fmt_share
 
 NETWORK_SHARE = 0.40
 CPU_SHARE = 0.75

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.report.units import fmt_s
+from iobench.units import fmt_s
 from iobench.stats import censored_median, median
 
 

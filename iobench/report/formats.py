@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from iobench.cost import format_usd
+from iobench.cost.idle import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.report.units import fmt_median, fmt_s, fmt_s_range
+from iobench.units import fmt_median, fmt_s, fmt_s_range
 from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
 
 SUMMARY_FORMAT = "iobench-summary"

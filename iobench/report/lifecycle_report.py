@@ -2,7 +2,7 @@
 cost at the user's starts a month, and the break-even; the cheapest's start script is the
 main recommendation's (report/recommend.py reads this section).
 
-Read only from trials.csv (the lifecycle columns of :mod:`iobench.records`); the prices come
+Read only from trials.csv (the lifecycle columns of :mod:`iobench.rundir.records`); the prices come
 from the report's cost options. Without a GPU price the ranking is by idle time (the same
 order a price would give when storage is free) and says so. Only commands a trial ran are
 printed: the persist and restore lines recorded in the rows.
@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.lifecycle import (
+from iobench.cost.month import (
     LifeFigures,
     Prices,
     find_storage_preset,
@@ -27,10 +27,10 @@ from iobench.lifecycle import (
     recommend,
     summary_lines,
 )
-from iobench.lifecycle import Recommendation as LifeRanking
+from iobench.cost.month import Recommendation as LifeRanking
 from iobench.stats import median
 
-# the trade-off of each strategy (iobench.strategies' words; report/ imports no measuring module)
+# the trade-off of each strategy (iobench.trial.strategies' words; report/ imports no measuring module)
 TRADE_OFFS = {
     "reinstall": (
         "the whole venv: every start installs again",
@@ -69,7 +69,7 @@ class LifecycleSection:
         return next((r for r in self.rows if r["config"] == config), None)
 
     def monthly_usd(self) -> dict[str, float]:
-        """Each config's monthly total at ``starts`` (the one cost function, iobench.lifecycle)."""
+        """Each config's monthly total at ``starts`` (the one cost function, iobench.cost.month)."""
         prices = self.prices or Prices(1.0)
         return {f.strategy: monthly(f, self.starts, prices).total_usd for f in self.figures}
 

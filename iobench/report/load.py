@@ -1,7 +1,7 @@
 """Read run directories (see results/README.md) into pandas, refusing what is not one.
 
 The report only ever reads: meta.json, trials.csv, stalls.csv and samples/<trial_id>.csv,
-and reads the first two through the run directory's own reader (``iobench.results.RunDir``,
+and reads the first two through the run directory's own reader (``iobench.rundir.folder.RunDir``,
 the same checks as --resume): anything wrong with them becomes a ``RunDirError`` that names
 the folder and the file (one line for the user). A trial row cut short by a crash, and a
 missing or corrupt *sample* file, are reported as warnings and skipped — a lost time series
@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import RunDirError
-from iobench.gpu import GpuInfo
-from iobench.records import PHASES, REQUIRED_TRIAL_COLUMNS, TRIAL_COLUMNS, TrialRow, text_columns
+from iobench.system.gpu import GpuInfo
+from iobench.rundir.records import PHASES, REQUIRED_TRIAL_COLUMNS, TRIAL_COLUMNS, TrialRow, text_columns
 from iobench.report.parallel import fork_map, workers_for
-from iobench.results import RunDir, latest_rows
-from iobench.runmeta import SUPPORTED_SCHEMA_VERSIONS, RoleInfo, RunMeta
+from iobench.rundir.folder import RunDir, latest_rows
+from iobench.rundir.meta import SUPPORTED_SCHEMA_VERSIONS, RoleInfo, RunMeta
 
 __all__ = [
     "NUMERIC_TRIAL_COLUMNS", "PHASE_COLUMNS", "REQUIRED_TRIAL_COLUMNS", "SUPPORTED_SCHEMA_VERSIONS",
@@ -423,7 +423,7 @@ def _trials_frame(rd: RunDir, run: list[str]) -> pd.DataFrame:
 
 
 def drop_superseded(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One row per trial id, by ``iobench.results.latest_rows`` (the one rule, shared with
+    """One row per trial id, by ``iobench.rundir.folder.latest_rows`` (the one rule, shared with
     --resume and the end-of-run table). Returns the trials (original order) and the ids
     that were resumed."""
     kept, resumed = latest_rows(list(trials["trial_id"]), list(trials["status"]))

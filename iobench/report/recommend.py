@@ -2,7 +2,7 @@
 when pasted, derived from what was measured on this machine, never from a fixed belief.
 
 In a run with start-up strategies (docs/strategies.md) the advice is the cheapest config over
-a month at the user's starts a month (iobench.lifecycle's one cost function, through the
+a month at the user's starts a month (iobench.cost.month's one cost function, through the
 report's strategy section), and its script holds the strategy's measured persist and restore
 lines: made once, restored at every start. Elsewhere only a verdict of kind ``advice``
 (report/verdict.py) earns a script. The script sets the
@@ -31,11 +31,11 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.cost import format_usd as usd
-from iobench.lifecycle import crossings, monthly
+from iobench.cost.idle import format_usd as usd
+from iobench.cost.month import crossings, monthly
 from iobench.report.lifecycle_report import TRADE_OFFS, LifecycleSection
 from iobench.report.summary import Summary
-from iobench.report.units import fmt_s
+from iobench.units import fmt_s
 from iobench.report.verdict import same_filesystem
 
 SCRATCH = ".iobench-scratch"
@@ -165,7 +165,7 @@ def env_for(
         else:
             pairs.append(("UV_CACHE_DIR", place(cache_role, "uv-cache")))
             link = str(config.get("link_mode") or "default")
-            if link != "default":  # the measured link mode (iobench.installers.LINK_MODES)
+            if link != "default":  # the measured link mode (iobench.trial.installers.LINK_MODES)
                 pairs.append(("UV_LINK_MODE", link))
                 if link == "symlink":
                     notes.append(
@@ -222,7 +222,7 @@ def caveats(config: Mapping[str, Any], roles: Mapping[str, Any]) -> list[str]:
     return out
 
 
-#: the measured command per venv creator (iobench.installers.venv_command), as a user runs it
+#: the measured command per venv creator (iobench.trial.installers.venv_command), as a user runs it
 VENV_COMMANDS = {
     "virtualenv": 'python3 -m virtualenv --no-periodic-update --no-setuptools "$VIRTUAL_ENV"',
     "venv": 'python3 -m venv "$VIRTUAL_ENV"',

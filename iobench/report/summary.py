@@ -9,7 +9,7 @@ decided once, by report/verdict.py with iobench.stats' tie rule (docs/verdicts.m
 A run with start-up strategies (docs/strategies.md) measured two events per trial: there the
 table also holds each config's median first start (install plus the strategy's persist step)
 and restart, the fastest is the fastest first start, and ``monthly_cost_usd`` is the month of
-iobench.lifecycle (first start plus N - 1 restarts, plus storage) that the recommendation
+iobench.cost.month (first start plus N - 1 restarts, plus storage) that the recommendation
 ranks by (report/lifecycle_report.py builds that section once, here).
 
 The baseline of ``speedup_vs_baseline`` (median baseline ÷ median config: above 1 is
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from iobench.cost import CostOptions, PriceChoice, idle_cost_usd, monthly_usd, storage_cost_usd
+from iobench.cost.idle import CostOptions, PriceChoice, idle_cost_usd, monthly_usd, storage_cost_usd
 from iobench.report.diagnose import (
     SAMPLE_COLUMNS_USED,
     ConfigFigures,
@@ -438,7 +438,7 @@ def summarize(
 
 def _cheapest(table: pd.DataFrame, lifecycle: LifecycleSection) -> str | None:
     """The cheapest config: per start, or in a priced strategy run over the month (whose
-    ``monthly_cost_usd`` then becomes iobench.lifecycle's, the figure the advice ranks by)."""
+    ``monthly_cost_usd`` then becomes iobench.cost.month's, the figure the advice ranks by)."""
     if lifecycle.rows and lifecycle.priced and lifecycle.ranking is not None:
         months = lifecycle.monthly_usd()
         table["monthly_cost_usd"] = [months.get(c, math.nan) for c in table["config"]]

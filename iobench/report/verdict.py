@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from iobench.report.units import fmt_s, fmt_s_range, fmt_speed
-from iobench.results import latest_rows
+from iobench.units import fmt_s, fmt_s_range, fmt_speed
+from iobench.rundir.folder import latest_rows
 from iobench.stats import (
     MIN_TRIALS,
     Comparison,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from helpers import runs as rf
 
-from iobench.cost import CostOptions
+from iobench.cost.idle import CostOptions
 from iobench.report import build_report
 
 TRIALS = 2000

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench.index import LocalIndex
-from iobench.installers import IndexSpec, Pip, base_environment
-from iobench.sampler import Sampler
-from iobench.wheels import cached_wheels, load_profile
+from iobench.trial.index import LocalIndex
+from iobench.trial.installers import IndexSpec, Pip, base_environment
+from iobench.trial.sampler import Sampler
+from iobench.wheels.profile import cached_wheels, load_profile
 
 ROUNDS = int(os.environ.get("IOBENCH_BENCH_ROUNDS", "7"))
 # a RAM filesystem when there is one: the VM's disk speed drifts far more than the effect

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from iobench import procfs
+from iobench.system import procfs
 from iobench.lab import manage
 from iobench.lab.testing import slow_volume
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from iobench.errors import IOBenchError
-from iobench.report.cli import register
+from iobench.cli.report import register
 
 PHASES = ("venv", "download", "install", "compile", "import")
 

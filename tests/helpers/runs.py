@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from iobench.records import PHASES, SAMPLE_COLUMNS, TRIAL_COLUMNS, Sample, Stall, TrialRow
-from iobench.results import RunDir
-from iobench.runmeta import HostInfo, IndexInfo, RoleInfo, RunMeta
+from iobench.rundir.records import PHASES, SAMPLE_COLUMNS, TRIAL_COLUMNS, Sample, Stall, TrialRow
+from iobench.rundir.folder import RunDir
+from iobench.rundir.meta import HostInfo, IndexInfo, RoleInfo, RunMeta
 
 __all__ = [
     "DEFAULT_CONFIGS", "FILES", "FSTYPE", "FSWAIT_COLUMNS", "PHASES", "ROLES", "SAMPLE_COLUMNS",

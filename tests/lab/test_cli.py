@@ -10,7 +10,7 @@ import pytest
 from helpers.lab import assert_nothing_left, needs_fuse
 
 from iobench.errors import UsageError
-from iobench.lab import cli as lab_cli
+from iobench.cli import lab as lab_cli
 from iobench.lab import manage
 from iobench.lab.options import VolumeOptions
 

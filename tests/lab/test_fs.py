@@ -21,7 +21,7 @@ from helpers.lab import (
     venv_and_pip,
 )
 
-from iobench import probe
+from iobench.predict import probe
 
 # Requests the client does not wait for (FUSE sends release asynchronously), or that carry
 # no metadata latency (entry_getattr is part of the create reply; read/write pay data latency).

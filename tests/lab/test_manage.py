@@ -16,7 +16,7 @@ from helpers.lab import (
     needs_fuse,
 )
 
-from iobench import procfs
+from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import manage
 from iobench.lab.options import VolumeOptions

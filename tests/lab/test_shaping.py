@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from iobench.lab.shaping import ByteLink, TokenBucket
+from iobench.system.shaping import ByteLink, TokenBucket
 
 
 def test_token_bucket_spaces_requests_after_its_depth() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from iobench.cost import CostOptions
+from iobench.cost.idle import CostOptions
 from iobench.report import build_report
 
 

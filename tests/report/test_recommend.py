@@ -12,10 +12,10 @@ import pytest
 from helpers import runs as rf
 from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
 
-from iobench.installers import uv_binary
+from iobench.trial.installers import uv_binary
 from iobench.report import build_report
 from iobench.report.recommend import SCRIPT_NAME, Recommendation, env_for, recommend, user_path
-from iobench.wheels import load_profile, synthesize
+from iobench.wheels.profile import load_profile, synthesize
 
 
 def test_env_for_each_installer_and_placement() -> None:

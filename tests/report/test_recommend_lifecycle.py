@@ -1,5 +1,5 @@
 """recommend.py in a run with start-up strategies: the advice is the cheapest config over a
-month at the user's starts (iobench.lifecycle), its script holds the measured persist and
+month at the user's starts (iobench.cost.month), its script holds the measured persist and
 restore lines and the measured venv creator, and the script works when pasted — twice: the
 first start packs, a restart on an emptied machine restores."""
 
@@ -16,7 +16,7 @@ import pytest
 from helpers import runs as rf
 from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
 
-from iobench.cost import CostOptions
+from iobench.cost.idle import CostOptions
 from iobench.report import build_report
 from iobench.report.recommend import (
     STOCK_VENV,
@@ -27,7 +27,7 @@ from iobench.report.recommend import (
     user_command,
     venv_lines,
 )
-from iobench.wheels import load_profile, synthesize
+from iobench.wheels.profile import load_profile, synthesize
 
 TINY_PROFILE = Path(__file__).parents[1] / "data" / "tiny-profile.toml"
 RUN_ID = "20261130-120000-pod-a-torch"

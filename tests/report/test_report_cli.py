@@ -12,7 +12,7 @@ from helpers import runs as rf
 from helpers.reports import run_cli
 
 from iobench.errors import RunDirError, UsageError
-from iobench.report.cli import register
+from iobench.cli.report import register
 from iobench.report.load import load_run
 
 

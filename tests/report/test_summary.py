@@ -12,8 +12,8 @@ import pytest
 from helpers import runs as rf
 from helpers.reports import PHASES, check_summary_against_trials
 
-from iobench.cost import CostOptions, find_preset
-from iobench.gpu import GpuInfo
+from iobench.cost.idle import CostOptions, find_preset
+from iobench.system.gpu import GpuInfo
 from iobench.report import build_report
 from iobench.report.load import load_run
 from iobench.report.summary import median, percentile, speedup, target_bytes

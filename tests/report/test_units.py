@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from iobench.report.units import (
+from iobench.units import (
     fmt_bytes,
     fmt_mbps,
     fmt_s,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iobench import procfs
+from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import system
 

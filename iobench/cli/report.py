@@ -1,0 +1,99 @@
+"""The ``report`` and ``compare`` subcommands, registered into the main iobench parser.
+
+``register(sub)`` adds both to an argparse subparsers object without importing pandas or
+matplotlib; each handler takes the parsed arguments and returns an exit code (the report
+libraries are imported then, and a broken one is one line naming the fix). Every option
+is checked before any run directory is read; problems are raised as ``IOBenchError``
+subclasses for ``iobench.__main__.main`` to print as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from iobench.cost.idle import add_cost_arguments, cost_options_from_args
+from iobench.errors import UsageError
+
+FORMATS = ("table", "markdown", "json")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        type=Path,
+        help="run directory written by `iobench run` (results/<run-id>)",
+    )
+    add_cost_arguments(parser)
+    parser.add_argument(
+        "--format",
+        default="table",
+        metavar="FMT",
+        help="console output: table (default), markdown or json",
+    )
+    parser.add_argument("--out", metavar="DIR", type=Path, help="write the files here instead")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``report`` and ``compare`` to the main parser's subcommands."""
+    report = sub.add_parser(
+        "report",
+        help="rebuild summary.csv/json, charts and report.html from run directories",
+        description="Summarise run directories: medians with spread, speed-up against the naive "
+        "config, GPU idle cost, the bottleneck of each config and what to set. Writes "
+        "summary.csv, summary.json, PNG charts and a self-contained report.html into each run "
+        "directory (or --out).",
+    )
+    _common(report)
+    report.set_defaults(func=report_command)
+
+    compare = sub.add_parser(
+        "compare",
+        help="merge runs from several pods or storage types into one table and chart",
+        description="Compare run directories config by config; ratios are relative to the first "
+        "run given. Writes compare.csv, compare.json, compare.png and compare.html.",
+    )
+    _common(compare)
+    compare.set_defaults(func=compare_command)
+
+
+def _check_format(args: argparse.Namespace) -> str:
+    fmt = str(args.format).lower()
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {args.format!r}")
+    return fmt
+
+
+def _emit(lines: list[str]) -> None:
+    print("\n".join(lines), flush=True)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """``iobench report RUN_DIR...``: one report per run directory."""
+    from iobench.report import build_report
+
+    fmt = _check_format(args)
+    cost = cost_options_from_args(args)
+    dirs: list[Path] = list(args.run_dirs)
+    for i, run_dir in enumerate(dirs):
+        out = args.out
+        if out is not None and len(dirs) > 1:
+            out = Path(out) / (run_dir.resolve().name or f"run-{i + 1}")
+        result = build_report(run_dir, cost, out)
+        if i and fmt == "table":
+            _emit([""])
+        _emit(result.format(fmt))
+    return 0
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """``iobench compare RUN_DIR RUN_DIR...``: one merged comparison."""
+    from iobench.report import build_compare
+
+    fmt = _check_format(args)
+    cost = cost_options_from_args(args)
+    result = build_compare(list(args.run_dirs), args.out, cost)
+    _emit(result.format(fmt))
+    return 0

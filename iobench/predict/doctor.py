@@ -1,0 +1,601 @@
+"""`iobench doctor`: in under a minute, what on this machine will make a Python ML install
+slow or fail, what to export instead, and how long each layout would take.
+
+Checks, each bounded in time: where TMPDIR, the pip/uv/Hugging Face/torch caches, HOME,
+the active venv, the base interpreter and the current folder live (filesystem type from
+/proc/self/mountinfo; network and FUSE volumes flagged); /dev/shm's size; free space and
+inodes; the package index's reachability and download rate; GPUs already in use and, on
+multi-GPU hosts, peer-to-peer support; short probes of the target and tmp folders
+(:mod:`iobench.predict.probe`) and from them the predicted time-to-ready of the torch-like and
+diffusers-like profiles per config (:mod:`iobench.predict.model`).
+
+Every finding has a level; the worst one is the verdict and sets the exit status
+(:data:`EXIT_STATUS`), so a start script can gate on ``iobench doctor``. Measuring only:
+the report is a dataclass with a versioned JSON form; formatting lives in the CLI module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: version of :meth:`DoctorReport.to_dict`; bump on any change of keys or meaning
+SCHEMA_VERSION = 1
+LEVELS = ("ok", "info", "warn", "bad")
+#: exit status by the worst finding: 0 nothing to fix, 3 slower than it should be, 4 broken
+EXIT_STATUS = {"ok": 0, "info": 0, "warn": 3, "bad": 4}
+#: filesystem types whose every metadata operation is a round trip over a network
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "ceph",
+    "glusterfs",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "9p",
+    "afs",
+    "davfs",
+    "ncpfs",
+    "orangefs",
+    "quobyte",
+    "weka",
+    "juicefs",
+)
+MEMORY_FS = ("tmpfs", "ramfs")
+#: the folders where a slow volume makes installs slow, with their fix
+SCRATCH_VARS = ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")
+LOW_FREE_BYTES = 5 * 10**9
+LOW_FREE_INODES = 200_000
+SHM_MIN_BYTES = 2 * 2**30
+PREDICT_SCENARIOS = ("torch-like", "diffusers-like")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing worth knowing; ``fix`` holds shell lines that would remedy it."""
+
+    level: str
+    topic: str
+    message: str
+    fix: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where one of the interesting folders lives."""
+
+    name: str
+    path: str
+    exists: bool
+    mountpoint: str
+    fstype: str
+    source: str
+    kind: str  # local | memory | overlay | network | fuse | unknown
+    free_bytes: int | None = None
+    free_inodes: int | None = None
+
+
+@dataclass
+class DoctorReport:
+    """Everything ``iobench doctor`` found; ``findings`` decide the verdict."""
+
+    target: str
+    tmp: str
+    locations: list[Location] = field(default_factory=list)
+    shm: dict[str, Any] | None = None
+    index: dict[str, Any] = field(default_factory=dict)
+    gpus: dict[str, Any] = field(default_factory=dict)
+    probes: dict[str, Any] = field(default_factory=dict)
+    predictions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        return max((f.level for f in self.findings), key=LEVELS.index, default="ok")
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_STATUS[self.verdict]
+
+    def fix_script(self) -> list[str]:
+        """The export lines of every finding, once each, in order."""
+        seen: list[str] = []
+        for f in self.findings:
+            seen += [line for line in f.fix if line not in seen]
+        return seen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "iobench-doctor",
+            "schema_version": SCHEMA_VERSION,
+            "verdict": self.verdict,
+            "exit_status": self.exit_status,
+            "target": self.target,
+            "tmp": self.tmp,
+            "elapsed_s": round(self.elapsed_s, 2),
+            "findings": [asdict(f) | {"fix": list(f.fix)} for f in self.findings],
+            "fix_script": self.fix_script(),
+            "locations": [asdict(loc) for loc in self.locations],
+            "shm": self.shm,
+            "index": self.index,
+            "gpus": self.gpus,
+            "probes": self.probes,
+            "predictions": self.predictions,
+        }
+
+
+# --------------------------------------------------------------------------- locations
+
+
+def kind_of(fstype: str) -> str:
+    """local, memory, overlay, network or fuse, from a mountinfo filesystem type."""
+    if fstype.startswith("fuse") or fstype == "virtiofs":
+        return "fuse"
+    if fstype in NETWORK_FS or fstype.startswith("nfs"):
+        return "network"
+    if fstype in MEMORY_FS:
+        return "memory"
+    if fstype == "overlay":
+        return "overlay"
+    return "local" if fstype else "unknown"
+
+
+def _existing(path: Path) -> Path:
+    """``path``, or its nearest existing ancestor (where it would be created)."""
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def locate(name: str, path: str | os.PathLike[str]) -> Location:
+    """The mount and free space of ``path`` (of its nearest existing ancestor when absent)."""
+    from iobench.system.procfs import mount_of
+
+    p = Path(path).expanduser()
+    real = _existing(p)
+    m = mount_of(real)
+    free = inodes = None
+    try:
+        st = os.statvfs(real)
+        free, inodes = st.f_bavail * st.f_frsize, (st.f_favail if st.f_files else None)
+    except OSError:
+        pass
+    fstype = m.fstype if m else ""
+    return Location(
+        name,
+        str(p),
+        p.exists(),
+        m.mountpoint if m else "",
+        fstype,
+        m.source if m else "",
+        kind_of(fstype),
+        free,
+        inodes,
+    )
+
+
+def interesting_paths(env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(name, path) of every folder an install or a model download writes to or reads from."""
+    env = dict(os.environ if env is None else env)
+    home = env.get("HOME") or str(Path.home())
+    xdg = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    out = [
+        ("TMPDIR", env.get("TMPDIR") or tempfile.gettempdir()),
+        ("PIP_CACHE_DIR", env.get("PIP_CACHE_DIR") or os.path.join(xdg, "pip")),
+        ("UV_CACHE_DIR", env.get("UV_CACHE_DIR") or os.path.join(xdg, "uv")),
+        ("XDG_CACHE_HOME", xdg),
+        ("HF_HOME", env.get("HF_HOME") or os.path.join(xdg, "huggingface")),
+        ("TORCH_HOME", env.get("TORCH_HOME") or os.path.join(xdg, "torch")),
+        ("HOME", home),
+    ]
+    venv = env.get("VIRTUAL_ENV") or (sys.prefix if sys.prefix != sys.base_prefix else "")
+    if venv:
+        out.append(("venv", venv))
+    out.append(("base interpreter", os.path.realpath(sys.base_prefix)))
+    out.append(("current folder", os.getcwd()))
+    return out
+
+
+def location_findings(locs: list[Location], tmp: str) -> list[Finding]:
+    """Slow volumes under the folders that matter, with the exports that move them."""
+    out: list[Finding] = []
+    for loc in locs:
+        slow = loc.kind in ("network", "fuse")
+        where = f"{loc.path} is on {loc.fstype} ({loc.kind}, {loc.mountpoint})"
+        if not slow:
+            continue
+        if loc.name in SCRATCH_VARS:
+            sub = {"TMPDIR": "tmp", "PIP_CACHE_DIR": "pip-cache", "UV_CACHE_DIR": "uv-cache"}[
+                loc.name
+            ]
+            dest = os.path.join(tmp, sub)
+            out.append(
+                Finding(
+                    "warn",
+                    loc.name,
+                    f"{loc.name}: {where}; every file an install unpacks "
+                    "there pays network round trips",
+                    (f"mkdir -p {dest}", f"export {loc.name}={dest}"),
+                )
+            )
+        elif loc.name in ("venv", "base interpreter"):
+            out.append(
+                Finding(
+                    "warn",
+                    loc.name,
+                    f"{loc.name}: {where}; every import and every installed "
+                    f"file pays round trips (create the venv on local disk, e.g. under {tmp})",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "info",
+                    loc.name,
+                    f"{loc.name}: {where} (persistent, but slow for many small files)",
+                )
+            )
+    return out
+
+
+def space_findings(locs: list[Location]) -> list[Finding]:
+    """Little free space or few free inodes, once per mount."""
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for loc in locs:
+        if loc.mountpoint in seen or loc.free_bytes is None:
+            continue
+        seen.add(loc.mountpoint)
+        if loc.free_bytes < LOW_FREE_BYTES:
+            level = "bad" if loc.free_bytes < LOW_FREE_BYTES / 5 else "warn"
+            out.append(
+                Finding(
+                    level,
+                    "space",
+                    f"{loc.mountpoint} ({loc.name}): only "
+                    f"{loc.free_bytes / 1e9:.1f} GB free (torch with CUDA needs ~8 GB)",
+                )
+            )
+        if loc.free_inodes is not None and loc.free_inodes < LOW_FREE_INODES:
+            out.append(
+                Finding(
+                    "warn",
+                    "inodes",
+                    f"{loc.mountpoint} ({loc.name}): only {loc.free_inodes:,} "
+                    "free inodes (a torch + diffusers venv is ~60,000 files)",
+                )
+            )
+    return out
+
+
+def shm_check(path: str = "/dev/shm") -> tuple[dict[str, Any] | None, list[Finding]]:
+    """/dev/shm's size: Docker's default 64 MB breaks DataLoader workers and a TMPDIR there."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None, [Finding("info", "shm", f"{path} does not exist")]
+    total = st.f_blocks * st.f_frsize
+    info = {"path": path, "total_bytes": total, "free_bytes": st.f_bavail * st.f_frsize}
+    if total < SHM_MIN_BYTES:
+        return info, [
+            Finding(
+                "warn",
+                "shm",
+                f"{path} is only {total / 2**20:.0f} MiB: too small "
+                "for TMPDIR and for PyTorch DataLoader workers (docker run --shm-size=8g)",
+            )
+        ]
+    return info, [Finding("ok", "shm", f"{path}: {total / 2**30:.1f} GiB")]
+
+
+# --------------------------------------------------------------------------- the index
+
+
+def index_url(explicit: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The index pip would use: the option, PIP_INDEX_URL, pip's config files, else PyPI."""
+    import configparser
+
+    env = dict(os.environ if env is None else env)
+    if explicit or env.get("PIP_INDEX_URL"):
+        return str(explicit or env["PIP_INDEX_URL"])
+    home = env.get("HOME") or str(Path.home())
+    files = [
+        "/etc/pip.conf",
+        "/etc/xdg/pip/pip.conf",
+        os.path.join(home, ".pip/pip.conf"),
+        os.path.join(home, ".config/pip/pip.conf"),
+        env.get("PIP_CONFIG_FILE", ""),
+    ]
+    found = "https://pypi.org/simple"
+    for name in files:
+        cfg = configparser.ConfigParser()
+        try:
+            cfg.read(name)
+        except (configparser.Error, OSError):
+            continue
+        for section in ("global", "install"):
+            if cfg.has_option(section, "index-url"):
+                found = cfg.get(section, "index-url")
+    return found
+
+
+def has_default_route(proc_net: str = "/proc/net") -> bool:
+    """Whether any IPv4 or IPv6 default route is configured."""
+    try:
+        with open(os.path.join(proc_net, "route"), encoding="ascii") as fh:
+            if any(line.split()[1:2] == ["00000000"] for line in fh.readlines()[1:]):
+                return True
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(proc_net, "ipv6_route"), encoding="ascii") as fh:
+            return any(
+                line.split()[:2] == ["0" * 32, "00"] and line.split()[-1] != "lo" for line in fh
+            )
+    except OSError:
+        return False
+
+
+def _fetch(url: str, timeout_s: float, cap: int = 2 * 10**6) -> dict[str, Any]:
+    """GET ``url`` (credentials in it sent as Basic auth): first-byte time and rate."""
+    import base64
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    headers = {"User-Agent": "iobench-doctor"}
+    if parts.username:
+        cred = (
+            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        )
+        headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
+        parts = parts._replace(
+            netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        )
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(
+        urllib.request.Request(urllib.parse.urlunsplit(parts), headers=headers), timeout=timeout_s
+    ) as resp:
+        first = resp.read(1)
+        ttfb = time.perf_counter() - t0
+        got = len(first)
+        while got < cap and time.perf_counter() - t0 < timeout_s:
+            chunk = resp.read(64 * 1024)
+            if not chunk:
+                break
+            got += len(chunk)
+        total = time.perf_counter() - t0
+    rate = got / 1e6 / (total - ttfb) if total > ttfb and got > 1 else None
+    return {
+        "status": resp.status,
+        "ttfb_ms": round(ttfb * 1000, 1),
+        "bytes": got,
+        "mbps": round(rate, 2) if rate else None,
+    }
+
+
+def index_check(
+    url: str, timeout_s: float = 10.0, offline: bool = False
+) -> tuple[dict[str, Any], list[Finding]]:
+    """Reach the index: the simple page of ``pip`` (small), else the index root."""
+    import urllib.error
+    import urllib.parse
+
+    from iobench.redact import redact
+
+    shown = redact(url)
+    host = urllib.parse.urlsplit(url).hostname or ""
+    info: dict[str, Any] = {"url": shown, "checked": False}
+    if offline:
+        return info, [Finding("info", "index", f"index {shown} not checked (--offline)")]
+    loopback = host in ("localhost", "::1") or host.startswith("127.")
+    if not loopback and not has_default_route():
+        info["network"] = False
+        return info, [
+            Finding(
+                "warn",
+                "index",
+                f"no network configured (no default route): {shown} cannot be "
+                "reached; install from a local wheelhouse",
+            )
+        ]
+    base = url.rstrip("/")
+    try:
+        try:
+            info |= _fetch(base + "/pip/", timeout_s) | {"checked": True, "page": "/pip/"}
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+            info |= _fetch(base + "/", timeout_s) | {"checked": True, "page": "/"}
+    except (OSError, ValueError) as exc:
+        info |= {"checked": True, "reachable": False, "error": str(getattr(exc, "reason", exc))}
+        return info, [Finding("bad", "index", f"index {shown} unreachable: {info['error']}")]
+    info["reachable"] = True
+    rate = (
+        f", {info['mbps']:.1f} MB/s on a {info['bytes'] / 1e3:.0f} kB page"
+        if info.get("mbps")
+        else ""
+    )
+    return info, [
+        Finding("ok", "index", f"index {shown}: first byte in {info['ttfb_ms']:.0f} ms{rate}")
+    ]
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def gpu_check(timeout_s: float = 10.0) -> tuple[dict[str, Any], list[Finding]]:
+    """GPUs other processes already use, and peer-to-peer support between GPUs."""
+    from iobench.system import gpu
+
+    states = gpu.gpu_states(timeout_s)
+    if states is None:
+        return {"available": False}, [
+            Finding("info", "gpu", "no NVIDIA GPU found (nvidia-smi absent or failing)")
+        ]
+    apps = gpu.compute_apps(states, timeout_s)
+    info: dict[str, Any] = {
+        "available": True,
+        "gpus": [asdict(s) for s in states],
+        "processes": [asdict(a) for a in apps],
+    }
+    out: list[Finding] = []
+    for s in states:
+        mine = [a for a in apps if a.gpu_index == s.index]
+        if mine:
+            who = ", ".join(f"pid {a.pid} {a.name} ({a.used_mib} MiB)" for a in mine)
+            out.append(Finding("warn", "gpu", f"GPU {s.index} ({s.name}) is already in use: {who}"))
+    if len(states) > 1:
+        p2p = gpu.p2p_read(timeout_s)
+        info["p2p_read"] = (
+            None if p2p is None else {f"{i}-{j}": v for (i, j), v in sorted(p2p.items())}
+        )
+        missing = sorted((i, j, v) for (i, j), v in (p2p or {}).items() if v != "OK" and i < j)
+        if p2p is None:
+            out.append(Finding("info", "p2p", "could not read nvidia-smi topo -p2p r"))
+        elif missing:
+            pairs = ", ".join(f"GPU{i}-GPU{j} {v}" for i, j, v in missing[:6]) + (
+                " ..." if len(missing) > 6 else ""
+            )
+            out.append(
+                Finding(
+                    "warn",
+                    "p2p",
+                    f"no peer-to-peer reads between {len(missing)} GPU pair(s) ({pairs}): "
+                    "NCCL can hang or crawl trying; disable it",
+                    ("export NCCL_P2P_DISABLE=1",),
+                )
+            )
+        else:
+            out.append(Finding("ok", "p2p", f"peer-to-peer reads between all {len(states)} GPUs"))
+    if not out:
+        out.append(Finding("ok", "gpu", f"{len(states)} GPU(s), none in use"))
+    return info, out
+
+
+# --------------------------------------------------------------------------- probes and predictions
+
+
+def _probe_findings(doc: dict[str, Any], target: str, tmp: str) -> list[Finding]:
+    """Hung probes, locks that do not exclude, and how much slower per file the target is."""
+    by_path = {p["path"]: p for p in doc["paths"]}
+    t, m = by_path.get(doc["roles"]["target"]), by_path.get(doc["roles"]["tmp"])
+    out: list[Finding] = []
+    for name, p in (("target", t), ("tmp", m)):
+        if p and p.get("hung"):
+            out.append(
+                Finding(
+                    "bad",
+                    "probe",
+                    f"{name} {p['path']}: the {p['hung']} probe did not return (hung volume)",
+                )
+            )
+    if t:
+        for kind in ("flock", "fcntl"):
+            verdict = t["locks"].get(kind, "not tested")
+            if verdict != "works":
+                out.append(
+                    Finding(
+                        "warn",
+                        "locks",
+                        f"{kind} locks on the target {target}: {verdict}; pip, uv and "
+                        "huggingface_hub caches shared by two processes there are not protected",
+                    )
+                )
+    if t and m and t.get("create") and m.get("create") and m["create"]["ms_each"] > 0:
+        ratio = t["create"]["ms_each"] / m["create"]["ms_each"]
+        level = "info" if ratio >= 10 else "ok"
+        out.append(
+            Finding(
+                level,
+                "probe",
+                f"a small-file create costs {t['create']['ms_each']:.3f} ms on the target "
+                f"{target}, {m['create']['ms_each']:.3f} ms on tmp {tmp} ({ratio:.0f}x)",
+            )
+        )
+    return out
+
+
+def predict_all(
+    doc: dict[str, Any], scenarios: tuple[str, ...] = PREDICT_SCENARIOS
+) -> dict[str, list[dict[str, Any]]]:
+    """Predicted time-to-ready per config of each shipped scenario that exists."""
+    from iobench.errors import IOBenchError
+    from iobench.predict.model import Costs, predict_scenario
+    from iobench.scenario.load import load_scenario
+
+    by_path = {p["path"]: Costs.from_probe(p) for p in doc["paths"]}
+    folders = {role: by_path[path] for role, path in doc["roles"].items() if path in by_path}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in scenarios:
+        try:
+            preds = predict_scenario(load_scenario(name), folders, cpu_s=doc.get("cpu_s"))
+        except (IOBenchError, KeyError):
+            continue  # not shipped, or a config using a role doctor did not probe
+        out[name] = [p.to_dict() for p in preds]
+    return out
+
+
+def _prediction_findings(predictions: dict[str, list[dict[str, Any]]]) -> list[Finding]:
+    out: list[Finding] = []
+    for scen, preds in predictions.items():
+        by = {p["config"]: p["predicted_s"] for p in preds}
+        best = min(by, key=by.__getitem__)
+        naive = by.get("naive")
+        if naive is not None and naive > 1.5 * by[best] and naive - by[best] > 10:
+            out.append(
+                Finding(
+                    "warn",
+                    "predict",
+                    f"{scen}: everything on the target takes ~{naive:.0f} s to ready, "
+                    f"{best} ~{by[best]:.0f} s",
+                )
+            )
+        else:
+            out.append(
+                Finding("ok", "predict", f"{scen}: fastest {best} ~{by[best]:.0f} s to ready")
+            )
+    return out
+
+
+def run_doctor(
+    target: str | os.PathLike[str],
+    tmp: str | os.PathLike[str],
+    seconds: float = 0.4,
+    index: str | None = None,
+    offline: bool = False,
+    timeout_s: float = 10.0,
+) -> DoctorReport:
+    """Every check, in an order that measures storage before anything else loads the machine."""
+    from iobench.predict.probe import probe_roles
+
+    t0 = time.perf_counter()
+    report = DoctorReport(str(target), str(tmp))
+    report.locations = [locate(n, p) for n, p in interesting_paths()]
+    report.locations += [locate("target", target), locate("tmp", tmp)]
+    report.findings += location_findings(report.locations, str(tmp))
+    report.findings += space_findings(report.locations)
+    report.shm, found = shm_check()
+    report.findings += found
+    report.probes = probe_roles({"target": target, "tmp": tmp}, seconds)
+    report.findings += _probe_findings(report.probes, str(target), str(tmp))
+    report.predictions = predict_all(report.probes)
+    report.findings += _prediction_findings(report.predictions)
+    report.index, found = index_check(index_url(index), timeout_s, offline)
+    report.findings += found
+    report.gpus, found = gpu_check(timeout_s)
+    report.findings += found
+    report.elapsed_s = time.perf_counter() - t0
+    return report

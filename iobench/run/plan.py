@@ -1,0 +1,561 @@
+"""Everything `iobench run` checks before it creates anything, giving a typed RunPlan.
+
+Why: a run that fails on its fifth trial because uv is missing, or after creating a run
+folder because two options contradict, wastes the user's time and leaves things behind
+(hyperfine's rule: validate every option before running). So every check lives here and
+runs first: option combinations, the scenario, the roles (with their defaults), where the
+results go, the installers and tools the configs need, free space, the package index, and
+whether a resumed run still matches. The runner trusts the plan and checks nothing.
+
+Defaults chosen here, and said in the plan's ``notes``:
+- ``--target``: ``/workspace`` when it is a mount point (a cloud pod's network volume),
+  else the current folder; ``/`` and a home folder itself are refused.
+- ``--tmp``: the system temp dir, unless it shares the target's filesystem (then the run
+  would compare a disk with itself): then ``/dev/shm`` when it exists and has room.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iobench import redact
+from iobench.scenario import axes
+from iobench.trial import installers
+from iobench.run import facts
+from iobench.system import procfs
+from iobench.run.earlystop import MIN_GIVE_UP
+from iobench.errors import IOBenchError, UsageError
+from iobench.trial.index import check_mbit
+from iobench.system.removal import QUIET_S
+from iobench.rundir.folder import ResumeState, RunDir, utcnow
+from iobench.rundir.meta import RunMeta
+from iobench.scenario.load import Scenario, load_scenario
+from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
+
+#: the trial time limit's default: this much, plus TRIAL_S_PER_MB per MB the scenario installs
+TRIAL_BASE_S = 600.0
+TRIAL_S_PER_MB = 2.0
+_DEFAULT_SIZE_MB = 50.0
+#: the longest time any option may give (about 11 days): larger numbers are typos
+MAX_SECONDS = 1e6
+
+
+@dataclass
+class RunPlan:
+    """A validated `iobench run`: what to run, where, and the decisions made on the way."""
+
+    scenario: Scenario
+    roles: dict[str, Path]
+    results_root: Path
+    repeats: int
+    trial_timeout_s: float
+    sample_hz: float = 10.0
+    stall_after: float = 30.0
+    stall_timeout: float | None = None
+    label: str = ""
+    wheelhouse: Path | None = None
+    index_url: str | None = None
+    extra_index_urls: list[str] = field(default_factory=list)  # --extra-index-url, beside the index
+    index_mbps: float | None = None
+    python: str | None = None  # interpreter for the venvs (None: the one running iobench)
+    resume: Path | None = None
+    resume_meta: RunMeta | None = None
+    lock_wait: float = 0.0
+    hung_after_s: float = QUIET_S  # a removal without progress this long: the volume hung
+    order_seed: int = 0
+    same_storage: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said at the start of the run
+    command: list[str] = field(default_factory=list)
+    cost: Any = None  # the report's cost options (iobench.cost.idle.CostOptions) or None
+    cache_mode: str = "cold"  # restarts (lifecycle scenarios): iobench.trial.coldcache.MODES
+    pack_method: str = "auto"  # packed-venv's archive: iobench.trial.strategies.PACK_METHODS
+    probe: bool = True  # probe the roles at the start, for predicted_s (iobench.run.policy)
+    give_up_after: float | None = None  # end a trial past K x the best median (docs/early-stop.md)
+    repeats_auto: bool = False  # stop repeating once settled; ``repeats`` is then the maximum
+
+    @property
+    def local_index(self) -> bool:
+        """Packages come from iobench's loopback index (a wheelhouse or synthetic wheels)."""
+        return self.wheelhouse is not None or bool(self.scenario.wheels and not self.index_url)
+
+
+def check(args: argparse.Namespace) -> RunPlan:
+    """Validate `iobench run`'s arguments and the machine; raise one IOBenchError line."""
+    auto = _repeats_auto(args)
+    _check_options(args)
+    state = RunDir.open(args.resume).resume_state() if args.resume is not None else None
+    meta = state.meta if state is not None else None
+    auto = auto or (meta is not None and args.repeats is None and bool(meta.repeats_auto))
+    scenario, repeats = _scenario(args, state)
+    roles, notes = _roles(args, state, scenario)
+    plan = RunPlan(
+        scenario=scenario,
+        roles=roles,
+        results_root=(args.results or Path("results")).resolve(),  # phases run elsewhere: absolute
+        repeats=repeats,
+        trial_timeout_s=args.trial_timeout or default_trial_timeout(scenario),
+        sample_hz=args.sample_hz,
+        stall_after=args.stall_after,
+        stall_timeout=args.stall_timeout,
+        label=args.label,
+        wheelhouse=args.wheelhouse,
+        index_url=args.index_url,
+        index_mbps=args.index_mbps,
+        python=args.python,
+        resume=args.resume.resolve() if args.resume is not None else None,
+        resume_meta=meta,
+        lock_wait=args.lock_wait,
+        hung_after_s=getattr(args, "hung_after", None) or QUIET_S,
+        order_seed=_order_seed(meta, getattr(args, "order_seed", None)),
+        notes=notes,
+        command=["iobench", *sys.argv[1:]],
+        cost=_cost(args),
+        # a resume keeps the run's unless told otherwise (and then refuses: _check_resume)
+        cache_mode=getattr(args, "cache_mode", None) or (meta.cache_mode if meta else "cold"),
+        pack_method=getattr(args, "pack_method", None) or (meta.pack_method if meta else "auto"),
+        probe=not getattr(args, "no_probe", False),
+        give_up_after=getattr(args, "give_up_after", None),
+        repeats_auto=auto,
+    )
+    check_roles_used(scenario, roles)
+    check_results_place(plan.results_root, roles)
+    check_tools(scenario, plan.python)
+    if any(c.strategy == "packed-venv" for c in scenario.configs):
+        from iobench.trial.strategies import choose_method
+
+        choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
+    plan.extra_index_urls = [
+        axes.extra_index_url(u) for u in getattr(args, "extra_index_url", None) or []
+    ]
+    check_index(plan)
+    if meta is None:
+        check_space(scenario, roles)
+    else:
+        check_resume(meta, plan)
+    plan.same_storage = same_storage(scenario, roles)
+    plan.notes += [same_storage_note(group, roles) for group in plan.same_storage]
+    plan.notes += results_note(plan.results_root, roles["target"])
+    return plan
+
+
+def default_trial_timeout(scenario: Scenario) -> float:
+    """A generous wall-clock limit for one trial: 10 minutes plus 2 s per MB installed."""
+    return TRIAL_BASE_S + TRIAL_S_PER_MB * (scenario.size_mb or _DEFAULT_SIZE_MB)
+
+
+# ---------------------------------------------------------------- options
+#: the most trials per config a run takes (the scenario schema's own bound)
+MAX_REPEATS = 1000
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
+        raise UsageError(f"--wheelhouse: {args.wheelhouse} is not a folder")
+    if args.sample_hz > 100:
+        raise UsageError(
+            f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)"
+        )
+    if args.sample_hz < 0.1:
+        raise UsageError(
+            f"--sample-hz {args.sample_hz:g}: at least 0.1 (slower sampling misses whole phases)"
+        )
+    if args.repeats is not None and args.repeats > MAX_REPEATS:
+        raise UsageError(f"--repeats {args.repeats}: at most {MAX_REPEATS}")
+    hung = getattr(args, "hung_after", None)
+    if hung is not None and not 1 <= hung <= MAX_SECONDS:
+        raise UsageError(f"--hung-after {hung:g}: between 1 and {MAX_SECONDS:g} s")
+    for flag in ("stall_after", "stall_timeout", "trial_timeout", "lock_wait"):
+        value = getattr(args, flag)
+        if value is not None and math.isfinite(value) and value > MAX_SECONDS:
+            raise UsageError(f"--{flag.replace('_', '-')} {value:g}: at most {MAX_SECONDS:g} s")
+    if not math.isfinite(args.lock_wait) or args.lock_wait < 0:
+        raise UsageError(f"--lock-wait must be a number of seconds >= 0, not {args.lock_wait}")
+    if args.python is not None:
+        found = shutil.which(args.python)
+        if found is None:
+            raise UsageError(f"--python {args.python}: no such interpreter")
+        args.python = found
+    if args.resume is not None and args.scenario is not None:
+        raise UsageError("--resume continues a run with its own scenario; drop --scenario")
+    if args.index_url and args.wheelhouse:
+        raise UsageError("give --wheelhouse or --index-url, not both")
+
+
+def _repeats_auto(args: argparse.Namespace) -> bool:
+    """``--repeats auto[:N]`` (parsed as ``("auto", N)``) becomes ``--repeats N`` plus the
+    rule of docs/early-stop.md; a resumed auto run stays one. ``--give-up-after`` checked."""
+    k = getattr(args, "give_up_after", None)
+    if k is not None and not (math.isfinite(k) and k >= MIN_GIVE_UP):
+        raise UsageError(
+            f"--give-up-after {k:g}: at least {MIN_GIVE_UP:g} (less ends trials by noise)"
+        )
+    if isinstance(args.repeats, tuple):
+        args.repeats = args.repeats[1]
+        return True
+    return False
+
+
+def _cost(args: argparse.Namespace) -> Any:
+    from iobench.cli.report import cost_options_from_args
+
+    return cost_options_from_args(args)
+
+
+def _scenario(args: argparse.Namespace, state: ResumeState | None) -> tuple[Scenario, int]:
+    """The scenario (a resumed run's own, or --scenario) with --package and --configs applied."""
+    if state is not None:
+        scenario = state.scenario
+        repeats = args.repeats or state.repeats
+    else:
+        scenario = load_scenario(args.scenario or "smoke")
+        repeats = args.repeats or scenario.repeats
+        if scenario.wheels and not args.package and (args.index_url or args.wheelhouse):
+            # the synthetic names (smoke-core, ...) must never be fetched from a real index
+            raise UsageError(
+                f"scenario {scenario.name} installs synthetic wheels served by iobench; "
+                "--index-url and --wheelhouse need real packages (a scenario such as torch, or --package REQ)"
+            )
+    scenario = axes.apply(
+        scenario, args, resumed=state is not None
+    )  # --requirements, --installer, --matrix
+    if args.package:
+        scenario = scenario.with_packages(args.package)
+    if args.configs:
+        scenario = scenario.select([c.strip() for c in args.configs.split(",") if c.strip()])
+    return scenario, repeats
+
+
+def _order_seed(meta: RunMeta | None, asked: int | None = None) -> int:
+    """The seed of the trial order: a resumed run keeps its own, so its plan is the same
+    (a run from before the order was shuffled gets a new one); else ``--order-seed``, else
+    a random one."""
+    if meta is not None and meta.order_seed is not None:
+        return meta.order_seed
+    if asked is not None:
+        if not 0 <= asked < 2**32:
+            raise UsageError(f"--order-seed must be in 0 .. {2**32 - 1} (got {asked})")
+        return asked
+    return secrets.randbits(32)
+
+
+# ---------------------------------------------------------------- roles
+def _roles(
+    args: argparse.Namespace, state: ResumeState | None, scenario: Scenario
+) -> tuple[dict[str, Path], list[str]]:
+    """The roles' folders (given, a resumed run's, or the defaults) and why defaults were chosen."""
+    notes: list[str] = []
+    given: dict[str, Path] = {}
+    if state is not None:
+        given = dict(state.roles)
+    if args.target is not None:
+        given["target"] = args.target
+    if args.tmp is not None:
+        given["tmp"] = args.tmp
+    extra = {name: path for name, path in given.items() if name not in ("target", "tmp")}
+    if args.path:
+        extra = {}
+        for name, path in args.path:
+            if name in ("target", "tmp") or name in extra:
+                raise UsageError(f"--path {name}=...: role '{name}' given twice")
+            extra[name] = path
+    if "target" not in given:
+        given["target"], why = default_target()
+        notes.append(f"target: {given['target']} ({why}; give --target DIR to choose)")
+    roles = {"target": check_role_dir("target", given["target"])}
+    if "tmp" not in given:
+        given["tmp"], why = default_tmp(roles["target"], scenario)
+        notes.append(f"tmp: {given['tmp']} ({why}; give --tmp DIR to choose)")
+    roles["tmp"] = check_role_dir("tmp", given["tmp"])
+    for name, path in extra.items():
+        roles[name] = check_role_dir(f"path {name}", path)
+    for name, path in roles.items():  # a scratch folder that would be refused refuses the run now
+        check_scratch(name, path)
+    return roles, notes
+
+
+def default_target() -> tuple[Path, str]:
+    """``/workspace`` when it is a mount point, else the current folder (never / or a home)."""
+    workspace = Path("/workspace")
+    if workspace.is_dir() and os.path.ismount(workspace):
+        return workspace, "/workspace is a mount point"
+    cwd = Path.cwd().resolve()
+    if cwd == Path("/") or cwd in _homes():
+        raise UsageError("give --target DIR (your network volume)")
+    return cwd, "the current folder"
+
+
+def _homes() -> set[Path]:
+    homes = {Path.home().resolve()}
+    try:
+        homes.update(p.resolve() for p in Path("/home").iterdir() if p.is_dir())
+    except OSError:
+        pass
+    return homes
+
+
+def default_tmp(target: Path, scenario: Scenario) -> tuple[Path, str]:
+    """The system temp dir, unless it shares the target's filesystem: then /dev/shm if it has room."""
+    system = Path(tempfile.gettempdir())
+    if not same_filesystem(system, target):
+        return system, "the system temp dir"
+    shm = Path("/dev/shm")
+    need = _space_need(scenario).get("tmp", 0.0) + _space_need(scenario).get("target", 0.0)
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) and _free_mb(shm) >= need:
+        return shm, f"the system temp dir {system} shares the target's filesystem; /dev/shm is RAM"
+    return system, "the system temp dir; it shares the target's filesystem and /dev/shm has no room"
+
+
+def filesystem_of(path: Path) -> tuple[int, str]:
+    """(device, mount point) of the filesystem holding ``path``."""
+    mount = procfs.mount_of(path)
+    return os.stat(path).st_dev, mount.mountpoint if mount is not None else ""
+
+
+def same_filesystem(a: Path, b: Path) -> bool:
+    try:
+        return filesystem_of(a) == filesystem_of(b)
+    except OSError:
+        return False
+
+
+def same_storage(scenario: Scenario, roles: dict[str, Path]) -> list[list[str]]:
+    """Groups of two or more roles the scenario uses that sit on one filesystem (same
+    device and mount): configs that differ only in these roles compare a disk with itself."""
+    used = sorted(set().union(*(c.roles() for c in scenario.configs)) & set(roles))
+    groups: dict[tuple[int, str], list[str]] = {}
+    for role in used:
+        groups.setdefault(filesystem_of(roles[role]), []).append(role)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def same_storage_note(group: list[str], roles: dict[str, Path]) -> str:
+    fs = facts.mount_of(roles[group[0]])
+    return (
+        f"note: roles {' and '.join(group)} are on one filesystem ({fs.get('fstype', '?')} at "
+        f"{fs.get('mountpoint', '?')}): configs that differ only in them measure the same storage"
+    )
+
+
+def results_note(results: Path, target: Path) -> list[str]:
+    """Logs written during trials onto a network volume under test would add to what is measured."""
+    fstype = facts.fstype_of(target)
+    remote = fstype.startswith(
+        ("nfs", "fuse", "cifs", "smb", "9p", "ceph", "lustre", "gluster", "virtiofs")
+    )
+    existing = next((p for p in (results, *results.parents) if p.exists()), Path("/"))
+    if remote and os.stat(existing).st_dev == os.stat(target).st_dev:
+        return [
+            f"note: the results folder is on the target ({fstype}); give --results a local folder "
+            "so that iobench's own logs do not share the volume under test"
+        ]
+    return []
+
+
+def check_roles_used(scenario: Scenario, roles: dict[str, Path]) -> None:
+    used = set().union(*(c.roles() for c in scenario.configs))
+    for role in sorted(used):
+        if role not in roles:
+            raise UsageError(
+                f"scenario {scenario.name} uses role '{role}' but no --path {role}=DIR was given"
+            )
+
+
+def check_results_place(results: Path, roles: dict[str, Path]) -> None:
+    """Results never inside a scratch folder (it is deleted at the end), nor scratch inside results."""
+    real = Path(os.path.realpath(results))
+    if SCRATCH_NAME in real.parts:
+        raise UsageError(
+            f"--results {results}: inside an iobench scratch folder, which iobench deletes"
+        )
+    for name, path in roles.items():
+        scratch = str(path / SCRATCH_NAME)
+        if procfs.is_within(scratch, str(real)):
+            raise UsageError(
+                f"--results {results}: the scratch folder of role {name} ({scratch}) would lie inside it; "
+                "give --results a folder beside the roles, not above them"
+            )
+
+
+# ---------------------------------------------------------------- tools, space, index
+def check_tools(scenario: Scenario, python: str | None) -> None:
+    """The installers and venv creator the configs need are present (before the first trial)."""
+    installers.check_tools(scenario.configs, python)
+
+
+def _space_need(scenario: Scenario) -> dict[str, float]:
+    size_mb = scenario.size_mb or _DEFAULT_SIZE_MB
+    need: dict[str, float] = {}
+    for c in scenario.configs:
+        need[c.venv] = max(need.get(c.venv, 0.0), size_mb)
+        need[c.tmpdir] = max(need.get(c.tmpdir, 0.0), size_mb * 0.4)
+        if c.cache != "off":
+            need[c.cache] = max(need.get(c.cache, 0.0), size_mb * 0.4)
+    return need
+
+
+def _free_mb(path: Path) -> float:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 1e6
+
+
+def check_space(scenario: Scenario, roles: dict[str, Path]) -> None:
+    """Each filesystem has room for what the roles on it will hold at once."""
+    need = _space_need(scenario)
+    shared: dict[int, float] = {}
+    for role, mb in need.items():
+        dev = os.stat(roles[role]).st_dev
+        shared[dev] = shared.get(dev, 0.0) + mb
+    for role, path in roles.items():
+        if role not in need:
+            continue
+        free_mb = _free_mb(path)
+        want = shared[os.stat(path).st_dev]
+        if free_mb < want:
+            flag = role if role in ("target", "tmp") else "path " + role
+            raise UsageError(
+                f"--{flag}: {path} has {free_mb:.0f} MB free; scenario {scenario.name} needs about {want:.0f} MB there"
+            )
+
+
+def check_index(plan: RunPlan) -> None:
+    """Index options that go together, and a remote index that answers."""
+    if plan.index_mbps is not None and not plan.local_index:
+        raise UsageError(
+            "--index-mbit needs the local index (--wheelhouse or a synthetic scenario)"
+        )
+    check_mbit(plan.index_mbps)  # finite and in range, before anything is made
+    if plan.extra_index_urls and plan.local_index:
+        raise UsageError(
+            "--extra-index-url goes beside a real index (PyPI or --index-url), not iobench's local one"
+        )
+    for url in filter(None, [plan.index_url, *plan.extra_index_urls]):
+        check_reachable(url)
+
+
+def check_reachable(url: str) -> None:
+    """Fail the run early, once, if the index cannot be reached at all. Any HTTP answer
+    (even 401 or 404 at the root) counts as reachable: pip may still work with it.
+    Credentials in the URL are sent as Basic auth, never as part of the host."""
+    import base64
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    headers = {}
+    if parts.username is not None:
+        token = (
+            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        )
+        headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=15
+        ) as resp:  # noqa: S310
+            resp.read(1)
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise IOBenchError(
+            f"package index {redact.redact(url)} cannot be reached: {reason}"
+        ) from None
+
+
+# ---------------------------------------------------------------- resume
+def check_resume(meta: RunMeta, plan: RunPlan) -> None:
+    """Refuse to resume when the scenario, roles or installer inputs changed since the run started."""
+    run = meta.run_id
+    configs = [c.name for c in plan.scenario.configs]
+    if meta.scenario_name != plan.scenario.name or meta.config_names != configs:
+        raise UsageError(
+            f"cannot resume {run}: scenario/configs changed (was {meta.scenario_name} {meta.config_names})"
+        )
+    old_roles = {k: str(v) for k, v in meta.role_paths.items()}
+    new_roles = {k: str(Path(v).resolve()) for k, v in plan.roles.items()}
+    if old_roles != new_roles:
+        raise UsageError(f"cannot resume {run}: roles changed (was {old_roles}, now {new_roles})")
+    if meta.repeats not in (None, plan.repeats):
+        raise UsageError(f"cannot resume {run}: repeats changed (was {meta.repeats})")
+    packages = [redact.redact(p) for p in plan.scenario.packages]
+    if list(meta.scenario.get("packages", [])) != packages:
+        raise UsageError(
+            f"cannot resume {run}: packages changed (was {meta.scenario.get('packages')})"
+        )
+    if meta.venv_python not in (None, plan.python or sys.executable):
+        raise UsageError(f"cannot resume {run}: --python changed (was {meta.venv_python})")
+    kind = "local" if plan.local_index else "remote"
+    if meta.index_kind not in (None, kind):
+        raise UsageError(f"cannot resume {run}: the package index changed (was {meta.index_kind})")
+    if plan.scenario.lifecycle and meta.cache_mode != plan.cache_mode:
+        raise UsageError(
+            f"cannot resume {run}: --cache-mode changed (was {meta.cache_mode}, now {plan.cache_mode})"
+        )
+    if plan.scenario.lifecycle and meta.pack_method != plan.pack_method:
+        raise UsageError(
+            f"cannot resume {run}: --pack-method changed (was {meta.pack_method}, now {plan.pack_method})"
+        )
+
+
+# ---------------------------------------------------------------- what meta.json says of the plan
+def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
+    """meta.json of a new run: what ran, where, on what, with which decisions (checked)."""
+    return RunMeta.from_json(
+        {
+            "iobench_version": facts.__version__,
+            "run_id": run_id,
+            "command": redact.redact_argv(p.command),
+            "label": p.label,
+            "started_at": utcnow(),
+            "ended_at": None,
+            "status": "running",
+            "scenario": {
+                **p.scenario.to_dict(),
+                "packages": [redact.redact(x) for x in p.scenario.packages],
+            },
+            "repeats": p.repeats,
+            "order_seed": p.order_seed,
+            "roles": {name: facts.mount_of(path) for name, path in p.roles.items()},
+            "same_storage": p.same_storage,
+            "role_notes": p.notes,
+            "host": facts.host_info(),
+            # the prefetched facts not ready yet are filled in after the warm-up (Runner)
+            "versions": facts.versions(wait=False),
+            "pip_config": facts.pip_config(isolated=p.local_index, wait=False),
+            "index": index_meta,
+            "gpu": facts.gpu_info(),
+            "sample_hz": p.sample_hz,
+            "cache_mode": p.cache_mode,
+            "pack_method": p.pack_method,
+            "stall_after_s": p.stall_after,
+            "stall_timeout_s": p.stall_timeout,
+            "trial_timeout_s": p.trial_timeout_s,
+            "venv_python": p.python or sys.executable,
+            "env": facts.redact_env(dict(os.environ)),
+        },
+        "meta.json",
+    )
+
+
+__all__ = [
+    "RunPlan",
+    "check",
+    "run_meta",
+    "default_target",
+    "default_tmp",
+    "default_trial_timeout",
+    "same_storage",
+]

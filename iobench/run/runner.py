@@ -1,0 +1,265 @@
+"""The run loop: lock the target, start the index, run the planned trials, record each one.
+
+The runner owns what lives as long as the run: the target's lock, the roles' scratch
+folders, the loopback index, the run directory and the clean-up. It trusts its plan
+(``iobench.run.plan`` checked everything before), runs the trials in the planned order
+(``iobench.run.order``), records each row the moment its trial ends — the row first, then its
+samples, then the removal of the trial's folders — and never formats a report.
+
+Clean-up finishes whatever signals arrive (they are ignored while it runs), and every part
+of it is bounded in time: on a hung volume iobench gives up deleting what it cannot, says
+where it is, and exits.
+
+Its own cost is small and on record (meta.json's ``overhead``): warm caches primed once per
+placement (``iobench.trial.warmcache``); trial folders trashed, removed in the background only on
+volumes no running trial uses (``iobench.system.removal.Reaper``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+from iobench.run import facts
+from iobench.run import overhead
+from iobench.trial import process
+from iobench.system import signals
+from iobench.errors import IOBenchError, LockLostError, VolumeHungError
+from iobench.trial.index import LocalIndex
+from iobench.trial.installers import IndexSpec
+from iobench.system.lock import TargetLock
+from iobench.run.plan import RunPlan, run_meta
+from iobench.trial.progress import PlainProgress, Progress
+from iobench.system.removal import TRASH, Reaper, Remover
+from iobench.rundir.folder import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
+from iobench.run.policy import RunTrials
+from iobench.run.start import claim_scratch, start_index, warming_up
+from iobench.trial.sampler import stall_dicts
+from iobench.system.scratch import Scratch
+from iobench.trial.steps import TrialContext, TrialResult, TrialSpec
+from iobench.trial.warmcache import WarmCaches, placement
+
+
+class Runner:
+    """One `iobench run` of a checked plan."""
+
+    def __init__(self, plan: RunPlan, progress: Progress | None = None) -> None:
+        self.plan = plan
+        self.progress: Progress = progress or PlainProgress()
+        self.index: LocalIndex | None = None
+        self.scratch: dict[str, Scratch] = {}
+        self.lock: TargetLock | None = None
+        self.run_dir: RunDir | None = None
+        self.run_id = ""
+        self._handlers: dict[int, object] = {}
+        self._interrupted = False
+        self.remover = Remover(quiet_s=plan.hung_after_s)
+        self.reaper = Reaper(self.remover, {})  # its volumes are known once scratch exists
+        self.clock = overhead.Clock()
+        self.warm: WarmCaches | None = None
+
+    def run(self) -> RunDir:
+        """Run every planned trial not yet done; the run directory is complete, or says why not."""
+        self._handlers = signals.catch()
+        process.set_subreaper(True)
+        try:
+            self.index, index_spec, index_meta = start_index(self.plan, self.progress)
+            self.clock = overhead.Clock()  # from meta.json's started_at, stamped next
+            with self.clock.part("setup"):
+                rd, ctx, specs, done = self._set_up(index_spec, index_meta)
+            total = len(specs) + done
+            for k, spec in enumerate(specs, start=done + 1):
+                self._one_trial(rd, ctx, spec, k, total)
+            self._empty_trash()
+            self._update_meta(rd, status="complete", ended_at=utcnow(), overhead=self._account())
+            self.progress.run_finished()
+            return rd
+        except (KeyboardInterrupt, LockLostError, VolumeHungError) as exc:
+            self._interrupted = isinstance(exc, KeyboardInterrupt)
+            exc.run_dir = self.run_dir.path if self.run_dir else None  # type: ignore[union-attr]
+            changes = {"status": "interrupted", "ended_at": utcnow(), "overhead": self._account()}
+            if not isinstance(exc, KeyboardInterrupt):
+                status = "lock-lost" if isinstance(exc, LockLostError) else "volume-hung"
+                changes.update(status=status, status_reason=str(exc))
+            if self.run_dir is not None:
+                self._update_meta(self.run_dir, **changes)
+            raise
+        finally:
+            self._cleanup()
+
+    # ------------------------------------------------------------------ set-up
+    def _set_up(
+        self, index_spec: IndexSpec, index_meta: dict
+    ) -> tuple[RunDir, TrialContext, RunTrials, int]:
+        """The run folder, the trial context, the probe and the trial order (the warm-up
+        venv made beside the probe), meta.json's late facts; the trials and how many are done."""
+        rd = self.run_dir = self._open_run_dir(index_meta)
+        ctx = self._context(rd, index_spec)
+        done = rd.done_trial_ids()
+        with warming_up(ctx, self.scratch["tmp"], self._remove) as venv:
+            with self.clock.part("probe"):  # and the trial order (iobench.run.policy)
+                specs = self.trials = RunTrials.start(
+                    self.plan, rd, self.scratch, done, self.progress
+                )
+            self.progress.run_started(str(rd.path), len(specs) + len(done), len(done))
+            for note in self.plan.notes:
+                self.progress.message(note)
+        meta = rd.meta()  # and what meta.json was first written without
+        versions, pip_config = facts.with_late_facts(
+            {**meta.versions, **({"venv": venv} if venv else {})}, meta.pip_config
+        )
+        if versions != meta.versions or pip_config != meta.pip_config:
+            self._update_meta(rd, versions=versions, pip_config=pip_config)
+        return rd, ctx, specs, len(done)
+
+    def _open_run_dir(self, index_meta: dict) -> RunDir:
+        """Lock the target first (a refused run leaves nothing), then create or reopen the run."""
+        p = self.plan
+        if p.resume is not None:
+            rd = RunDir.open(p.resume)
+            run_id = self.run_id = (p.resume_meta or rd.meta()).run_id
+            self._lock_target(run_id)
+            rd.update_meta(status="running", resumed_at=utcnow(), order_seed=p.order_seed)
+            rd.ensure_folders()  # a copied run folder may have lost its empty logs/
+        else:
+            run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
+            self._lock_target(run_id)
+            rd = RunDir.create(p.results_root, run_id, run_meta(p, run_id, index_meta))
+        self.scratch = claim_scratch(p, run_id, self.progress)
+        self.reaper.devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
+        warm = {placement(c) for c in p.scenario.configs if c.cache_state == "warm"}
+        self.warm = WarmCaches(self.scratch, wanted=warm)
+        return rd
+
+    def _lock_target(self, run_id: str) -> None:
+        """One iobench run per target at a time: two would spoil each other's figures."""
+        scratch = Scratch(self.plan.roles["target"], run_id).ensure()
+        self.lock = TargetLock(scratch.root, run_id, wait_s=self.plan.lock_wait).acquire()
+        if self.lock.took_over:
+            self.progress.message(
+                f"warning: took over a stale lock on {self.plan.roles['target']}: {self.lock.took_over}"
+            )
+
+    def _context(self, rd: RunDir, index_spec: IndexSpec) -> TrialContext:
+        cwd = self.scratch["tmp"].run_root / "cwd"  # empty, local: `python -c` puts it on sys.path
+        cwd.mkdir(exist_ok=True)
+        return TrialContext.of_plan(
+            self.plan, run_id=self.run_id, scratch=self.scratch, logs=rd.logs_dir, cwd=cwd,
+            index_spec=index_spec, index=self.index, progress=self.progress, stop=signals.STOP,
+            warm=self.warm,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ trials
+    def _one_trial(
+        self, rd: RunDir, ctx: TrialContext, spec: TrialSpec, k: int, total: int
+    ) -> None:
+        """Run a trial, then: its row, its samples, the removal of its folders, in that order;
+        nothing is removed on the trial's volumes while it runs (``Reaper.hold``)."""
+        self.progress.trial_started(k, total, spec.trial_id)
+        with self.clock.part("cleanup"):  # the trash on the trial's volumes goes first
+            for error in self.reaper.hold(self.scratch[r].root for r in spec.config.roles()):
+                self.progress.message(f"warning: could not remove {error}")
+        t = time.monotonic()
+        result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
+        self.clock.trial(result.row, result.priming_s, time.monotonic() - t)
+        with self.clock.part("records"):
+            try:
+                rd.append_trial(result.row)
+            except OSError as exc:
+                raise IOBenchError(
+                    f"cannot append to {rd.trials_csv}: {exc.strerror or exc}"
+                ) from None
+            self.progress.trial_finished(k, total, result.row)
+            self._save_series(rd, result)
+        self.progress.phase(spec.trial_id, "cleanup")
+        with self.clock.part("cleanup"):
+            for scratch in self.scratch.values():
+                self._defer(scratch.run_root / spec.trial_id, scratch)
+            self.reaper.release()
+        if self.remover.hung:
+            raise VolumeHungError(
+                f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
+                f"{spec.trial_id} (rows kept); left behind: {', '.join(map(str, self.remover.left))}"
+            )
+        if result.row.status == "interrupted" or signals.STOP.is_set():
+            raise KeyboardInterrupt
+        if self.lock is not None and self.lock.lost:
+            raise LockLostError(
+                f"{self.lock.lost}; the run stopped after trial {spec.trial_id} (rows kept)"
+            )
+
+    def _account(self) -> dict:
+        """meta.json's ``overhead`` (iobench.run.overhead)."""
+        if self.warm is not None:
+            self.clock.counts.update(self.warm.counts())
+        return self.clock.account(overhead.since_command_start(self.clock.start))
+
+    def _save_series(self, rd: RunDir, result: TrialResult) -> None:
+        """Samples and stalls; a full results disk costs them, never the trial's row."""
+        if result.series is None:
+            return
+        tid = result.row.trial_id
+        try:
+            if result.series.rows:
+                rd.write_samples(tid, result.series.rows, SAMPLE_COLUMNS)
+            rd.append_stalls(result.row.run_id, tid, stall_dicts(result.series.stalls))
+        except OSError as exc:
+            self.progress.message(f"warning: samples of {tid} not saved: {exc.strerror or exc}")
+
+    def _update_meta(self, rd: RunDir, **changes: object) -> None:
+        """Change meta.json; a full results disk costs the change (said), never the run or its rows."""
+        if why := rd.try_update_meta(**changes):
+            self.progress.message(f"warning: {why}")
+
+    # ------------------------------------------------------------------ clean-up
+    def _cleanup(self) -> None:
+        """Remove what the run made and free the lock; no signal cuts this short, and no
+        step waits on a volume that stopped answering."""
+        signals.cleaning()
+        try:
+            if self.index is not None:
+                self.index.stop()
+            self.reaper.close()  # its trash goes with the run's folders
+            for scratch in self.scratch.values():
+                self._remove(scratch.run_root, scratch.root)
+            if self.lock is not None:
+                lock, where = self.lock, self.scratch_root("target")
+                error = self.remover.run(lock.release, where)
+                if error:
+                    self.progress.message(
+                        f"warning: lock in {where} not freed ({error}); it is stale once we exit"
+                    )
+            for scratch in self.scratch.values():  # a clean run leaves no empty scratch behind
+                self.remover.run(scratch.drop_if_empty, scratch.root)
+            process.set_subreaper(False)
+        finally:
+            if not self._interrupted:  # an interrupted iobench is on its way out: keep ignoring
+                signals.restore(self._handlers)
+
+    def scratch_root(self, role: str) -> Path:
+        return Scratch(self.plan.roles[role]).root
+
+    def _defer(self, path: Path, scratch: Scratch) -> None:
+        """Move a trial's folder into the run's trash (removed later by the Reaper)."""
+        if error := self.remover.defer(path, scratch.run_root / TRASH, scratch.root):
+            self.progress.message(
+                f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
+            )
+
+    def _empty_trash(self) -> None:
+        """Remove what waits in the trash, before the run's end is stamped (it is part of it)."""
+        with self.clock.part("cleanup"):
+            for error in self.reaper.drain():
+                self.progress.message(f"warning: could not remove {error}")
+
+    def _remove(self, path: Path, volume: Path) -> None:
+        """Remove a scratch path while the removal progresses; say where it stays if not."""
+        if error := self.remover.remove(path, volume):
+            self.progress.message(
+                f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
+            )
+
+
+__all__ = ["Runner"]

@@ -1,0 +1,416 @@
+"""The run directory: meta.json, trials.csv (appended and flushed per trial), samples/, stalls.csv.
+
+``RunDir`` is the one writer and the one reader of a run's folder; the rows are the typed
+records of ``iobench.rundir.records`` and the metadata is ``iobench.rundir.meta.RunMeta`` (its
+docstring keeps the schema's version history). The report, compare and --resume read
+through the same functions: ``RunDir.meta()``, ``RunDir.trials(latest_only=True)`` (a trial
+interrupted and run again by --resume counts once, by its later row) and
+``RunDir.resume_state()``.
+
+Read back, trials.csv is untrusted: a cut or damaged header (a column name cut short, a row
+wider than the header), a number that is not finite or out of range, or a name that is not a
+safe path component is one RunDirError line; a column this version does not know (a newer
+iobench's) is ignored. A row cut short (a crash mid-append, the file's last line without its
+newline, or fewer cells than the header) is never trusted: it is skipped, said so, and its
+trial runs again on --resume. Format and column docs: results/README.md (generated from the
+field docs by ``python -m iobench.rundir.folder --markdown``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from iobench import redact
+from iobench.errors import IOBenchError, RunDirError
+from iobench.rundir.records import (
+    FINAL_STATUSES,
+    PHASES,
+    REQUIRED_TRIAL_COLUMNS,
+    SAMPLE_COLUMNS,
+    STALL_COLUMNS,
+    TRIAL_COLUMNS,
+    Sample,
+    Stall,
+    TrialRow,
+    cell,
+    check_header,
+    from_cells,
+    markdown_table,
+    to_cells,
+)
+from iobench.rundir.meta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
+from iobench.scenario.load import Scenario, scenario_from_meta
+
+__all__ = [
+    "FINAL_STATUSES", "PHASES", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STALL_COLUMNS",
+    "TRIAL_COLUMNS", "ResumeState", "RunDir", "RunMeta", "Sample", "Stall", "TrialRow",
+    "TrialsFile", "latest_rows", "new_run_id", "utcnow",
+]  # fmt: skip
+
+#: a trials.csv larger than this is not one iobench wrote (2000 trials take about 1 MB)
+MAX_TRIALS_BYTES = 512 * 1024 * 1024
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(host: str, scenario: str) -> str:
+    safe = (
+        "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in host)[:30].strip("-_") or "host"
+    )
+    # the pid keeps two runs started in the same second apart (they may share a tmp role)
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"
+
+
+def _check_widths(records: Sequence[Sequence[str]], where: str, cut_last: bool) -> None:
+    """A row wider than the header, or every complete row narrower, means the header is
+    damaged (a row cut short is narrower, never wider; and never all of them)."""
+    width = len(records[0])
+    rows = [(n, len(rec)) for n, rec in enumerate(records[1:], start=2) if rec]
+    wide = next(((n, w) for n, w in rows if w > width), None)
+    complete = rows[:-1] if cut_last else rows
+    if wide is None and complete and all(w < width for _, w in complete):
+        wide = complete[0]
+    if wide is not None:
+        raise RunDirError(
+            f"{where}: header is cut short or damaged (row {wide[0]} has {wide[1]} cells, the header {width})"
+        )
+
+
+def latest_rows(trial_ids: Sequence[str], statuses: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Which rows count when a trial id appears more than once: the one "latest row" rule.
+
+    ``iobench run --resume`` runs an ``interrupted`` trial again and appends its new row. The
+    interrupted row of a trial that has any other row is dropped (it is neither a failure
+    nor a result); of what is left, the last row per trial id counts. Returns the indices
+    kept (in file order) and the ids that were run again.
+    """
+    finished = {t for t, s in zip(trial_ids, statuses, strict=True) if s != "interrupted"}
+    superseded = [
+        s == "interrupted" and t in finished for t, s in zip(trial_ids, statuses, strict=True)
+    ]
+    last = {t: i for i, t in enumerate(trial_ids) if not superseded[i]}
+    kept = sorted(last.values())
+    resumed = list(dict.fromkeys(t for t, sup in zip(trial_ids, superseded, strict=True) if sup))
+    return kept, resumed
+
+
+@dataclass(frozen=True)
+class TrialsFile:
+    """trials.csv as read: its rows, its header, and the rows not trusted (cut short)."""
+
+    rows: tuple[TrialRow, ...] = ()
+    columns: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # one line per row cut short
+
+    def latest(self) -> tuple[list[TrialRow], list[str]]:
+        """The rows that count (``latest_rows``) and the trial ids run again by --resume."""
+        kept, resumed = latest_rows([r.trial_id for r in self.rows], [r.status for r in self.rows])
+        return [self.rows[i] for i in kept], resumed
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """What --resume continues: the run's meta, scenario, roles, and the trials already done."""
+
+    meta: RunMeta
+    scenario: Scenario
+    roles: dict[str, Path]
+    repeats: int
+    done: frozenset[str]  # trial ids whose latest row has a final status
+    skipped: tuple[str, ...] = ()  # rows cut short (their trials run again)
+    rows: tuple[TrialRow, ...] = field(default=(), repr=False)
+
+
+class RunDir:
+    """One run's folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def trials_csv(self) -> Path:
+        return self.path / "trials.csv"
+
+    @property
+    def meta_json(self) -> Path:
+        return self.path / "meta.json"
+
+    @property
+    def stalls_csv(self) -> Path:
+        return self.path / "stalls.csv"
+
+    @property
+    def probe_json(self) -> Path:
+        """The probe of the run's roles at its start (``iobench.predict.probe.probe_roles``), if made."""
+        return self.path / "probe.json"
+
+    @property
+    def samples_dir(self) -> Path:
+        return self.path / "samples"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / "logs"
+
+    def sample_path(self, trial_id: str) -> Path:
+        return self.samples_dir / f"{trial_id}.csv"
+
+    # -------------------------------------------------------------- meta.json
+    @classmethod
+    def create(cls, results_root: Path, run_id: str, meta: RunMeta) -> RunDir:
+        """Make the run's folder and write its meta.json (``meta.run_id`` is set to ``run_id``)."""
+        info = replace(meta, run_id=run_id, schema_version=SCHEMA_VERSION)
+        RunMeta.from_json(info.to_json())  # what is written must read back
+        path = results_root / run_id
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            (path / "samples").mkdir()
+            # installer logs may hold configuration
+            (path / "logs").mkdir(mode=redact.PRIVATE_DIR_MODE)
+        except FileExistsError:
+            raise RunDirError(f"run directory {path} already exists") from None
+        except OSError as exc:
+            raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
+        rd = cls(path)
+        rd.write_meta(info)
+        # the header now: its block then has room for the first rows even if the disk fills mid-trial
+        with open(rd.trials_csv, "w", newline="") as fh:
+            csv.writer(fh).writerow(TRIAL_COLUMNS)
+        return rd
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run directory; its meta.json must load."""
+        rd = cls(path)
+        rd.meta()
+        return rd
+
+    def ensure_folders(self) -> None:
+        """samples/ and logs/ of a run being continued: a run folder copied by a tool that
+        drops empty folders (git, some sync tools) lacks them."""
+        for folder in (self.samples_dir, self.logs_dir):
+            try:
+                folder.mkdir(exist_ok=True)
+            except OSError as exc:
+                raise RunDirError(f"cannot create {folder}: {exc.strerror or exc}") from None
+
+    def meta(self) -> RunMeta:
+        """meta.json, upgraded to this version and checked (``iobench.rundir.meta.load_meta``)."""
+        if not self.path.exists():
+            raise RunDirError(f"{self.path}: no such folder")
+        if not self.path.is_dir():
+            raise RunDirError(f"{self.path} is not an iobench run directory (not a folder)")
+        return load_meta(self.path)
+
+    def write_meta(self, meta: RunMeta) -> None:
+        text = json.dumps(meta.to_json(), indent=2, allow_nan=False, default=str) + "\n"
+        redact.write_private(self.meta_json, text)
+
+    def update_meta(self, **changes: object) -> RunMeta:
+        """Change some keys of meta.json (e.g. ``status``, ``ended_at``); checked before writing."""
+        data = {**self.meta().to_json(), **changes}
+        meta = RunMeta.from_json(data, str(self.meta_json))
+        self.write_meta(meta)
+        return meta
+
+    def try_update_meta(self, **changes: object) -> str:
+        """``update_meta`` where a full results disk must cost only the change, never the run
+        or its rows: '' when written, else the warning to print."""
+        try:
+            self.update_meta(**changes)
+        except (OSError, IOBenchError) as exc:
+            return f"meta.json not updated ({', '.join(changes)}): {exc}"
+        return ""
+
+    def write_probe(self, doc: dict) -> None:
+        """Keep the start-of-run probe (written once, atomically, like meta.json)."""
+        redact.write_private(self.probe_json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+    def probe(self) -> dict | None:
+        """probe.json as written, or None when the run has none (or it does not parse)."""
+        try:
+            doc = json.loads(self.probe_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    # -------------------------------------------------------------- trials.csv
+    def append_trial(self, row: TrialRow) -> None:
+        """Append one trial row and make it durable before the next trial starts.
+
+        A file that already has a header keeps it (a run resumed from an older version keeps
+        its columns; a column it lacks is not written).
+        """
+        cells = to_cells(row)
+        size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
+        columns = self._header() if size else TRIAL_COLUMNS
+        with open(self.trials_csv, "a+", newline="") as fh:
+            if size:  # a row cut off by a crash or a full disk must not swallow this one
+                fh.seek(size - 1)
+                if fh.read(1) != "\n":
+                    fh.write("\n")
+            writer = csv.writer(fh)
+            if not size:  # new, or left empty by a crash
+                writer.writerow(columns)
+            writer.writerow([cells.get(c, "") for c in columns])
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _header(self) -> tuple[str, ...]:
+        with open(self.trials_csv, newline="", encoding="utf-8", errors="replace") as fh:
+            first = fh.readline(1 << 16)
+        header = next(csv.reader([first]), [])
+        if not first.endswith("\n"):
+            raise RunDirError(f"{self.trials_csv}: header is cut short; not an iobench trials.csv")
+        check_header(header, TrialRow, str(self.trials_csv), REQUIRED_TRIAL_COLUMNS)
+        return tuple(header)
+
+    def read_trials(self) -> TrialsFile:
+        """Every row of trials.csv, checked (see the module docstring); empty if none yet."""
+        path = self.trials_csv
+        where = str(path)
+        try:
+            if not path.exists() or path.stat().st_size == 0:
+                return TrialsFile()
+            if path.stat().st_size > MAX_TRIALS_BYTES:
+                raise RunDirError(
+                    f"{where}: larger than {MAX_TRIALS_BYTES >> 20} MiB; not an iobench trials.csv"
+                )
+            text = path.read_text(encoding="utf-8")
+            records = list(csv.reader(io.StringIO(text, newline="")))
+        except UnicodeDecodeError as exc:
+            raise RunDirError(f"{where}: not text (byte {exc.start} is not UTF-8)") from None
+        except OSError as exc:
+            raise RunDirError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+        except csv.Error as exc:
+            raise RunDirError(f"{where}: cannot be parsed as CSV ({exc})") from None
+        cut_last = not text.endswith("\n")
+        header = records[0] if records else []
+        if cut_last and len(records) <= 1:
+            raise RunDirError(
+                f"{where}: header is cut short (no row, no end of line); the file is damaged"
+            )
+        check_header(header, TrialRow, where, REQUIRED_TRIAL_COLUMNS)
+        _check_widths(records, where, cut_last)
+        rows: list[TrialRow] = []
+        skipped: list[str] = []
+        for n, rec in enumerate(records[1:], start=2):
+            if not rec:
+                continue
+            if len(rec) != len(header) or (cut_last and n == len(records)):
+                skipped.append(
+                    f"{where}: row {n} is cut short ({len(rec)} of {len(header)} cells); not trusted, skipped"
+                )
+                continue
+            rows.append(
+                from_cells(TrialRow, dict(zip(header, rec, strict=True)), f"{where}: row {n}")
+            )
+        return TrialsFile(tuple(rows), tuple(header), tuple(skipped))
+
+    def trials(self, latest_only: bool = False) -> list[TrialRow]:
+        """trials.csv's rows; ``latest_only``: one row per trial, by ``latest_rows``."""
+        read = self.read_trials()
+        return read.latest()[0] if latest_only else list(read.rows)
+
+    def done_trial_ids(self) -> set[str]:
+        """Trials whose latest row has a final status (``interrupted`` ones run again)."""
+        return {r.trial_id for r in self.trials(latest_only=True) if r.status in FINAL_STATUSES}
+
+    def resume_state(self) -> ResumeState:
+        """Everything --resume needs, read and checked once; a RunDirError line otherwise."""
+        meta = self.meta()
+        read = self.read_trials()
+        scenario = scenario_from_meta(meta.scenario, f"{self.meta_json}: scenario")
+        for name in ("target", "tmp"):
+            if name not in meta.roles:
+                raise RunDirError(
+                    f"{self.meta_json}: roles: no '{name}' role; --resume cannot tell where it ran"
+                )
+        latest, _ = read.latest()
+        names = {c.name for c in scenario.configs}
+        strange = sorted({r.config for r in latest} - names)
+        if strange:
+            raise RunDirError(
+                f"{self.trials_csv}: config(s) {', '.join(strange[:3])} are not in meta.json's scenario"
+            )
+        return ResumeState(
+            meta=meta,
+            scenario=scenario,
+            roles=meta.role_paths,
+            repeats=meta.repeats or scenario.repeats,
+            done=frozenset(r.trial_id for r in latest if r.status in FINAL_STATUSES),
+            skipped=read.skipped,
+            rows=read.rows,
+        )
+
+    # -------------------------------------------------------------- samples, stalls
+    def append_stalls(self, run_id: str, trial_id: str, stalls: Iterable[Stall | dict]) -> None:
+        """Every no-progress interval of a trial: when, how long, D state and iowait meanwhile."""
+        items = [replace(s, run_id=run_id, trial_id=trial_id) if isinstance(s, Stall)
+                 else Stall(**{**s, "run_id": run_id, "trial_id": trial_id}) for s in stalls]  # fmt: skip
+        if not items:
+            return
+        new = not self.stalls_csv.exists()
+        with open(self.stalls_csv, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=STALL_COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerows(to_cells(s) for s in items)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_samples(
+        self,
+        trial_id: str,
+        rows: Sequence[Sample | dict],
+        columns: tuple[str, ...] = SAMPLE_COLUMNS,
+    ) -> Path:
+        """A trial's time series, written whole (to a .tmp, then renamed)."""
+        path = self.sample_path(trial_id)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(columns)
+            for r in rows:
+                cells = (
+                    to_cells(r) if isinstance(r, Sample) else {k: cell(r.get(k)) for k in columns}
+                )
+                writer.writerow([cells.get(c, "") for c in columns])
+        os.replace(tmp, path)
+        return path
+
+
+def readme_tables() -> str:
+    """The generated part of results/README.md: every column and meta.json key, documented."""
+    return "\n".join([
+        "### `trials.csv`", "", markdown_table(TrialRow), "",
+        "### `samples/<trial_id>.csv`", "", markdown_table(Sample), "",
+        "### `stalls.csv`", "", markdown_table(Stall), "",
+        f"### `meta.json` (schema_version {SCHEMA_VERSION})", "",
+        "| key | meaning |", "|---|---|", *markdown_keys(), "",
+    ])  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m iobench.rundir.folder --markdown``: print the README's generated tables."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["--markdown"]:
+        print("usage: python -m iobench.rundir.folder --markdown", file=sys.stderr)
+        return 2
+    sys.stdout.write(readme_tables())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,484 @@
+"""A run's meta.json as a typed record, and its one loader with a version history.
+
+``RunMeta`` says what was measured where: host, roles, scenario, index, GPU, versions,
+status. ``load_meta`` is the only reader (the report, compare and --resume all use it): it
+upgrades older versions in memory, refuses newer or unknown ones in one line, and checks
+every value it returns, because a run directory is untrusted input — ``run_id`` must be a
+safe path component, role paths absolute and without ``..``, every number finite and in
+range. Keys this version does not know are kept (``extra``) so that rewriting the file loses
+nothing.
+
+Schema versions (pyperf's habit: say here what changed in each, and teach ``_UPGRADES`` the
+step from the previous one). Since version 2 a reader ignores CSV columns and keeps JSON keys
+it does not know, so a new column or key needs no new version; bump when an older reader
+would misread the files (a key or column renamed, removed, or given another meaning).
+
+- 1: first version (iobench 0.1.0 up to d8a1c15).
+- 2: trials.csv gains ``position`` (a trial's place in its round, whose order is shuffled);
+  meta.json gains ``order_seed`` (the seed of that order); readers ignore columns and keep
+  keys they do not know. Version 1 upgrades on reading: ``order_seed`` null, ``position``
+  empty. Added within version 2 (a missing key reads as the behaviour before it):
+  ``cache_mode`` (``--cache-mode`` of runs with start-up strategies; missing: ``cold``, the
+  only mode before the key); ``overhead`` (iobench's own cost; missing: unknown);
+  ``pack_method`` (``--pack-method`` as asked; missing: ``auto``, the default before the key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+from iobench.errors import RunDirError
+from iobench.system.gpu import GpuInfo
+from iobench.rundir.records import safe_name_problem
+
+SCHEMA_VERSION = 2
+#: run statuses meta.json may hold
+RUN_STATUSES = ("running", "complete", "interrupted", "lock-lost", "volume-hung")
+#: a meta.json larger than this is not one iobench wrote
+MAX_META_BYTES = 32 * 1024 * 1024
+
+
+def key(
+    doc: str,
+    default: Any = None,
+    *,
+    check: str = "",
+    lo: float | None = None,
+    hi: float | None = None,
+    choices: tuple[str, ...] = (),
+) -> Any:
+    """A meta.json key with its one-line doc; ``check``: ``name`` (a path component) or
+    ``path`` (absolute, no ``..``); ``lo``/``hi``: the range a number must lie in;
+    ``choices``: the values a string may take."""
+    meta = {"doc": doc, "check": check, "lo": lo, "hi": hi, "choices": choices}
+    if isinstance(default, (dict, list)):
+        factory = dict if isinstance(default, dict) else list
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _extra() -> Any:
+    return field(default_factory=dict, metadata={"doc": "", "extra": True}, compare=False)
+
+
+@dataclass(kw_only=True)
+class HostInfo:
+    """The machine the run measured."""
+
+    hostname: str = key("the host's name", "")
+    platform: str = key("`platform.platform()`", "")
+    kernel: str = key("kernel release", "")
+    machine: str = key("CPU architecture (`platform.machine()`, e.g. x86_64)", "")
+    cpu_count: int | None = key("logical CPUs", lo=0, hi=1e7)
+    cpu_model: str = key("the first CPU's model name", "")
+    memory_bytes: int | None = key("total memory", lo=0, hi=2**63 - 1)
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
+class RoleInfo:
+    """Where one role (a named folder: target, tmp, ...) lived."""
+
+    path: str = key("the folder, absolute", "", check="path")
+    fstype: str = key("its filesystem type", "")
+    device: str = key("the mounted device or export", "")
+    mountpoint: str = key("the mount point holding it", "")
+    mount_options: str = key("the mount's options", "")
+    total_bytes: int | None = key("filesystem size at the start", lo=0, hi=2**63 - 1)
+    free_bytes: int | None = key("free space at the start", lo=0, hi=2**63 - 1)
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
+class IndexInfo:
+    """Where trials installed from."""
+
+    kind: str = key(
+        "`local` (iobench's loopback index) or `remote`", "local", choices=("local", "remote")
+    )
+    url: str = key("the index URL, credentials redacted", "")
+    source: str = key("what the local index served: a wheelhouse folder or a synthetic profile", "")
+    mbps: float | None = key("the local index's cap, megabits/s (null: none)", lo=0, hi=1e9)
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
+class RunMeta:
+    """meta.json: one run's identity, conditions and status."""
+
+    schema_version: int = key(
+        "the run directory's format version (history: iobench/rundir/meta.py)", SCHEMA_VERSION
+    )
+    iobench_version: str = key("the iobench that ran it", "")
+    run_id: str = key(
+        "`YYYYmmdd-HHMMSS-<host>-<scenario>-<pid>`; the folder's name", "", check="name"
+    )
+    command: list[str] = key("the command line (credentials redacted)", [])
+    label: str = key("free text from `--label`, e.g. the pod type", "")
+    started_at: str = key("ISO 8601 UTC", "")
+    ended_at: str | None = key("ISO 8601 UTC; null while running")
+    resumed_at: str | None = key("when `--resume` last continued it (ISO 8601 UTC)")
+    status: str = key(
+        "`running`, `complete`, `interrupted`, `lock-lost` (another run took the target's "
+        "lock) or `volume-hung` (a role's volume stopped answering)",
+        "running",
+        choices=RUN_STATUSES,
+    )
+    status_reason: str = key("why the run ended as it did, when it did not complete", "")
+    scenario: dict[str, Any] = key(
+        "the resolved scenario: name, source, kind, packages (credentials redacted), wheels, "
+        "ready, repeats, configs ({name, venv, tmpdir, cache, cache_state, installer, compile, "
+        "description}), description, size_mb, extra",
+        {},
+    )
+    repeats: int | None = key("trials per config", lo=1, hi=1000)
+    order_seed: int | None = key(
+        "seed of the per-round trial order (null: written before schema 2)", lo=0, hi=2**64 - 1
+    )
+    roles: dict[str, RoleInfo] = key("{role: where it lived}", {})
+    host: HostInfo = field(default_factory=HostInfo, metadata={"doc": "the machine"})
+    versions: dict[str, Any] = key(
+        "python, iobench, virtualenv, pip_host, uv, and `venv`: what the trial venvs were made "
+        "of (their Python and seeded pip)",
+        {},
+    )
+    pip_config: dict[str, Any] = key(
+        "pip's configuration files and PIP_* variables the run saw, and whether trials were "
+        "isolated from them",
+        {},
+    )
+    index: IndexInfo | None = key("where trials installed from")
+    gpu: dict[str, Any] | None = key(
+        "null, or {name, count, driver, source, and optionally memory_mib, instance_type}"
+    )
+    sample_hz: float | None = key("the sampler's rate (`--sample-hz`)", lo=0.001, hi=1000)
+    cache_mode: str = key(
+        "how restarts found the caches (`--cache-mode`: `cold` or `warm`; runs written before "
+        "the key: `cold`)",
+        "cold",
+        choices=("cold", "warm"),
+    )
+    pack_method: str = key(
+        "packed-venv's archive as asked (`--pack-method`: `auto`, `squashfs`, `tar+zstd` or "
+        "`tar`; each trial's `persist_method` says which ran; runs written before the key: "
+        "`auto`)",
+        "auto",
+        choices=("auto", "squashfs", "tar+zstd", "tar"),
+    )
+    stall_after_s: float | None = key(
+        "seconds without progress that open a stall (`--stall-after`)", lo=0, hi=1e7
+    )
+    stall_timeout_s: float | None = key(
+        "a stall this long ends the trial (`--stall-timeout`; null: off)", lo=0, hi=1e7
+    )
+    trial_timeout_s: float | None = key(
+        "wall-clock limit of one trial (`--trial-timeout`)", lo=0, hi=1e7
+    )
+    give_up_after: float | None = key(
+        "`--give-up-after K`: a trial past K x the best median was ended as `censored` (null: "
+        "off; docs/early-stop.md)",
+        lo=0,
+        hi=1e6,
+    )
+    repeats_auto: dict[str, Any] | None = key(
+        "`--repeats auto`: {max, rounds_run, rule, stopped_because} (null: fixed repeats)"
+    )
+    same_storage: list[list[str]] = key("groups of roles that share one filesystem", [])
+    role_notes: list[str] = key("defaults chosen for the roles and facts said at the start", [])
+    venv_python: str | None = key("the interpreter the venvs were made with", check="path")
+    env: dict[str, str] = key(
+        "environment variables the run saw, credentials redacted (iobench/run/facts.py)", {}
+    )
+    overhead: dict[str, Any] | None = key(
+        "iobench's own cost (iobench/run/overhead.py): wall_s (started_at to ended_at), trials_s "
+        "(measured), parts_s by cause, before_start_s, report_s, primes, primes_reused, primes_adopted (a cold trial's cache kept as the warm one) (null: "
+        "not recorded, as before the key)"
+    )
+    extra: dict[str, Any] = _extra()
+
+    # -------------------------------------------------------------- typed accessors
+    @property
+    def hostname(self) -> str:
+        return self.host.hostname
+
+    @property
+    def scenario_name(self) -> str:
+        """The scenario's name, or '?' when the meta lacks it."""
+        name = self.scenario.get("name")
+        return name if isinstance(name, str) and name else "?"
+
+    @property
+    def config_names(self) -> list[str]:
+        """The scenario's configs, in its order."""
+        return [
+            str(c.get("name")) for c in self.scenario.get("configs") or [] if isinstance(c, dict)
+        ]
+
+    @property
+    def role_paths(self) -> dict[str, Path]:
+        return {name: Path(r.path) for name, r in self.roles.items()}
+
+    @property
+    def gpu_info(self) -> GpuInfo | None:
+        return GpuInfo.from_meta(self.gpu)
+
+    @property
+    def index_kind(self) -> str | None:
+        return self.index.kind if self.index is not None else None
+
+    # -------------------------------------------------------------- JSON
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object written to meta.json (known keys in order, then kept extras)."""
+        return _encode(self)
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "meta.json") -> RunMeta:
+        """Validate a parsed meta.json of this version; one RunDirError line naming the key."""
+        return _decode(cls, data, where)
+
+
+T = TypeVar("T")
+
+
+def _encode(record: object) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        value = getattr(record, f.name)
+        if f.metadata.get("extra"):
+            extra = value
+        elif dataclasses.is_dataclass(value):
+            out[f.name] = _encode(value)
+        elif isinstance(value, dict):
+            out[f.name] = {
+                k: _encode(v) if dataclasses.is_dataclass(v) else v for k, v in value.items()
+            }
+        else:
+            out[f.name] = value
+    return {**out, **{k: v for k, v in extra.items() if k not in out}}
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(record: type) -> dict[str, Any]:
+    if record not in _HINTS:
+        _HINTS[record] = typing.get_type_hints(record)
+    return _HINTS[record]
+
+
+def _decode(record: type[T], data: object, where: str) -> T:
+    if not isinstance(data, dict):
+        raise RunDirError(f"{where}: expected an object, found {type(data).__name__}")
+    values: dict[str, Any] = {}
+    known = set()
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        known.add(f.name)
+        if f.metadata.get("extra") or f.name not in data:
+            continue
+        values[f.name] = _value(_hints(record)[f.name], data[f.name], f, f"{where}: {f.name}")
+    extra = {str(k): v for k, v in data.items() if k not in known}
+    if any(f.name == "extra" for f in dataclasses.fields(record)):  # type: ignore[arg-type]
+        values["extra"] = extra
+    return record(**values)
+
+
+def _value(hint: Any, value: object, f: dataclasses.Field, where: str) -> Any:
+    """Check one JSON value against its field's type and rules."""
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        args = typing.get_args(hint)
+    origin = typing.get_origin(hint) or hint
+    if dataclasses.is_dataclass(origin):
+        return _decode(origin, value, where)  # type: ignore[arg-type]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RunDirError(f"{where}: expected an object, found {type(value).__name__}")
+        inner = args[1] if args else Any
+        if dataclasses.is_dataclass(inner):
+            for name in value:
+                _check_name(str(name), f"{where}.{name}")
+            return {str(k): _decode(inner, v, f"{where}.{k}") for k, v in value.items()}
+        if inner is str and not all(isinstance(v, str) for v in value.values()):
+            raise RunDirError(f"{where}: expected an object of strings")
+        return value
+    if origin is list:
+        if not isinstance(value, list) or not all(_is_strings(v, args[0]) for v in value):
+            raise RunDirError(
+                f"{where}: expected a list of {'lists of ' if args[0] is not str else ''}strings"
+            )
+        return value
+    if origin is str:
+        return _text(value, f, where)
+    return _number(origin, value, f, where)
+
+
+def _is_strings(value: object, hint: Any) -> bool:
+    """``value`` is a str (``hint`` str) or a list of str (``hint`` list[str])."""
+    if hint is str:
+        return isinstance(value, str)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _text(value: object, f: dataclasses.Field, where: str) -> str:
+    if not isinstance(value, str) or "\0" in value:
+        raise RunDirError(f"{where}: expected a string")
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        raise RunDirError(f"{where}: {value[:40]!r} is not one of {', '.join(choices)}")
+    check = f.metadata.get("check")
+    if check == "name":
+        _check_name(value, where)
+    elif check == "path":
+        _check_path(value, where)
+    return value
+
+
+def _number(kind: type, value: object, f: dataclasses.Field, where: str) -> float:
+    ok = isinstance(value, int) if kind is int else isinstance(value, (int, float))
+    if not ok or isinstance(value, bool):
+        raise RunDirError(
+            f"{where}: expected {'an integer' if kind is int else 'a number'}, found {str(value)[:40]!r}"
+        )
+    lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        number = math.inf
+    if (
+        not math.isfinite(number)
+        or (lo is not None and number < lo)
+        or (hi is not None and number > hi)
+    ):
+        bounds = (
+            f"[{lo if lo is not None else -math.inf:g}, {hi if hi is not None else math.inf:g}]"
+        )
+        raise RunDirError(f"{where}: {str(value)[:40]} is not a finite number in {bounds}")
+    return value  # type: ignore[return-value]
+
+
+def _check_name(value: str, where: str) -> None:
+    problem = safe_name_problem(value)
+    if problem:
+        raise RunDirError(f"{where}: {value[:40]!r} {problem}")
+
+
+def _check_path(value: str, where: str) -> None:
+    path = PurePosixPath(value)
+    if not path.is_absolute() or ".." in path.parts:
+        raise RunDirError(f"{where}: {value[:80]!r} is not an absolute path without '..'")
+
+
+# ------------------------------------------------------------------ versions
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added ``order_seed`` (and the ``position`` column, empty in old rows)."""
+    return {**data, "schema_version": 2, "order_seed": data.get("order_seed")}
+
+
+#: version -> the step to the next version
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+#: versions that can no longer be upgraded -> what the user can do instead (none yet)
+_REFUSED: dict[int, str] = {}
+SUPPORTED_SCHEMA_VERSIONS = (*sorted(_UPGRADES), SCHEMA_VERSION)
+
+
+def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Bring a parsed meta.json of any supported version to SCHEMA_VERSION, or refuse."""
+    version = data.get("schema_version")
+    if version is None:
+        raise RunDirError(f"{where}: no schema_version; not written by iobench run")
+    if version in _REFUSED:
+        raise RunDirError(
+            f"{where}: schema_version {version!r} can no longer be read: {_REFUSED[version]}"
+        )
+    if isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
+        newer = (
+            isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+        )
+        why = "written by a newer iobench; upgrade iobench" if newer else "unknown version"
+        supported = ", ".join(map(str, SUPPORTED_SCHEMA_VERSIONS))
+        raise RunDirError(
+            f"{where}: schema_version {version!r:.20} is not supported (this iobench reads {supported}): {why}"
+        )
+    while data["schema_version"] != SCHEMA_VERSION:
+        data = _UPGRADES[data["schema_version"]](data)
+    return data
+
+
+def parse_meta(data: object, where: str) -> RunMeta:
+    """A parsed meta.json of any supported version, upgraded and validated."""
+    if not isinstance(data, dict):
+        raise RunDirError(f"{where}: expected a JSON object, found {type(data).__name__}")
+    return RunMeta.from_json(upgrade(data, where), where)
+
+
+def load_meta(run_dir: Path) -> RunMeta:
+    """Read ``run_dir/meta.json``: the one loader (report, compare and --resume)."""
+    path = run_dir / "meta.json"
+    if not path.is_file():
+        hint = ""
+        if run_dir.is_dir():
+            inner = sorted(p.name for p in run_dir.iterdir() if (p / "meta.json").is_file())
+            if inner:
+                shown = ", ".join(inner[:5]) + (" ..." if len(inner) > 5 else "")
+                hint = f"; it contains run directories ({shown}): pass one of those"
+        raise RunDirError(f"{run_dir} is not an iobench run directory (no meta.json){hint}")
+    try:
+        if path.stat().st_size > MAX_META_BYTES:
+            raise RunDirError(
+                f"{path}: larger than {MAX_META_BYTES >> 20} MiB; not an iobench meta.json"
+            )
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"{path}: cannot be read ({_one_line(exc)})") from None
+    except json.JSONDecodeError as exc:
+        raise RunDirError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise RunDirError(f"{path}: not valid JSON ({_one_line(exc)})") from None
+    return parse_meta(data, str(path))
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def markdown_keys(record: type = RunMeta, prefix: str = "") -> list[str]:
+    """README lines for meta.json's keys, nested records' keys as ``host.machine``."""
+    lines = []
+    for f in dataclasses.fields(record):
+        if f.metadata.get("extra"):
+            continue
+        hint = _hints(record)[f.name]
+        inner = [
+            a
+            for a in (typing.get_args(hint) or (hint,))
+            if isinstance(a, type) and dataclasses.is_dataclass(a)
+        ]
+        if f.name == "roles":
+            inner_lines = markdown_keys(RoleInfo, f"{prefix}roles.<role>.")
+            lines.append(f"| `{prefix}{f.name}` | {f.metadata['doc']} |")
+            lines.extend(inner_lines)
+        elif inner:
+            lines.append(f"| `{prefix}{f.name}` | {f.metadata['doc']} |")
+            lines.extend(markdown_keys(inner[0], f"{prefix}{f.name}."))
+        else:
+            lines.append(f"| `{prefix}{f.name}` | {f.metadata['doc']} |")
+    return lines

@@ -1,0 +1,554 @@
+"""Scenarios: TOML files that say what to install, how to check it, and in which configs.
+
+A scenario is validated once, by ``scenario_from_dict``, into frozen dataclasses; every
+error names the file and the key (``scenarios/x.toml: configs.naive.cache_state: 'hot' is
+not one of cold, warm``), so a typo fails before anything is created. Files speak only the
+schema: an unknown table or key is an error, a requirement is a requirement (PEP 508, a
+path or a URL; never a pip option), and every number is finite and in a sane range. The
+scenario a run stored in its meta.json goes through the same validator on --resume
+(``scenario_from_meta``). Configs come from ``[configs.NAME]`` tables, from a ``[matrix]``
+(the product of axes, minus ``exclude``), or both.
+
+Scenario and config names become path components, so they are checked against
+``NAME_RE`` (letters, digits, '.', '_', '-'; first a letter or digit; at most ``NAME_MAX``).
+A matrix config without a ``name`` pattern is named from its axes in the order written,
+``venv-target_tmpdir-tmp_cache-off_state-cold`` (``cache_state`` is labelled ``state``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from iobench.errors import RunDirError, ScenarioError
+from iobench.rundir.records import SAFE_NAME_MAX, SAFE_NAME_RE
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]  # not in every lint venv
+
+SCENARIO_DIR = Path(__file__).parent / "shipped"
+INSTALLERS = ("pip", "uv")
+CACHE_STATES = ("cold", "warm")
+ON_OFF = ("on", "off")
+KINDS = ("install",)
+_CONFIG_KEYS = {
+    "venv",
+    "tmpdir",
+    "cache",
+    "cache_state",
+    "installer",
+    "compile",
+    "description",
+    "strategy",
+}
+_CONFIG_KEYS |= {"venv_creator", "link_mode"}  # iobench.trial.installers: VENV_CREATORS, LINK_MODES
+# the schema: what each table may hold (anything else is an error naming file and key)
+_TABLES = ("scenario", "defaults", "configs", "matrix")
+_SCENARIO_KEYS = (
+    "name",
+    "kind",
+    "packages",
+    "wheels",
+    "ready",
+    "repeats",
+    "description",
+    "size_mb",
+)
+REPEATS_MAX = 1000
+SIZE_MB_MAX = 10_000_000.0  # 10 TB
+# Scenario and config names become path components (venv folders, samples/<trial_id>.csv,
+# logs): letters, digits, '.', '_', '-', not starting with '.' or '-' (so no '..', no
+# hidden files, nothing an option parser takes for a flag), and short enough for a path.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NAME_MAX = 80
+NAME_RULE = (
+    f"must be 1-{NAME_MAX} letters, digits, '.', '_' or '-', starting with a letter or digit"
+)
+# Runs made before names were checked may hold the old default matrix names, which contain
+# '=' (venv=target-tmpdir=tmp): harmless in a path, so --resume still accepts them (the
+# run directory's own rule for names read back, iobench.rundir.records.SAFE_NAME_RE).
+# the default name of a matrix config: "venv-target_tmpdir-tmp_cache-off_state-cold"
+# (axis-value pairs joined by '_', in the order the axes are written)
+_AXIS_LABEL = {"cache_state": "state"}
+_BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where each thing lives, by role, and how the install is done."""
+
+    name: str
+    venv: str
+    tmpdir: str
+    cache: str  # a role, or "off"
+    cache_state: str = "cold"
+    installer: str = "pip"
+    compile: str = "on"
+    description: str = ""
+    strategy: str = "reinstall"  # iobench.trial.strategies: where the venv lives between starts
+    venv_creator: str = "virtualenv"  # iobench.trial.installers.VENV_CREATORS
+    link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.trial.installers.LINK_MODES); uv only
+
+    def roles(self) -> set[str]:
+        return {self.venv, self.tmpdir} | ({self.cache} if self.cache != "off" else set())
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario."""
+
+    name: str
+    source: str
+    kind: str
+    packages: tuple[str, ...]
+    wheels: str | None  # synthetic profile name/path, served from the loopback index
+    ready: str
+    repeats: int
+    configs: tuple[Config, ...]
+    description: str = ""
+    size_mb: float | None = None  # estimated installed size, for the free-space check
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def lifecycle(self) -> bool:
+        """Trials measure a restart after the first start: some config names a strategy other
+        than ``reinstall`` (scenarios without one keep their first-start-only meaning)."""
+        return any(c.strategy != "reinstall" for c in self.configs)
+
+    def config(self, name: str) -> Config:
+        for c in self.configs:
+            if c.name == name:
+                return c
+        raise ScenarioError(
+            f"unknown config '{name}' in scenario {self.name} "
+            f"(known: {', '.join(c.name for c in self.configs)})"
+        )
+
+    def select(self, names: list[str] | None) -> Scenario:
+        """The same scenario with only the named configs, in the order given."""
+        if not names:
+            return self
+        seen: set[str] = set()
+        for n in names:
+            if n in seen:
+                raise ScenarioError(
+                    f"--configs: config '{n}' given twice (each config runs once per repeat)"
+                )
+            seen.add(n)
+        picked = tuple(self.config(n) for n in names)
+        return Scenario(**{**self.__dict__, "configs": picked})
+
+    def with_packages(self, packages: list[str]) -> Scenario:
+        """The same scenario installing other requirements (e.g. a pinned torch)."""
+        for req in packages:
+            problem = requirement_problem(req)
+            if problem:
+                raise ScenarioError(f"--package {req[:80]!r}: {problem}")
+        return Scenario(**{**self.__dict__, "packages": tuple(p.strip() for p in packages)})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _where(src: str, key: str) -> str:
+    return f"{src}: {key}"
+
+
+def _key(name: str) -> str:
+    """A name as a TOML key: bare if it can be, quoted otherwise (``configs."../x"``)."""
+    return name if _BARE_KEY_RE.match(name) else json.dumps(name)
+
+
+def name_problem(name: object, legacy: bool = False) -> str | None:
+    """Why ``name`` cannot be a scenario or config name (a path component), or None.
+
+    ``legacy``: also accept the names older runs hold ('=' allowed, up to 200 characters).
+    """
+    if not isinstance(name, str) or not name:
+        return "missing or not a string"
+    most = SAFE_NAME_MAX if legacy else NAME_MAX
+    if len(name) > most:
+        return f"{name[:20]!r}... is {len(name)} characters; names must be at most {most}"
+    if not (SAFE_NAME_RE if legacy else NAME_RE).match(name):
+        return f"{name[:80]!r} {NAME_RULE}"
+    return None
+
+
+def requirement_problem(req: object) -> str | None:
+    """Why ``req`` is not one requirement pip can take (a PEP 508 string, a path or a URL), or None.
+
+    Anything that starts with '-' is a pip option, never a requirement; a string with
+    spaces that is not PEP 508 would carry options too.
+    """
+    if not isinstance(req, str) or not req.strip():
+        return "expected a requirement such as torch==2.13.0"
+    text = req.strip()
+    if text.startswith("-"):
+        return "a pip option, not a requirement (expected e.g. torch==2.13.0)"
+    try:
+        Requirement(text)
+        return None
+    except InvalidRequirement:
+        pass
+    if not any(c.isspace() for c in text) and (
+        "/" in text or text.endswith((".whl", ".zip", ".tar.gz"))
+    ):
+        return None  # a path or URL (file, https, git+https) that pip accepts
+    return "not a requirement (PEP 508, a path or a URL), e.g. torch==2.13.0"
+
+
+def _check_name(
+    name: object, what: str, src: str, key: str, hint: str = "", legacy: bool = False
+) -> str:
+    problem = name_problem(name, legacy)
+    if problem:
+        raise ScenarioError(f"{_where(src, key)}: {what} {problem}{hint}")
+    return name  # type: ignore[return-value]
+
+
+def _choice(value: object, allowed: tuple[str, ...], src: str, key: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ScenarioError(f"{_where(src, key)}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _role(value: object, src: str, key: str, allow_off: bool = False) -> str:
+    if not isinstance(value, str) or not value:
+        raise ScenarioError(f"{_where(src, key)}: expected a role name (e.g. target, tmp)")
+    if value == "off" and not allow_off:
+        raise ScenarioError(f"{_where(src, key)}: 'off' is only allowed for cache")
+    problem = name_problem(value)
+    if problem:
+        raise ScenarioError(f"{_where(src, key)}: role {problem}")
+    return value
+
+
+def _text(value: object, src: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise ScenarioError(f"{_where(src, key)}: expected a string")
+    return value
+
+
+def _unknown(table: dict, allowed: Iterable[str], src: str, key: str, what: str = "key") -> None:
+    """Scenario files speak only the schema: a key it does not define is an error, not ignored."""
+    unknown = sorted(str(k) for k in table if k not in set(allowed))
+    if unknown:
+        where = f"{src}: {key}" if key else src
+        raise ScenarioError(
+            f"{where}: unknown {what}(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))})"
+        )
+
+
+def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Config:
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{_where(src, key)}: expected a table")
+    _unknown(table, _CONFIG_KEYS, src, key)
+    t = {**defaults, **table}
+    for needed in ("venv", "tmpdir", "cache"):
+        if needed not in t:
+            raise ScenarioError(f"{_where(src, key + '.' + needed)}: missing")
+    cfg = Config(
+        name=name,
+        venv=_role(t["venv"], src, f"{key}.venv"),
+        tmpdir=_role(t["tmpdir"], src, f"{key}.tmpdir"),
+        cache=_role(t["cache"], src, f"{key}.cache", allow_off=True),
+        cache_state=_choice(t.get("cache_state", "cold"), CACHE_STATES, src, f"{key}.cache_state"),
+        installer=_choice(t.get("installer", "pip"), INSTALLERS, src, f"{key}.installer"),
+        compile=_choice(t.get("compile", "on"), ON_OFF, src, f"{key}.compile"),
+        description=_text(t.get("description", ""), src, f"{key}.description"),
+        strategy=_strategy(t, src, key),
+        **_install_axes(t, src, key),
+    )
+    if cfg.strategy != "reinstall":  # the strategy decides where its venv lives
+        from iobench.trial.strategies import get as get_strategy
+
+        cfg = replace(cfg, venv=get_strategy(cfg.strategy).venv_role or cfg.venv)
+    if cfg.cache == "off" and cfg.cache_state == "warm":
+        raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
+    return cfg
+
+
+def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
+    """venv_creator and link_mode (a link mode is uv's: pip always copies)."""
+    from iobench.trial.installers import LINK_MODES, VENV_CREATORS
+
+    link = _choice(t.get("link_mode", "default"), LINK_MODES, src, f"{key}.link_mode")
+    if link != "default" and t.get("installer", "pip") != "uv":
+        raise ScenarioError(
+            f"{_where(src, key + '.link_mode')}: {link!r} is uv's; pip always copies"
+        )
+    creator = _choice(
+        t.get("venv_creator", "virtualenv"), VENV_CREATORS, src, f"{key}.venv_creator"
+    )
+    return {"venv_creator": creator, "link_mode": link}
+
+
+def _strategy(t: dict, src: str, key: str) -> str:
+    from iobench.trial.strategies import STRATEGIES
+
+    return _choice(t.get("strategy", "reinstall"), tuple(STRATEGIES), src, f"{key}.strategy")
+
+
+def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:
+    """A [matrix] table's axes, excludes and name pattern, each checked against the schema."""
+    axes = {k: v for k, v in table.items() if k not in ("exclude", "name")}
+    for k, v in axes.items():
+        if k not in _CONFIG_KEYS - {"description"}:
+            raise ScenarioError(f"{_where(src, 'matrix.' + k)}: not a config axis")
+        if not isinstance(v, list) or not v or len(v) > 100:
+            raise ScenarioError(
+                f"{_where(src, 'matrix.' + k)}: expected a non-empty list (at most 100 values)"
+            )
+    excludes = table.get("exclude", [])
+    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
+        raise ScenarioError(f"{_where(src, 'matrix.exclude')}: expected a list of tables")
+    for i, e in enumerate(excludes):
+        _unknown(e, axes, src, f"matrix.exclude[{i}]", "axis")
+    pattern = table.get("name", "")
+    if not isinstance(pattern, str):
+        raise ScenarioError(
+            f'{_where(src, "matrix.name")}: expected a pattern string such as "{{venv}}-{{cache}}"'
+        )
+    return axes, excludes, pattern
+
+
+def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
+    axes, excludes, pattern = _matrix_axes(table, src)
+    keys = list(axes)
+    out = []
+    for combo in itertools.product(*(axes[k] for k in keys)):
+        values = dict(zip(keys, combo))
+        if any(all(values.get(k) == v for k, v in e.items()) for e in excludes):
+            continue
+        full = {**defaults, **values}
+        if full.get("cache") == "off" and full.get("cache_state") == "warm":
+            continue  # impossible combination, not an error in a product
+        if full.get("installer", "pip") != "uv" and full.get("link_mode", "default") != "default":
+            continue  # a link mode is uv's
+        if pattern:
+            try:
+                name = pattern.format(**{k: full.get(k, "") for k in _CONFIG_KEYS})
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
+                raise ScenarioError(f"{_where(src, 'matrix.name')}: bad pattern ({exc})") from None
+            _check_name(name, "generated config name", src, "matrix.name")
+        else:
+            name = "_".join(f"{_AXIS_LABEL.get(k, k)}-{values[k]}" for k in keys)
+            _check_name(
+                name,
+                "generated config name",
+                src,
+                "matrix",
+                ' (set matrix.name to a pattern such as "{venv}-{cache}")',
+            )
+        out.append(_config(name, values, defaults, src, f"matrix[{name}]"))
+    return out
+
+
+def _packages(value: object, src: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) for p in value):
+        raise ScenarioError(
+            f"{_where(src, 'scenario.packages')}: expected a non-empty list of requirement strings"
+        )
+    for i, req in enumerate(value):
+        problem = requirement_problem(req)
+        if problem:
+            raise ScenarioError(
+                f"{_where(src, f'scenario.packages[{i}]')}: {req[:80]!r}: {problem}"
+            )
+    return tuple(value)
+
+
+def _ready(value: object, src: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ScenarioError(
+            f"{_where(src, 'scenario.ready')}: expected Python code to run in the new venv"
+        )
+    try:
+        compile(value, f"{src}:scenario.ready", "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise ScenarioError(
+            f"{_where(src, 'scenario.ready')}: not valid Python ({getattr(exc, 'msg', exc)})"
+        ) from None
+    return value
+
+
+def _numbers(s: dict, src: str) -> tuple[int, float | None]:
+    """repeats and size_mb: finite and in a sane range."""
+    repeats = s.get("repeats", 3)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= REPEATS_MAX:
+        raise ScenarioError(
+            f"{_where(src, 'scenario.repeats')}: expected an integer from 1 to {REPEATS_MAX}"
+        )
+    size_mb = s.get("size_mb")
+    if size_mb is not None and (
+        not isinstance(size_mb, (int, float))
+        or isinstance(size_mb, bool)
+        or not math.isfinite(size_mb)
+        or not 0 <= size_mb <= SIZE_MB_MAX
+    ):
+        raise ScenarioError(
+            f"{_where(src, 'scenario.size_mb')}: expected a number from 0 to {SIZE_MB_MAX:.0f}"
+        )
+    return repeats, float(size_mb) if size_mb is not None else None
+
+
+def _configs(data: dict, defaults: dict, src: str, legacy: bool) -> tuple[Config, ...]:
+    raw_configs = data.get("configs", {})
+    if not isinstance(raw_configs, dict):
+        raise ScenarioError(f"{_where(src, 'configs')}: expected tables [configs.NAME]")
+    configs: list[Config] = []
+    for cname, table in raw_configs.items():
+        key = f"configs.{_key(cname)}"
+        _check_name(cname, "config name", src, key, legacy=legacy)
+        configs.append(_config(cname, table, defaults, src, key))
+    if "matrix" in data:
+        if not isinstance(data["matrix"], dict):
+            raise ScenarioError(f"{_where(src, 'matrix')}: expected a table")
+        configs.extend(_matrix(data["matrix"], defaults, src))
+    if not configs:
+        raise ScenarioError(f"{src}: no configs (add [configs.NAME] tables or a [matrix])")
+    seen: set[str] = set()
+    for c in configs:
+        if c.name in seen:
+            raise ScenarioError(f"{_where(src, 'configs')}: config name '{c.name}' used twice")
+        seen.add(c.name)
+    return tuple(configs)
+
+
+def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scenario:
+    """Validate a parsed TOML document (``src`` names it in errors): the one validator.
+
+    ``legacy_names``: accept the names older runs hold (for a scenario read back from a
+    run's meta.json by ``scenario_from_meta``).
+    """
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{src}: expected a table")
+    _unknown(data, _TABLES, src, "", "table")
+    s = data.get("scenario")
+    if not isinstance(s, dict):
+        raise ScenarioError(f"{src}: missing [scenario] table")
+    _unknown(s, _SCENARIO_KEYS, src, "scenario")
+    name = _check_name(s.get("name"), "scenario name", src, "scenario.name", legacy=legacy_names)
+    kind = _choice(s.get("kind", "install"), KINDS, src, "scenario.kind")
+    packages = _packages(s.get("packages"), src)
+    wheels = s.get("wheels")
+    if wheels is not None and (not isinstance(wheels, str) or not wheels or "\0" in wheels):
+        raise ScenarioError(f"{_where(src, 'scenario.wheels')}: expected a profile name or path")
+    if wheels and wheels.endswith(".toml") and not Path(wheels).is_absolute():
+        wheels = str((Path(src).parent / wheels).resolve())  # relative to the scenario file
+    ready = _ready(s.get("ready"), src)
+    repeats, size_mb = _numbers(s, src)
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
+    _unknown(defaults, _CONFIG_KEYS, src, "defaults")
+    return Scenario(
+        name=name,
+        source=src,
+        kind=kind,
+        packages=packages,
+        wheels=wheels,
+        ready=ready,
+        repeats=repeats,
+        configs=_configs(data, defaults, src, legacy_names),
+        description=_text(s.get("description", ""), src, "scenario.description"),
+        size_mb=size_mb,
+    )
+
+
+def shipped() -> list[str]:
+    """Names of the scenarios that come with iobench."""
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """Load a shipped scenario by name, or any scenario TOML by path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml" and not path.exists():
+        path = SCENARIO_DIR / f"{name_or_path}.toml"
+        if not path.is_file():
+            raise ScenarioError(
+                f"unknown scenario '{name_or_path}' (shipped: {', '.join(shipped())}; or give a .toml path)"
+            )
+    if not path.is_file():
+        raise ScenarioError(f"scenario file {path} does not exist")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot be read ({exc})") from None
+    return scenario_from_dict(data, str(path))
+
+
+def scenario_from_meta(data: object, where: str = "meta.json") -> Scenario:
+    """Rebuild the resolved scenario stored in a run's meta.json (for --resume).
+
+    The stored form (``Scenario.to_dict()``) is turned back into the TOML document's shape
+    and checked by ``scenario_from_dict``, the one validator, with the names older runs
+    hold still accepted. Anything malformed is one RunDirError line naming ``where`` and
+    the key. Unknown keys are refused rather than ignored: a key this version does not
+    know may change what a trial measures, and resuming without it would silently mix
+    trials run under different conditions. Resume such a run with the iobench that
+    started it.
+    """
+    if not isinstance(data, dict):
+        raise RunDirError(f"{where}: scenario: expected a table, got {type(data).__name__}")
+    stored = ("source", "configs", "extra")
+    try:
+        _unknown(data, (*_SCENARIO_KEYS, *stored), where, "scenario", "key")
+        doc = {"scenario": {k: data[k] for k in _SCENARIO_KEYS if k in data and data[k] is not None},
+               "configs": _configs_from_meta(data.get("configs"), where)}  # fmt: skip
+        if "repeats" not in data:
+            raise ScenarioError(f"{where}: scenario.repeats: missing")
+        scenario = scenario_from_dict(doc, where, legacy_names=True)
+    except ScenarioError as exc:
+        raise RunDirError(str(exc)) from None
+    source, extra, wheels = data.get("source"), data.get("extra", {}), data.get("wheels")
+    if not isinstance(source, str) or not isinstance(extra, dict):
+        raise RunDirError(f"{where}: scenario.source/extra: expected a string and a table")
+    if wheels is not None and name_problem(wheels) and not _stored_path(wheels):
+        raise RunDirError(
+            f"{where}: scenario.wheels: {str(wheels)[:80]!r} is neither a profile name nor an "
+            "absolute path without '..'"
+        )
+    # the stored wheels path was resolved when the run started: keep it as it is
+    return replace(scenario, source=source, wheels=wheels, extra=extra)
+
+
+def _stored_path(value: str) -> bool:
+    """A path a run stored (resolved when it started): absolute, without '..'."""
+    path = Path(value)
+    return path.is_absolute() and ".." not in path.parts and "\0" not in value
+
+
+def _configs_from_meta(raw: object, where: str) -> dict[str, dict]:
+    """meta.json's list of configs as the TOML document's ``configs`` tables."""
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError(f"{where}: scenario.configs: expected a non-empty list of configs")
+    tables: dict[str, dict] = {}
+    for i, c in enumerate(raw):
+        if not isinstance(c, dict):
+            raise ScenarioError(
+                f"{where}: scenario.configs[{i}]: expected a table, got {type(c).__name__}"
+            )
+        name = c.get("name")
+        problem = name_problem(name, legacy=True)
+        if problem:
+            raise ScenarioError(f"{where}: scenario.configs[{i}].name: {problem}")
+        if name in tables:
+            raise ScenarioError(
+                f"{where}: scenario.configs[{i}].name: config name '{name}' used twice"
+            )
+        tables[name] = {k: v for k, v in c.items() if k != "name"}  # type: ignore[index]
+    return tables

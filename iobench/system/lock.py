@@ -1,0 +1,430 @@
+"""One iobench run per target at a time: a lock file in the target's scratch folder.
+
+Why: two runs on the same volume would spoil each other's figures, and the second one's
+user should learn who holds the volume instead of getting strange numbers.
+
+Method: ``<target>/.iobench-scratch/lock.json`` holds JSON (owner, pid, host, run id,
+created, expires, a random token). It is created the NFS-safe way: the full JSON is written
+to a private temporary file, which is then hard-linked to ``lock.json`` (``link`` is atomic
+and fails if the name exists, also on NFSv2/3 where ``O_EXCL`` was not; a lost NFS reply is
+resolved by the temporary file's link count). Where hard links are not supported (some
+FUSE file systems) it falls back to ``O_CREAT|O_EXCL``. ``fcntl.flock`` was rejected: the
+volumes iobench measures are network and FUSE mounts shared between pods, where flock is
+often local to one kernel or unsupported, so it would not exclude a run on another host.
+
+A crashed run never blocks forever: a lock is stale when its expiry has passed (a holder
+refreshes it from a heartbeat thread every ``ttl_s / 4``), or when it names this host and
+its pid is gone (or is a different process now: the pid's start time is kept too). A stale
+lock is taken over under a short-lived ``lock.json.takeover`` guard that re-checks the
+token before unlinking, so two waiters cannot both take over. Release removes the file
+only when it still carries this holder's token.
+
+The heartbeat writes in its own thread, never on the runner's main thread: a write to a
+stalled volume can block for minutes, and the main thread must keep ticking the watchdog.
+"""
+
+from __future__ import annotations
+
+import errno
+import getpass
+import json
+import math
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from iobench.system import procfs
+from iobench.errors import IOBenchError, LockHeldError, LockLostError
+
+LOCK_NAME = "lock.json"
+TAKEOVER_NAME = LOCK_NAME + ".takeover"  # the guard while a stale lock is taken over
+TMP_PREFIX = ".lock-"  # private files a lock is written through
+_GRACE_S = 10.0  # an unreadable lock (or a takeover guard) older than this is abandoned
+_MAX_TTL_S = 7 * 86400.0
+_YEAR_9999 = 253402300799.0
+_NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a uid without a passwd entry (common in containers)
+        return str(os.getuid())
+
+
+def _number(value: object, lo: float, hi: float) -> float | None:
+    """``value`` as a finite float in [lo, hi], else None (numbers read from lock files)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) and lo <= x <= hi else None
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(ts))
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """The content of a lock file."""
+
+    owner: str
+    pid: int
+    host: str
+    run_id: str
+    created: float
+    expires: float
+    ttl_s: float
+    token: str
+    pid_started: float | None = None
+    pid_ns: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> LockInfo | None:
+        """Parse a lock file; None when it is not a complete, sane iobench lock."""
+        info = cls.parse(raw)
+        return info if isinstance(info, LockInfo) else None
+
+    @classmethod
+    def parse(cls, raw: bytes) -> LockInfo | str:
+        """Parse a lock file (untrusted input); the lock, or why it is corrupt.
+
+        Every number must be finite and in range: a pid in 1..PID_MAX, times after the
+        epoch and before year 10000, a ttl of at most a week.
+        """
+        try:
+            d = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return f"not JSON ({exc})"
+        if not isinstance(d, dict):
+            return "not a JSON object"
+        missing = [
+            k
+            for k in ("owner", "pid", "host", "run_id", "created", "expires", "ttl_s", "token")
+            if k not in d
+        ]
+        if missing:
+            return f"missing {', '.join(missing)}"
+        pid = procfs.valid_pid(d["pid"])
+        if pid is None:
+            return f"pid {str(d['pid'])[:40]} is not a process id (1..{procfs.PID_MAX})"
+        created = _number(d["created"], 0.0, _YEAR_9999)
+        expires = _number(d["expires"], 0.0, _YEAR_9999)
+        started = _number(d.get("pid_started"), 0.0, _YEAR_9999)
+        ttl = _number(d["ttl_s"], 1e-3, _MAX_TTL_S)
+        for key, value in (("created", created), ("expires", expires)):
+            if value is None:
+                return f"{key} {str(d[key])[:40]} is not a time"
+        if d.get("pid_started") is not None and started is None:
+            return f"pid_started {str(d['pid_started'])[:40]} is not a time"
+        if ttl is None:
+            return (
+                f"ttl_s {str(d['ttl_s'])[:40]} is not a number of seconds in 0.001..{_MAX_TTL_S:g}"
+            )
+        ns = d.get("pid_ns")
+        return cls(
+            owner=str(d["owner"]),
+            pid=pid,
+            host=str(d["host"]),
+            run_id=str(d["run_id"]),
+            created=created or 0.0,
+            expires=expires or 0.0,
+            ttl_s=ttl,
+            token=str(d["token"]),
+            pid_started=started,
+            pid_ns=ns if isinstance(ns, str) else None,
+        )
+
+    def to_json(self) -> bytes:
+        d = asdict(self)
+        d["created_at"] = _when(self.created)
+        return (json.dumps(d, indent=1, allow_nan=False) + "\n").encode()
+
+    def stale_reason(self, now: float | None = None) -> str | None:
+        """Why this lock may be taken over, or None while its holder counts as alive."""
+        now = time.time() if now is None else now
+        why = procfs.ProcessStamp(self.pid, self.pid_started, self.host, self.pid_ns).gone_reason()
+        if why:
+            return why
+        if now > self.expires:
+            return f"it expired {now - self.expires:.0f} s ago (not refreshed)"
+        return None
+
+    def describe(self, now: float | None = None) -> str:
+        """Who holds it, for error messages: user, pid, host, run id, since when."""
+        now = time.time() if now is None else now
+        return (
+            f"user {self.owner}, pid {self.pid} on host {self.host}, run {self.run_id}, "
+            f"since {_when(self.created)} (refreshed until {_when(self.expires)}, "
+            f"{max(0.0, self.expires - now):.0f} s from now)"
+        )
+
+
+def read_lock(scratch_root: Path) -> LockInfo | None:
+    """The lock of a scratch folder, or None if there is none or it is unreadable."""
+    try:
+        return LockInfo.from_json((scratch_root / LOCK_NAME).read_bytes())
+    except OSError:
+        return None
+
+
+class TargetLock:
+    """Exclusive lock on one target's scratch folder; a context manager.
+
+    ``wait_s``: how long a second run waits for the holder before raising
+    ``LockHeldError``. ``heartbeat``: refresh the expiry from a daemon thread while held.
+    """
+
+    def __init__(
+        self,
+        scratch_root: Path,
+        run_id: str,
+        ttl_s: float = 120.0,
+        wait_s: float = 0.0,
+        *,
+        poll_s: float = 0.5,
+        heartbeat: bool = True,
+    ) -> None:
+        if ttl_s <= 0:
+            raise ValueError("ttl_s must be > 0")
+        self.root = Path(scratch_root)
+        self.path = self.root / LOCK_NAME
+        self.run_id = run_id
+        self.ttl_s = float(ttl_s)
+        self.wait_s = max(0.0, float(wait_s))
+        self.poll_s = poll_s
+        self.heartbeat = heartbeat
+        self.token = secrets.token_hex(8)
+        self.held = False
+        self.took_over: str | None = None  # what was taken over and why, for a warning
+        self.lost: str | None = None  # set by the heartbeat if someone took our lock
+        self.info: LockInfo | None = None
+        self._written = 0.0
+        self._io = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ acquire
+    def _content(self) -> LockInfo:
+        now = time.time()
+        pid = os.getpid()
+        created = self.info.created if self.info is not None else now
+        return LockInfo(
+            owner=_user(),
+            pid=pid,
+            host=socket.gethostname(),
+            run_id=self.run_id,
+            created=created,
+            expires=now + self.ttl_s,
+            ttl_s=self.ttl_s,
+            token=self.token,
+            pid_started=procfs.start_time(pid),
+            pid_ns=procfs.pid_namespace(),
+        )
+
+    def _write_private(self, info: LockInfo, suffix: str) -> Path:
+        tmp = self.root / f"{TMP_PREFIX}{self.token}.{suffix}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, info.to_json())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return tmp
+
+    def _try_create(self) -> bool:
+        """Create lock.json atomically with our full content; False if it exists."""
+        info = self._content()
+        tmp = self._write_private(info, "new")
+        try:
+            try:
+                os.link(tmp, self.path)
+                ok = True
+            except FileExistsError:
+                ok = os.stat(tmp).st_nlink == 2  # NFS: the link was made but its reply lost
+            except OSError as exc:
+                if exc.errno not in _NO_LINKS:
+                    ok = os.stat(tmp).st_nlink == 2
+                    if not ok:
+                        raise
+                else:
+                    ok = self._try_create_excl(info)
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if ok:
+            self.info = info
+            self._written = time.monotonic()
+        return ok
+
+    def _try_create_excl(self, info: LockInfo) -> bool:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, info.to_json())
+        finally:
+            os.close(fd)
+        return True
+
+    def _inspect(self) -> tuple[LockInfo | None, bytes, os.stat_result] | None:
+        try:
+            st = os.stat(self.path)
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return LockInfo.from_json(raw), raw, st
+
+    def _take_over(self, raw: bytes, st: os.stat_result, why: str) -> bool:
+        """Remove a stale lock, unless it changed since we judged it (under a guard file)."""
+        guard = self.root / TAKEOVER_NAME
+        try:
+            fd = os.open(guard, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:  # another waiter is taking over; clear its guard only if it died doing so
+                if time.time() - os.stat(guard).st_mtime > _GRACE_S:
+                    os.unlink(guard)
+            except OSError:
+                pass
+            return False
+        os.close(fd)
+        try:
+            now = self._inspect()
+            if now is None or now[1] != raw or now[2].st_ino != st.st_ino:
+                return False  # released or replaced since we looked: judge again
+            os.unlink(self.path)
+            self.took_over = why
+            return True
+        finally:
+            os.unlink(guard)
+
+    def acquire(self) -> TargetLock:
+        """Take the lock, waiting up to ``wait_s``; take over a stale one; else LockHeldError."""
+        try:
+            self._acquire()
+        except OSError as exc:
+            raise IOBenchError(
+                f"cannot create the lock file {self.path}: {exc.strerror or exc}"
+            ) from None
+        if self.heartbeat:
+            self._start_heartbeat()
+        return self
+
+    def _acquire(self) -> None:
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            if self._try_create():
+                self.held = True
+                return
+            seen = self._inspect()
+            if seen is None:
+                continue  # released between our two steps: try again at once
+            info, raw, st = seen
+            if info is not None:
+                why = info.stale_reason()
+                if why:
+                    why = f"lock of run {info.run_id} (pid {info.pid} on {info.host}): {why}"
+            elif time.time() - st.st_mtime > _GRACE_S:
+                why = (
+                    f"corrupt lock file: {LockInfo.parse(raw)} (last written {_when(st.st_mtime)})"
+                )
+            else:
+                why = None  # being written right now (O_EXCL fallback), or foreign: wait
+            if why and self._take_over(raw, st, why):
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LockHeldError(self._held_message(info, raw), info)
+            time.sleep(min(self.poll_s, left))
+
+    def _held_message(self, info: LockInfo | None, raw: bytes = b"") -> str:
+        target = self.root.parent
+        waited = f" (waited {self.wait_s:g} s)" if self.wait_s else ""
+        who = (
+            info.describe()
+            if info is not None
+            else f"a corrupt lock file {self.path} ({LockInfo.parse(raw)})"
+        )
+        return (
+            f"target {target} is in use by another iobench run{waited}: {who}; "
+            f"wait for it to finish, or remove {self.path} if you are sure it is not running"
+        )
+
+    # ------------------------------------------------------------------ hold
+    def refresh(self, force: bool = False) -> bool:
+        """Extend the expiry; cheap to call often (writes at most every ttl/4 unless forced).
+
+        Returns whether it wrote. Raises LockLostError if the file is no longer ours.
+        """
+        if not self.held:
+            return False
+        if not force and time.monotonic() - self._written < self.ttl_s / 4:
+            return False
+        with self._io:
+            seen = self._inspect()
+            if seen is None or seen[0] is None or seen[0].token != self.token:
+                self.held = False
+                holder = (
+                    seen[0].describe() if seen is not None and seen[0] is not None else "nobody"
+                )
+                self.lost = f"the lock on {self.root.parent} was taken over; now held by {holder}"
+                raise LockLostError(self.lost)
+            info = self._content()
+            tmp = self._write_private(info, "refresh")
+            try:
+                os.replace(tmp, self.path)
+            except OSError:
+                os.unlink(tmp)
+                raise
+            self.info = info
+            self._written = time.monotonic()
+        return True
+
+    def _start_heartbeat(self) -> None:
+        self._stop.clear()
+        period = self.ttl_s / 4
+
+        def beat() -> None:
+            while not self._stop.wait(period):
+                try:
+                    self.refresh(force=True)
+                except LockLostError:
+                    return
+                except OSError:  # a full or failing volume: keep the old expiry, try again
+                    continue
+
+        self._thread = threading.Thread(target=beat, name="iobench-lock-heartbeat", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Stop the heartbeat and remove the lock file, only if it is still ours."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        if not self.held:
+            return
+        self.held = False
+        with self._io:
+            seen = self._inspect()
+            if seen is not None and seen[0] is not None and seen[0].token == self.token:
+                try:
+                    os.unlink(self.path)
+                except FileNotFoundError:
+                    pass
+
+    def __enter__(self) -> TargetLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

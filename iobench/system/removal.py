@@ -1,0 +1,390 @@
+"""Removing scratch on volumes that may hang: wait while the removal progresses, never for good.
+
+Why: a removal on a hung volume (a stopped FUSE daemon, an sshfs server gone) blocks in
+the kernel and never returns; a removal on a slow but healthy network volume may take
+minutes for a big venv. A fixed timeout would fail one or the other.
+
+Method: the removal runs in a daemon thread; the caller waits as long as that thread's
+scheduler counters (``/proc/self/task/TID/schedstat``: CPU time, time slices) advance — they
+move with every system call that completes — and gives up after ``quiet_s`` seconds in
+which they stood still (one call that never returns). A volume that gave up once is "hung": nothing more is attempted under
+it (a second attempt would only block another thread), and the caller says where the
+leftovers are. A thread left blocked in the kernel ends with the process.
+
+Cost: on a network volume every unlink waits for a round trip, so removing a venv of
+12,000 files one by one takes as long as creating it. A tree is therefore removed as
+subtrees in parallel (``WORKERS`` threads, each through ``iobench.system.scratch.remove`` with its
+checks), and a trial's folders are first *renamed* into the run's trash folder (one call on
+the same filesystem) so the runner can choose when to pay for the unlinks: the runner
+empties the trash between trials, never while a timed trial runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from iobench.system import procfs
+from iobench.errors import IOBenchError
+from iobench.system.scratch import remove
+
+#: seconds without a single system call of the removal after which its volume counts as hung
+QUIET_S = 20.0
+_POLL_S = 0.05
+#: removals at once: enough to overlap a network volume's round trips, few enough for 2 cores
+WORKERS = 8
+#: a tree is split into at least this many subtrees (when it has them) for the workers
+_UNITS = 64
+#: the run's trash folder inside each role's run folder: what waits for its removal
+TRASH = ".trash"
+#: below this many CPUs nothing is removed while a trial runs, on any volume: on 2 cores a
+#: torch venv removed from the lab volume beside venv-on-tmp's trial made it 15.4 -> 20.4 s
+BACKGROUND_MIN_CPUS = 4
+#: filesystems whose trees are removed by one thread (see the module docstring)
+SERIAL_FSTYPES = ("tmpfs", "ramfs")
+
+
+def _activity(tid: int | None) -> bytes | None:
+    """The thread's scheduler counters (CPU ns, waits, time slices): they stand still
+    exactly while it sleeps in one call, and move with every call that completes."""
+    if tid is None:
+        return None
+    for name in ("schedstat", "stat"):
+        try:
+            with open(f"/proc/self/task/{tid}/{name}", "rb") as fh:
+                return fh.read()
+        except OSError:
+            continue
+    return None
+
+
+def bounded(
+    fn: Callable[[], object], quiet_s: float = QUIET_S, tids: list[int] | None = None
+) -> str:
+    """Run ``fn`` in a thread while it makes system calls; '' when it finished, else why not.
+
+    ``tids``: where threads that ``fn`` starts add their native ids, so that the progress
+    of any of them counts. Errors it raises (OSError, IOBenchError) come back as their message."""
+    errors: list[str] = []
+    tids = [] if tids is None else tids
+
+    def call() -> None:
+        tids.insert(0, threading.get_native_id())
+        try:
+            fn()
+        except (OSError, IOBenchError) as exc:
+            errors.append(str(exc))
+
+    worker = threading.Thread(target=call, name="iobench-remove", daemon=True)
+    worker.start()
+    last, quiet_since, interrupted = None, time.monotonic(), False
+    while worker.is_alive():
+        try:
+            worker.join(_POLL_S)
+        except (
+            KeyboardInterrupt
+        ):  # a removal under way is finished first, then the interrupt goes on
+            interrupted = True
+        counters = tuple(_activity(t) for t in list(tids))
+        now = counters if any(c is not None for c in counters) else None
+        if now is None or now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            errors.insert(0, f"no progress for {quiet_s:.0f} s (a hung volume?)")
+            break
+    if interrupted:
+        raise KeyboardInterrupt
+    return errors[0] if errors else ""
+
+
+def _subtrees(path: Path, want: int = _UNITS) -> list[Path]:
+    """Folders under ``path`` to remove in parallel: split breadth-first until there are
+    ``want`` of them (what lies between them goes with ``path`` itself, last)."""
+    if path.is_symlink() or not path.is_dir():
+        return []
+    frontier: list[Path] = [path]
+    units: list[Path] = []
+    while frontier and len(frontier) + len(units) < want:
+        folder = frontier.pop(0)
+        try:
+            subs = [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            subs = []
+        if folder is not path and not subs:
+            units.append(folder)
+        frontier.extend(subs)
+    return units + [f for f in frontier if f is not path]
+
+
+def _each_in_daemon_threads(
+    fn: Callable[[Path], None], items: list[Path], workers: int, tids: list[int] | None
+) -> None:
+    """``fn(item)`` for every item, ``workers`` daemon threads at a time; the first error
+    is raised once all threads are done.
+
+    Not ``concurrent.futures``: its worker threads are joined at interpreter exit, so one
+    thread blocked for good in an unlink on a hung volume kept iobench from exiting (seen:
+    a SIGSTOPped FUSE daemon held the process until the daemon was continued)."""
+    queue = iter(items)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        if tids is not None:
+            tids.append(threading.get_native_id())
+        while not errors:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            try:
+                fn(item)
+            except BaseException as exc:  # re-raised in the caller's thread below
+                errors.append(exc)
+
+    threads = [
+        threading.Thread(target=work, name="iobench-remove-part", daemon=True)
+        for _ in range(workers)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def remove_tree(
+    path: Path,
+    workers: int = WORKERS,
+    tids: list[int] | None = None,
+    stop: threading.Event | None = None,
+) -> bool:
+    """``iobench.system.scratch.remove(path)``, its subtrees first, ``workers`` at a time; False
+    when ``stop`` was set first (what is left stays for a later call)."""
+    units = _subtrees(path) if workers > 1 else []
+
+    def one(unit: Path) -> None:
+        if stop is None or not stop.is_set():
+            remove(unit)
+
+    if units:
+        _each_in_daemon_threads(one, units, min(workers, len(units)), tids)
+    if stop is not None and stop.is_set():
+        return False
+    remove(path)
+    return True
+
+
+class Remover:
+    """Remove scratch paths, remembering the folders whose volume hung."""
+
+    def __init__(self, quiet_s: float = QUIET_S, workers: int = WORKERS) -> None:
+        self.quiet_s = quiet_s
+        self.workers = workers
+        self.hung: list[Path] = []  # role scratch folders that stopped answering
+        self.left: list[Path] = []  # what could not be removed
+        self.trash: dict[Path, Path] = {}  # what waits in a trash folder -> its scratch folder
+        self._serial: dict[Path, bool] = {}  # scratch folder -> on a memory-backed filesystem
+        self.lock = threading.Lock()  # guards ``trash`` (the Reaper's thread reads it)
+        self._names = itertools.count(1)
+
+    def is_hung(self, path: Path) -> bool:
+        return any(procfs.is_within(str(path), str(h)) for h in self.hung)
+
+    def remove(self, path: Path, volume: Path) -> str:
+        """Remove ``path`` (inside the scratch folder ``volume``); '' when done, else why not."""
+        if self.is_hung(path):
+            self.left.append(path)
+            return f"{volume} does not answer"
+        tids: list[int] = []
+
+        def work() -> None:
+            # the filesystem lookup resolves the path: on a hung volume that blocks too, so
+            # it runs under the same watch (before, the caller's thread hung in it for good)
+            remove_tree(path, 1 if self._is_serial(volume) else self.workers, tids)
+
+        error = bounded(work, self.quiet_s, tids)
+        return self._failed(path, volume, error)
+
+    def _is_serial(self, volume: Path) -> bool:
+        """True when ``volume`` lies on a memory-backed filesystem (looked up once)."""
+        if volume not in self._serial:
+            mount = procfs.mount_of(volume)
+            self._serial[volume] = mount is not None and mount.fstype in SERIAL_FSTYPES
+        return self._serial[volume]
+
+    def defer(self, path: Path, trash: Path, volume: Path) -> str:
+        """Move ``path`` into the folder ``trash`` (same filesystem: one rename) to be removed
+        by ``empty``; '' when moved (or nothing was there), else why not."""
+        if self.is_hung(path):
+            self.left.append(path)
+            return f"{volume} does not answer"
+
+        moved: list[Path] = []
+
+        def move() -> None:
+            if os.path.lexists(path):
+                trash.mkdir(exist_ok=True)
+                dest = trash / f"{next(self._names)}-{path.name}"
+                os.rename(path, dest)
+                moved.append(dest)
+
+        error = bounded(move, self.quiet_s)
+        if not error:
+            with self.lock:
+                self.trash.update(dict.fromkeys(moved, volume))
+            return ""
+        if "hung volume" in error:
+            return self._failed(path, volume, error)
+        return self.remove(path, volume)  # cannot rename (a read-only parent?): remove it now
+
+    def empty(self, volumes: Iterable[Path] | None = None) -> list[str]:
+        """Remove what the trash folders hold (only on ``volumes`` if given); the problems."""
+        errors = []
+        with self.lock:
+            waiting = list(self.trash.items())
+        for item, volume in waiting:
+            if volumes is not None and volume not in volumes:
+                continue
+            if error := self.remove(item, volume):
+                errors.append(f"{item}: {error}")
+            with self.lock:
+                self.trash.pop(item, None)
+        return errors
+
+    def _failed(self, path: Path, volume: Path, error: str) -> str:
+        if error:
+            self.left.append(path)
+            if "hung volume" in error:
+                self.hung.append(volume)
+        return error
+
+    def run(self, fn: Callable[[], object], volume: Path) -> str:
+        """Run another clean-up step on ``volume`` (freeing a lock) under the same rule."""
+        if self.is_hung(volume):
+            return f"{volume} does not answer"
+        return bounded(fn, self.quiet_s)
+
+
+class Reaper:
+    """Empties the trash in a background thread, only on volumes that no trial is using, and
+    only on a machine with ``BACKGROUND_MIN_CPUS`` or more (else all of it between trials).
+
+    The runner calls ``hold(volumes)`` before a trial and ``release()`` after it; ``drain()``
+    stops the thread and empties what is left. ``hold`` stops the background removal on the
+    trial's volumes, then empties *their* trash itself, before the trial starts: trash on a
+    volume never outlives the next trial there, so a run whose trials all use one volume
+    needs room for one trial's folders, not all of them (deferred to the run's end, the
+    trash of earlier torch trials filled an 8 GB target and the later ones failed: ENOSPC).
+    Only the trash on the volumes the trial does not use is removed while it runs."""
+
+    def __init__(
+        self, remover: Remover, devices: dict[Path, int], background: bool | None = None
+    ) -> None:
+        self.remover = remover
+        self.devices = devices  # scratch folder -> its filesystem (st_dev, taken at the start)
+        # removing beside a timed trial takes CPU from it (a lab volume's daemon, the unlink
+        # threads): only where there are cores to spare
+        cpus = os.cpu_count() or 1
+        self.background = cpus >= BACKGROUND_MIN_CPUS if background is None else background
+        self.busy: set[int] = set()
+        self.cond = threading.Condition()
+        self.current: int | None = None  # the filesystem being removed on now
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def hold(self, volumes: Iterable[Path]) -> list[str]:
+        """No background removal on these scratch folders' filesystems until ``release``;
+        their trash is emptied here first. Returns what could not be removed."""
+        with self.cond:
+            if not self.background:  # everything waits for this moment: between trials
+                volumes = list(self.devices)
+            self.busy = {self.devices.get(v, -1) for v in volumes}
+            if self.current in self.busy:
+                self.stop.set()
+            while self.current is not None and self.current in self.busy:
+                self.cond.wait(_POLL_S)
+            held = [v for v, dev in self.devices.items() if dev in self.busy]
+        return self.remover.empty(held) if held else []
+
+    def release(self) -> None:
+        """No trial runs: remove on any volume, in the background."""
+        with self.cond:
+            self.busy = set()
+            if not self.background:
+                return
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self.work, name="iobench-reaper", daemon=True)
+                self.thread.start()
+
+    def close(self) -> None:
+        """Stop the thread once the subtrees under way are removed."""
+        with self.cond:
+            self.busy = set(self.devices.values())
+            self.stop.set()
+            while self.current is not None:
+                self.cond.wait(_POLL_S)
+        if self.thread is not None:
+            self.thread.join()
+
+    def drain(self) -> list[str]:
+        """Stop the thread and empty the rest of the trash here."""
+        self.close()
+        return self.remover.empty()
+
+    def _next(self) -> tuple[Path, Path] | None:
+        with self.remover.lock:
+            for item, volume in self.remover.trash.items():
+                if self.devices.get(volume, -1) not in self.busy:
+                    return item, volume
+        return None
+
+    def work(self) -> None:
+        """The thread's body: remove trash items on volumes not held, until none is left."""
+        while True:
+            with self.cond:
+                job = self._next()
+                if job is None:
+                    self.current = None
+                    self.cond.notify_all()
+                    return
+                item, volume = job
+                self.current, self.stop = self.devices.get(volume, -1), threading.Event()
+            finished, error = self._reap(item, volume, self.stop)
+            with self.cond:
+                if finished or error:
+                    with self.remover.lock:
+                        self.remover.trash.pop(item, None)
+                    self.remover._failed(item, volume, error)
+                self.current = None
+                self.cond.notify_all()
+
+    def _reap(self, item: Path, volume: Path, stop: threading.Event) -> tuple[bool, str]:
+        """Remove one trash item unless ``stop`` comes first: (finished, error)."""
+        if self.remover.is_hung(volume):
+            return False, f"{volume} does not answer"
+        tids: list[int] = []
+        done: list[bool] = []
+
+        def work() -> None:
+            done.append(remove_tree(item, self.remover.workers, tids, stop))
+
+        error = bounded(work, self.remover.quiet_s, tids)
+        return bool(done and done[0]), error
+
+
+__all__ = [
+    "BACKGROUND_MIN_CPUS",
+    "QUIET_S",
+    "TRASH",
+    "WORKERS",
+    "Reaper",
+    "Remover",
+    "bounded",
+    "remove_tree",
+]

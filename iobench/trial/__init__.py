@@ -1,0 +1,1 @@
+"""One trial and its instruments: the workload seam (what a trial does) and its steps, the restart of a start-up strategy, installers, the loopback index, phase processes, the sampler, contention, caches and strategies."""

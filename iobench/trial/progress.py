@@ -1,0 +1,113 @@
+"""How a run shows itself while it works: the runner calls these hooks, nothing else prints.
+
+``PlainProgress`` writes one line per event (for logs, CI, pipes); a live terminal display
+can implement the same hooks. Formatting helpers return strings so they can be tested.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Protocol, TextIO
+
+from iobench.rundir.records import PHASES, TrialRow
+
+
+def fmt_bytes(n: float | int | None) -> str:
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def _seconds(value: float | None) -> str:
+    return (
+        "?" if value is None else f"{value:.2f}"
+    )  # None: unknown (e.g. the installer's log had no mark)
+
+
+def trial_line(k: int, n: int, row: TrialRow) -> str:
+    """One line for a finished trial."""
+    ttr = row.time_to_ready_s
+    parts = [
+        f"[{k}/{n}]",
+        f"{row.trial_id:<28}",
+        f"{row.status:<11}",
+        f"ready {ttr:7.2f} s" if ttr is not None else "ready       - ",
+    ]
+    if getattr(row, "restart_s", None) is not None:  # a start-up strategy: both events side by side
+        parts.append(
+            f"first start {row.first_start_s or 0:.2f} s, restart {row.restart_s:.2f} s ({row.cold_method})"
+        )
+    if row.status == "ok":
+        parts.append(
+            "(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")"
+        )
+        parts.append(f"wrote {fmt_bytes(row.write_bytes)} in {row.write_calls or 0} calls")
+    elif row.error:
+        parts.append(row.error[:160])
+    return " ".join(parts)
+
+
+class Progress(Protocol):
+    """Hooks the runner calls; implementations must be cheap (they run on the main thread)."""
+
+    def run_started(self, run_dir: str, n_trials: int, done: int) -> None: ...
+    def trial_started(self, k: int, n: int, trial_id: str) -> None: ...
+    def phase(self, trial_id: str, phase: str) -> None: ...
+    def tick(
+        self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float
+    ) -> None: ...
+    def trial_finished(self, k: int, n: int, row: TrialRow) -> None: ...
+    def message(self, text: str) -> None: ...
+    def run_finished(self) -> None: ...
+
+
+class PlainProgress:
+    """Line-oriented output: one line per trial, nothing animated."""
+
+    def __init__(
+        self, stream: TextIO | None = None, verbose: bool = False, quiet: bool = False
+    ) -> None:
+        self.stream = stream or sys.stdout
+        self.verbose = verbose
+        self.quiet = quiet
+        self._warned_stall: set[str] = set()
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def run_started(self, run_dir: str, n_trials: int, done: int) -> None:
+        if not self.quiet:
+            extra = f" ({done} already done)" if done else ""
+            self._print(f"iobench: {n_trials} trials{extra} -> {run_dir}")
+
+    def trial_started(self, k: int, n: int, trial_id: str) -> None:
+        if self.verbose:
+            self._print(f"[{k}/{n}] {trial_id}: started")
+
+    def phase(self, trial_id: str, phase: str) -> None:
+        if self.verbose:
+            self._print(f"  {trial_id}: {phase}")
+
+    def tick(
+        self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float
+    ) -> None:
+        if stall_s > 0 and trial_id not in self._warned_stall:
+            self._warned_stall.add(trial_id)
+            self._print(
+                f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)"
+            )
+
+    def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
+        if not self.quiet or row.get("status") != "ok":
+            self._print(trial_line(k, n, row))
+
+    def message(self, text: str) -> None:
+        self._print(text)
+
+    def run_finished(self) -> None:
+        return

@@ -1,0 +1,577 @@
+"""Start-up strategies: where a pod's venv lives between starts, and the steps that keep it.
+
+A strategy is measured at two events. The **first start** finds only what persists on the
+target (the network volume); the **restart** finds what the strategy persisted there, every
+local role empty again, and caches cold (:mod:`iobench.trial.coldcache`).
+
+=================  =====================================  ========================================
+strategy           first start                            restart
+=================  =====================================  ========================================
+reinstall          install (as the config says)           install again (a cache kept on the
+                                                          target is warm)
+persistent-venv    install into a venv on the target      ready check only, from the target, cold
+packed-venv        install on tmp, then **pack** the      **restore** the archive onto tmp, then
+                   venv into one archive on the target    the ready check
+copied-venv        install on tmp, then **copy-out** the  **copy-in** the tree from the target to
+                   venv tree to the target                tmp, then the ready check
+=================  =====================================  ========================================
+
+Each step runs shell tools a start script would run (``tar``, ``zstd``, ``mksquashfs``,
+``mount``, ``cp -a``), so what is measured is what iobench may later print; it returns a
+:class:`StepResult` (method, tool, command, bytes, files, seconds).
+
+Absolute paths: a venv holds its own absolute path (``pyvenv.cfg``'s ``home``/``command``,
+the ``#!`` line of every ``bin/`` script, ``VIRTUAL_ENV`` in the activate scripts). A
+packed or copied venv is therefore always restored to the **path it was built at**, which
+is the path the start script uses; the pack records it in ``iobench-venv.json`` next to the
+archive and :func:`restore` refuses any other path.
+
+Safety: every path a step creates or deletes lies inside an iobench scratch folder
+(:mod:`iobench.system.scratch`); a step refuses to write over anything that exists, and on
+failure removes only what it made.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from iobench.errors import IOBenchError, SafetyError
+from iobench.system.scratch import owning_scratch, remove
+
+MANIFEST = "iobench-venv.json"
+MANIFEST_SCHEMA = 1
+EVENTS = ("first", "restart")
+PACK_METHODS = ("squashfs", "tar+zstd", "tar")  # "auto" takes the first one available
+
+#: Runs one command (argv); raises on failure. The trial passes its own, to sample it.
+Runner = Callable[[Sequence[str]], None]
+
+
+class StrategyError(IOBenchError):
+    """A strategy step could not run (missing tool, wrong path, failed command)."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One start-up strategy, as data (see the module docstring's table)."""
+
+    name: str
+    venv_role: str | None  # where the ready check's venv lives; None: as the config says
+    first_start: tuple[str, ...]  # steps after the install
+    restart: tuple[str, ...]  # steps before the ready check ("install" = the whole install)
+    persists: str  # what it keeps on the target
+    lost_at_restart: str
+    after_package_change: str
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy(
+            "reinstall",
+            None,
+            (),
+            ("install",),
+            "the package cache, when the config keeps it on the target",
+            "the whole venv: every start installs again",
+            "nothing: the next start installs the new list",
+        ),
+        Strategy(
+            "persistent-venv",
+            "target",
+            (),
+            (),
+            "the venv itself",
+            "nothing on the volume; the page, name and attribute caches go cold",
+            "install into the venv on the volume (pip runs at volume speed)",
+        ),
+        Strategy(
+            "packed-venv",
+            "tmp",
+            ("pack",),
+            ("restore",),
+            "one archive of the venv (tar, tar+zstd or a squashfs image)",
+            "the venv on tmp: each restart restores it from the archive",
+            "install on tmp, then pack again (the archive is one file: rewrite it whole)",
+        ),
+        Strategy(
+            "copied-venv",
+            "tmp",
+            ("copy-out",),
+            ("copy-in",),
+            "a copy of the venv tree",
+            "the venv on tmp: each restart copies the tree back file by file",
+            "install on tmp, then copy the tree out again",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one persist or restore step did, for the trial's row."""
+
+    step: str  # "pack", "restore", "copy-out", "copy-in"
+    method: str  # "tar", "tar+zstd", "squashfs", "copy"
+    tool: (
+        str  # what ran: "zstd binary", "zstandard module", "mount -t squashfs", "squashfuse", "cp"
+    )
+    command: str  # the shell line(s) a start script would use; "" when a Python module ran
+    bytes: int  # bytes moved to or from the target (archive size, or tree size for copies)
+    files: int  # entries (files and symlinks) in the venv tree
+    seconds: float  # wall time of the step's commands (counting is outside it)
+    path: str  # what the step made: the archive, the stored tree, or the restored venv
+    mounted: bool = False  # squashfs restores mount the image at the venv: call release()
+
+    def to_row(self, prefix: str) -> dict[str, Any]:
+        """Columns for trials.csv, e.g. ``restore_method``, ``restore_s``."""
+        d = asdict(self)
+        out = {f"{prefix}_{k}": v for k, v in d.items() if k not in ("seconds", "step", "path")}
+        out[f"{prefix}_s"] = self.seconds
+        return out
+
+
+def get(name: str) -> Strategy:
+    """The strategy called ``name`` (raises StrategyError naming the known ones)."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}") from None
+
+
+# ---- what this machine can do ---------------------------------------------------------------
+
+
+def _zstd_module() -> bool:
+    return importlib.util.find_spec("zstandard") is not None
+
+
+def compressor() -> str | None:
+    """How tar+zstd would compress here: "zstd binary", "zstandard module", or None."""
+    if shutil.which("zstd"):
+        return "zstd binary"
+    if _zstd_module():
+        return "zstandard module"
+    return None
+
+
+def squashfs_mounter() -> str | None:
+    """How a squashfs image can be mounted here: "mount -t squashfs" (root, kernel support),
+    "squashfuse", or None."""
+    if os.geteuid() == 0 and shutil.which("mount") and _kernel_has("squashfs"):
+        return "mount -t squashfs"
+    if shutil.which("squashfuse") and shutil.which("fusermount3") and os.path.exists("/dev/fuse"):
+        return "squashfuse"
+    return None
+
+
+def _kernel_has(fstype: str) -> bool:
+    try:
+        with open("/proc/filesystems", encoding="ascii") as f:
+            return any(line.split()[-1] == fstype for line in f if line.strip())
+    except OSError:
+        return False
+
+
+def available_methods() -> list[str]:
+    """Pack methods that can run here, best first."""
+    found = []
+    if shutil.which("mksquashfs") and squashfs_mounter():
+        found.append("squashfs")
+    if compressor():
+        found.append("tar+zstd")
+    if shutil.which("tar"):
+        found.append("tar")
+    return found
+
+
+def choose_method(method: str = "auto") -> str:
+    """``auto``: the best available pack method; else check that ``method`` can run here."""
+    found = available_methods()
+    if method == "auto":
+        if not found:
+            raise StrategyError("cannot pack a venv here: tar is missing")
+        return found[0]
+    if method not in PACK_METHODS:
+        raise StrategyError(
+            f"unknown pack method {method!r}; known: auto, {', '.join(PACK_METHODS)}"
+        )
+    if method not in found:
+        need = {
+            "squashfs": "mksquashfs and squashfuse (or root)",
+            "tar+zstd": "zstd or the zstandard module",
+        }
+        raise StrategyError(
+            f"pack method {method} cannot run here (needs {need.get(method, 'tar')})"
+        )
+    return method
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def run_checked(argv: Sequence[str]) -> None:
+    """The default runner: run ``argv``; raise StrategyError with its output's tail on failure."""
+    r = subprocess.run(list(argv), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        raise StrategyError(
+            f"{argv[0]} failed (exit {r.returncode}): {' | '.join(tail) or 'no output'}"
+        )
+
+
+def tree_size(path: Path) -> tuple[int, int]:
+    """(entries that are not folders, their bytes) under ``path``; symlinks are not followed."""
+    files = size = 0
+    for root, dirs, names in os.walk(path):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            files += 1
+            size += os.lstat(os.path.join(root, name)).st_size
+    return files, size
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path))
+
+
+def _check_new(path: Path, what: str) -> Path:
+    """``path`` must not exist and must lie inside an iobench scratch folder."""
+    path = _absolute(path)
+    if owning_scratch(path) is None:
+        raise SafetyError(
+            f"{what} {path} is not inside an iobench scratch folder; refusing to write there"
+        )
+    if os.path.lexists(path):
+        raise SafetyError(f"{what} {path} already exists; refusing to write over it")
+    return path
+
+
+def _timed(commands: list[list[str]], run: Runner) -> float:
+    t0 = time.monotonic()
+    for argv in commands:
+        run(argv)
+    return time.monotonic() - t0
+
+
+def _shell(commands: list[list[str]]) -> str:
+    if any(argv[:1] == [sys.executable] for argv in commands):
+        return ""  # a Python helper ran, not a line a start script would hold
+    return " && ".join(shlex.join(argv) for argv in commands)
+
+
+@lru_cache(maxsize=1)
+def _squashfs_comp() -> list[str]:
+    """zstd at level 3 when this mksquashfs has it (fast to decompress, and to compress: its
+    default level 15 took 339 s for torch's 876 MB on a loaded 2-core VM, level 3 took 6 s,
+    like ``tar -I zstd``), else mksquashfs's default."""
+    r = subprocess.run(["mksquashfs", "-help"], capture_output=True, text=True)
+    if "zstd" in (r.stdout + r.stderr):
+        return ["-comp", "zstd", "-Xcompression-level", "3"]
+    return []
+
+
+_ARCHIVE = {"tar": "venv.tar", "tar+zstd": "venv.tar.zst", "squashfs": "venv.sqfs"}
+
+
+def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[str]], str]:
+    parent, name = str(venv.parent), venv.name
+    if method == "squashfs":
+        argv = [
+            "mksquashfs",
+            str(venv),
+            str(archive),
+            "-noappend",
+            "-quiet",
+            "-no-progress",
+            *_squashfs_comp(),
+        ]
+        return [argv], "mksquashfs"
+    if method == "tar":
+        return [["tar", "-C", parent, "-cf", str(archive), name]], "tar"
+    tool = compressor()
+    if tool == "zstd binary":
+        return [["tar", "-C", parent, "-I", "zstd -T0", "-cf", str(archive), name]], tool
+    helper = [sys.executable, "-m", "iobench.trial.strategies", "zstd-pack", parent, name, str(archive)]
+    return [helper], str(tool)
+
+
+def _unpack_commands(
+    method: str, tool: str, archive: Path, venv: Path
+) -> tuple[list[list[str]], str]:
+    parent = str(venv.parent)
+    if method == "squashfs":
+        mounter = squashfs_mounter()
+        if mounter is None:
+            raise StrategyError("cannot mount the squashfs image here (needs root or squashfuse)")
+        if mounter == "squashfuse":
+            mount = ["squashfuse", str(archive), str(venv)]
+        else:
+            mount = ["mount", "-t", "squashfs", "-o", "loop,ro", str(archive), str(venv)]
+        return [["mkdir", str(venv)], mount], mounter
+    if method == "tar":
+        return [["tar", "-C", parent, "-xf", str(archive)]], "tar"
+    if compressor() == "zstd binary":
+        return [["tar", "-C", parent, "-I", "zstd -T0", "-xf", str(archive)]], "zstd binary"
+    if not _zstd_module():
+        raise StrategyError(f"{archive} is zstd-compressed; install zstd or the zstandard module")
+    return [
+        [sys.executable, "-m", "iobench.trial.strategies", "zstd-unpack", str(archive), parent]
+    ], "zstandard module"
+
+
+def _write_manifest(store: Path, data: dict[str, Any]) -> None:
+    data = {"schema": MANIFEST_SCHEMA, "created": time.time(), **data}
+    (store / MANIFEST).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def read_manifest(store: Path) -> dict[str, Any]:
+    """What a persist step recorded in ``store`` (raises StrategyError when absent or unknown)."""
+    path = Path(store) / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise StrategyError(f"{path}: no readable venv manifest ({e})") from None
+    if data.get("schema") != MANIFEST_SCHEMA:
+        raise StrategyError(f"{path}: unknown manifest schema {data.get('schema')!r}")
+    return data
+
+
+def stored_bytes(store: Path) -> int:
+    """Bytes the strategy keeps on the target (what storage is billed for)."""
+    return int(read_manifest(store)["bytes"])
+
+
+# ---- the steps ----------------------------------------------------------------------------------
+
+
+def pack(venv: Path, store: Path, method: str = "auto", run: Runner = run_checked) -> StepResult:
+    """Pack the venv at ``venv`` into one archive in the new folder ``store`` (on the target)."""
+    venv = _absolute(venv)
+    if not (venv / "pyvenv.cfg").is_file():
+        raise StrategyError(f"{venv} is not a venv (no pyvenv.cfg)")
+    method = choose_method(method)
+    store = _check_new(store, "store")
+    archive = store / _ARCHIVE[method]
+    commands, tool = _pack_commands(method, venv, archive)
+    files, tree_bytes = tree_size(venv)
+    store.mkdir()
+    try:
+        seconds = _timed(commands, run)
+        size = archive.stat().st_size
+        _write_manifest(
+            store,
+            {
+                "kind": "archive",
+                "method": method,
+                "tool": tool,
+                "venv": str(venv),
+                "archive": archive.name,
+                "bytes": size,
+                "files": files,
+                "tree_bytes": tree_bytes,
+            },
+        )
+    except BaseException:
+        remove(store)
+        raise
+    return StepResult("pack", method, tool, _shell(commands), size, files, seconds, str(archive))
+
+
+def unpack(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
+    """Restore the venv packed in ``store`` at ``venv``, which must be the path it was built at
+    (squashfs: mount the image there, read-only; call :func:`release` when done)."""
+    manifest = read_manifest(store)
+    venv = _restore_target(manifest, venv)
+    archive = _absolute(store) / manifest["archive"]
+    commands, tool = _unpack_commands(manifest["method"], manifest["tool"], archive, venv)
+    mounted = manifest["method"] == "squashfs"
+    try:
+        seconds = _timed(commands, run)
+    except BaseException:
+        _undo_restore(venv, mounted, tool)
+        raise
+    return StepResult(
+        "restore",
+        manifest["method"],
+        tool,
+        _shell(commands),
+        int(manifest["bytes"]),
+        int(manifest["files"]),
+        seconds,
+        str(venv),
+        mounted,
+    )
+
+
+def copy_out(venv: Path, store: Path, run: Runner = run_checked) -> StepResult:
+    """Copy the venv tree into the new folder ``store`` on the target (``cp -a``)."""
+    venv = _absolute(venv)
+    if not (venv / "pyvenv.cfg").is_file():
+        raise StrategyError(f"{venv} is not a venv (no pyvenv.cfg)")
+    store = _check_new(store, "store")
+    files, size = tree_size(venv)
+    commands = [["cp", "-a", str(venv), str(store / "venv")]]
+    store.mkdir()
+    try:
+        seconds = _timed(commands, run)
+        _write_manifest(
+            store,
+            {
+                "kind": "tree",
+                "method": "copy",
+                "tool": "cp",
+                "venv": str(venv),
+                "archive": "venv",
+                "bytes": size,
+                "files": files,
+                "tree_bytes": size,
+            },
+        )
+    except BaseException:
+        remove(store)
+        raise
+    return StepResult(
+        "copy-out", "copy", "cp", _shell(commands), size, files, seconds, str(store / "venv")
+    )
+
+
+def copy_in(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
+    """Copy the venv tree kept in ``store`` back to ``venv``, the path it was built at."""
+    manifest = read_manifest(store)
+    if manifest.get("kind") != "tree":
+        raise StrategyError(f"{store} holds a packed venv, not a copied tree; use unpack")
+    venv = _restore_target(manifest, venv)
+    commands = [["cp", "-a", str(_absolute(store) / "venv"), str(venv)]]
+    try:
+        seconds = _timed(commands, run)
+    except BaseException:
+        _undo_restore(venv, False, "cp")
+        raise
+    return StepResult(
+        "copy-in",
+        "copy",
+        "cp",
+        _shell(commands),
+        int(manifest["bytes"]),
+        int(manifest["files"]),
+        seconds,
+        str(venv),
+    )
+
+
+def _restore_target(manifest: dict[str, Any], venv: Path) -> Path:
+    venv = _absolute(venv)
+    if str(venv) != manifest["venv"]:
+        raise StrategyError(
+            f"restore to {manifest['venv']}, where the venv was built, not {venv}: a venv holds "
+            "its absolute path (pyvenv.cfg, bin/ shebangs, activate scripts)"
+        )
+    if not venv.parent.is_dir():
+        raise StrategyError(f"cannot restore to {venv}: {venv.parent} does not exist")
+    return _check_new(venv, "venv")
+
+
+def _undo_restore(venv: Path, mounted: bool, tool: str) -> None:
+    """Remove what a failed restore made (unmount first if the image got mounted)."""
+    if mounted:
+        _unmount(venv, tool)
+    if os.path.lexists(venv):
+        remove(venv)
+
+
+def _unmount(venv: Path, tool: str) -> None:
+    if not os.path.ismount(venv):
+        return
+    argv = ["fusermount3", "-u", str(venv)] if tool == "squashfuse" else ["umount", str(venv)]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        subprocess.run(["umount", "-l", str(venv)], capture_output=True)
+
+
+def release(result: StepResult) -> None:
+    """Undo what a restore left mounted (squashfs), so the venv folder can be removed."""
+    if result.mounted:
+        _unmount(Path(result.path), result.tool)
+        if os.path.ismount(result.path):
+            raise StrategyError(f"could not unmount {result.path}; try `umount -l {result.path}`")
+        os.rmdir(result.path)
+
+
+# ---- a strategy's persist and restore, by name ---------------------------------------------------
+
+
+def persist(
+    name: str, venv: Path, store: Path, method: str = "auto", run: Runner = run_checked
+) -> StepResult | None:
+    """The first start's step after the install: pack or copy-out; None for the others."""
+    steps = get(name).first_start
+    if "pack" in steps:
+        return pack(venv, store, method, run)
+    if "copy-out" in steps:
+        return copy_out(venv, store, run)
+    return None
+
+
+def restore(name: str, store: Path, venv: Path, run: Runner = run_checked) -> StepResult | None:
+    """The restart's step before the ready check: restore or copy-in; None for the others."""
+    steps = get(name).restart
+    if "restore" in steps:
+        return unpack(store, venv, run)
+    if "copy-in" in steps:
+        return copy_in(store, venv, run)
+    return None
+
+
+# ---- zstd through the zstandard module (when no zstd binary is installed) -------------------------
+
+
+def _zstd_pack(parent: str, name: str, archive: str) -> None:
+    zstandard = importlib.import_module("zstandard")  # optional: no hard dependency, no stubs
+    tar = subprocess.Popen(["tar", "-C", parent, "-cf", "-", name], stdout=subprocess.PIPE)
+    assert tar.stdout is not None
+    with open(archive, "wb") as out:
+        zstandard.ZstdCompressor(threads=-1).copy_stream(tar.stdout, out)
+    if tar.wait() != 0:
+        raise SystemExit(f"tar failed (exit {tar.returncode})")
+
+
+def _zstd_unpack(archive: str, parent: str) -> None:
+    zstandard = importlib.import_module("zstandard")
+    tar = subprocess.Popen(["tar", "-C", parent, "-xf", "-"], stdin=subprocess.PIPE)
+    assert tar.stdin is not None
+    with open(archive, "rb") as src:
+        zstandard.ZstdDecompressor().copy_stream(src, tar.stdin)
+    tar.stdin.close()
+    if tar.wait() != 0:
+        raise SystemExit(f"tar failed (exit {tar.returncode})")
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] == ["zstd-pack"] and len(argv) == 4:
+        _zstd_pack(*argv[1:])
+    elif argv[:1] == ["zstd-unpack"] and len(argv) == 3:
+        _zstd_unpack(*argv[1:])
+    else:
+        print(
+            "usage: python -m iobench.trial.strategies zstd-pack PARENT NAME ARCHIVE | zstd-unpack ARCHIVE PARENT",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
