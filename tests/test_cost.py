@@ -13,23 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from iobench.cost import idle
+from iobench.cost import prices
 from iobench.system import gpu
 from iobench.cost.idle import (
     CostOptions,
-    add_cost_arguments,
-    cost_options_from_args,
-    find_preset,
-    format_usd,
     idle_cost_usd,
-    load_presets,
-    match_detected,
     monthly_usd,
     resolve_price,
     storage_cost_usd,
 )
+from iobench.cli.cost import add_cost_arguments, cost_options_from_args
+from iobench.cost.prices import find_preset, format_usd, load_presets, match_detected
 from iobench.errors import IOBenchError, UsageError
-from iobench.system.gpu import GpuInfo, detect_gpus, ec2_instance_type, parse_nvidia_smi
+from iobench.system.gpu import detect_gpus, ec2_instance_type, parse_nvidia_smi
+from iobench.rundir.meta import GpuInfo
 
 # --- the price table ---------------------------------------------------------------------------
 
@@ -132,7 +129,7 @@ def test_cost_arguments_parse_and_validate() -> None:
         )
     )
     assert opts == CostOptions(gpu="h100", gpus=4, starts_per_month=120.0, storage_usd_per_gb=0.07)
-    assert cost_options_from_args(_parse([])).starts_per_month == idle.DEFAULT_STARTS_PER_MONTH
+    assert cost_options_from_args(_parse([])).starts_per_month == prices.DEFAULT_STARTS_PER_MONTH
     with pytest.raises(UsageError, match="--gpu-price must not be negative"):
         cost_options_from_args(_parse(["--gpu-price", "-1"]))
     with pytest.raises(UsageError, match="--gpu-price wants a price"):

@@ -3,10 +3,10 @@ read back from the inodes, requirement files, and the axes crossed with a scenar
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.files import DATA, TINY_PROFILE, only_run_dir, read_csv
@@ -17,7 +17,7 @@ from iobench.__main__ import main
 from iobench.errors import UsageError
 from iobench.trial.installers import IndexSpec, Pip, Uv
 from iobench.run.facts import fstype_of
-from iobench.scenario.load import load_scenario
+from iobench.scenario.load import Scenario, load_scenario
 from iobench.wheels.profile import cached_wheels, load_profile
 
 TINY = DATA / "tiny.toml"
@@ -219,23 +219,16 @@ def test_extra_index_url_is_checked_and_redacted() -> None:
 
 
 # ---------------------------------------------------------------- axes crossed with the configs
-def _args(**kw: object) -> argparse.Namespace:
-    return argparse.Namespace(
-        **{
-            "installer": None,
-            "venv_creator": None,
-            "matrix": [],
-            "requirements": None,
-            "package": [],
-            **kw,
-        }
-    )
+def _apply(s: Scenario, **kw: Any) -> Scenario:
+    """``axes.apply`` as `iobench run` calls it, with the given options."""
+    axes_given = axes.axes_from(kw.get("installer"), kw.get("venv_creator"), kw.get("matrix", []))
+    return axes.apply(s, axes_given, kw.get("requirements"), bool(kw.get("package")), False)
 
 
 def test_axes_cross_every_config_and_name_it() -> None:
     s = load_scenario(str(TINY)).select(["naive", "nocache"])
-    out = axes.apply(
-        s, _args(installer="pip,uv", matrix=[axes.matrix_spec("link_mode=hardlink,symlink")]), False
+    out = _apply(
+        s, installer="pip,uv", matrix=[axes.matrix_spec("link_mode=hardlink,symlink")]
     )
     names = [c.name for c in out.configs]
     assert names == [
@@ -248,7 +241,7 @@ def test_axes_cross_every_config_and_name_it() -> None:
     ]
     pip = out.config("naive_pip")
     assert (pip.installer, pip.link_mode, pip.cache) == ("pip", "default", "target")
-    one = axes.apply(s, _args(venv_creator="uv"), False)  # one value: set, no suffix
+    one = _apply(s, venv_creator="uv")  # one value: set, no suffix
     assert [(c.name, c.venv_creator) for c in one.configs] == [("naive", "uv"), ("nocache", "uv")]
 
 
@@ -265,8 +258,8 @@ def test_axes_cross_every_config_and_name_it() -> None:
 def test_a_bad_axis_is_one_line(kw: dict, match: str) -> None:
     s = load_scenario(str(TINY)).select(["naive"])
     with pytest.raises(UsageError, match=match):
-        axes.apply(s, _args(**kw), False)
-    with pytest.raises(argparse.ArgumentTypeError, match="not an axis"):
+        _apply(s, **kw)
+    with pytest.raises(UsageError, match="not an axis"):
         axes.matrix_spec("colour=red,blue")
 
 

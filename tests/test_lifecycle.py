@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench.cost import month
+from iobench.cost import month, prices
 from iobench.errors import UsageError
-from iobench.cost.month import LifeFigures, Prices
+from iobench.cost.month import LifeFigures
+from iobench.cost.prices import Prices
 
 # $3.60 an hour is $0.001 a second; storage $0.30/GB-month
 P = Prices(gpu_usd_per_hour=3.6, storage_usd_per_gb_month=0.30)
@@ -98,15 +99,15 @@ def test_bad_starts_is_one_clear_line(bad: object) -> None:
 
 
 def test_storage_presets_have_source_and_date() -> None:
-    presets = month.load_storage_presets()
+    presets = prices.load_storage_presets()
     assert {p.name for p in presets} >= {"EFS Standard", "EBS gp3", "RunPod network volume"}
     for p in presets:
         assert p.source.startswith("https://") and p.date[:4].isdigit(), p
         assert p.billed in ("used", "provisioned") and p.usd_per_gb_month > 0
-    assert month.find_storage_preset("efs").usd_per_gb_month == 0.30
-    assert month.find_storage_preset("RunPod").prices(2.0) == Prices(2.0, 0.07, 0.0)
+    assert prices.find_storage_preset("efs").usd_per_gb_month == 0.30
+    assert prices.find_storage_preset("RunPod").prices(2.0) == Prices(2.0, 0.07, 0.0)
     with pytest.raises(UsageError, match="unknown --storage 'tape'; known: EFS Standard"):
-        month.find_storage_preset("tape")
+        prices.find_storage_preset("tape")
     text = resources.files("iobench.cost").joinpath("storage_prices.csv").read_text()
     assert all(len(row) == 9 for row in csv.reader(text.splitlines()))
 

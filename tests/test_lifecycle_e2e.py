@@ -15,6 +15,7 @@ from helpers.files import TINY_PROFILE, only_run_dir, read_csv
 from iobench.run import plan as run_plan
 from iobench.__main__ import main
 from iobench.cli import build_parser
+from iobench.cli.run import run_request
 
 pytestmark = [pytest.mark.e2e]
 
@@ -177,7 +178,7 @@ def test_resume_runs_the_missing_trials_of_every_strategy(
     # not given, a resume takes the run's from meta.json (a warm run resumes warm)
     theirs = {**meta, "status": "interrupted", "cache_mode": "warm", "pack_method": "tar"}
     (run_dir / "meta.json").write_text(json.dumps(theirs))
-    plan = run_plan.check(build_parser().parse_args(["run", "--resume", str(run_dir)]))
+    plan = run_plan.check(run_request(build_parser().parse_args(["run", "--resume", str(run_dir)])))
     assert (plan.cache_mode, plan.pack_method) == ("warm", "tar")
     # meta.json written before the keys: its restarts were cold, so a cold resume goes on
     (run_dir / "meta.json").write_text(

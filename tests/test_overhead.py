@@ -7,7 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from iobench.run.overhead import CAUSES, Clock, ratio, summary_line
+from iobench.report.formats import overhead_line as summary_line
+from iobench.rundir.meta import OVERHEAD_CAUSES as CAUSES
+from iobench.rundir.meta import overhead_ratio as ratio
+from iobench.run.overhead import Clock
 
 ACCOUNT = {
     "wall_s": 100.0,

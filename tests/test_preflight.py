@@ -11,6 +11,7 @@ import pytest
 from iobench.trial import installers
 from iobench.run import plan as run_plan
 from iobench.cli import build_parser
+from iobench.cli.run import run_request
 from iobench.errors import UsageError
 from iobench.rundir.meta import RunMeta
 from iobench.scenario.load import load_scenario
@@ -19,8 +20,8 @@ DATA = Path(__file__).parent / "data"
 TINY = DATA / "tiny.toml"
 
 
-def _args(*argv: str):  # noqa: ANN202 - argparse.Namespace
-    return build_parser().parse_args(["run", *argv])
+def _args(*argv: str) -> run_plan.RunRequest:
+    return run_request(build_parser().parse_args(["run", *argv]))
 
 
 def _dirs(tmp_path: Path) -> tuple[Path, Path, Path]:

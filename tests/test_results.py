@@ -34,6 +34,7 @@ from iobench.report import build_compare, build_report
 from iobench.report.load import load_run
 from iobench.rundir.folder import SCHEMA_VERSION, RunDir, latest_rows, readme_tables
 from iobench.rundir.meta import RoleInfo, RunMeta, load_meta
+from iobench.run.resume import resume_state
 
 DATA = Path(__file__).parent / "data"
 OLD = DATA / "run-d8a1c15"
@@ -131,7 +132,7 @@ def test_report_resume_and_the_reader_share_the_rule(run: Path) -> None:
     assert len(rd.trials()) == len(rd.trials(latest_only=True)) + 1
     latest = {r.trial_id: r.status for r in rd.trials(latest_only=True)}
     assert latest["naive-r2"] == "ok"
-    assert rd.resume_state().done == frozenset(latest)
+    assert resume_state(rd).done == frozenset(latest)
     report = load_run(run)
     assert list(report.trials["trial_id"]) == [r.trial_id for r in rd.trials(latest_only=True)]
 
@@ -238,7 +239,7 @@ def _refused_everywhere(
 ) -> None:
     """The same one line from the readers, the resume state, `report`, `compare` and `run --resume`."""
     readers = (lambda: RunDir(run).meta(), lambda: RunDir(run).read_trials(),
-               lambda: RunDir(run).resume_state(), lambda: load_run(run))  # fmt: skip
+               lambda: resume_state(RunDir(run)), lambda: load_run(run))  # fmt: skip
     for read in readers[1:] if trials else readers[:1] + readers[2:]:
         with pytest.raises(RunDirError, match=match) as err:
             read()
@@ -339,7 +340,7 @@ def test_a_row_cut_after_its_status_is_not_trusted(run: Path) -> None:
         rf".*trials.csv: row {len(lines)} is cut short \(\d+ of {len(TRIAL_COLUMNS)} cells\); not trusted, skipped",
         read.skipped[0],
     )
-    assert cut_id not in rd.resume_state().done  # --resume runs it again
+    assert cut_id not in resume_state(rd).done  # --resume runs it again
     report = load_run(run)
     assert cut_id not in set(report.trials["trial_id"]) and read.skipped[0] in report.warnings
     # the next append starts a line of its own; the cut row stays skipped
@@ -380,7 +381,7 @@ def test_a_full_row_without_its_end_of_line_is_not_trusted(run: Path) -> None:
 
 def test_an_empty_or_absent_trials_csv_means_no_trial_yet(run: Path) -> None:
     (run / "trials.csv").write_text("")
-    assert RunDir(run).trials() == [] and RunDir(run).resume_state().done == frozenset()
+    assert RunDir(run).trials() == [] and resume_state(RunDir(run)).done == frozenset()
     (run / "trials.csv").unlink()
     assert RunDir(run).trials() == []
 
@@ -388,7 +389,7 @@ def test_an_empty_or_absent_trials_csv_means_no_trial_yet(run: Path) -> None:
 def test_resume_refuses_trials_of_configs_the_scenario_lacks(run: Path) -> None:
     RunDir(run).append_trial(_row("other-r1", run_id="x"))
     with pytest.raises(RunDirError, match=r"config\(s\) other are not in meta.json's scenario"):
-        RunDir(run).resume_state()
+        resume_state(RunDir(run))
 
 
 # --- runs written by d8a1c15 -----------------------------------------------------------------------
@@ -402,7 +403,7 @@ def test_a_d8a1c15_run_loads_through_the_new_loader() -> None:
     rows = rd.trials(latest_only=True)
     assert [r.status for r in rows] == ["ok"] * 4 and all(r.position is None for r in rows)
     assert all(r.time_to_ready_s and r.time_to_ready_s > 0 for r in rows)
-    state = rd.resume_state()
+    state = resume_state(rd)
     assert state.done == frozenset(f"{c}-r1" for c in meta.config_names) and state.repeats == 1
     assert set(state.roles) == {"target", "tmp"} and state.scenario.name == "tiny"
 
@@ -418,7 +419,7 @@ def test_a_d8a1c15_run_still_reports_and_compares(tmp_path: Path) -> None:
 
 
 def test_the_resume_state_of_an_interrupted_d8a1c15_run() -> None:
-    state = RunDir(OLD_INTERRUPTED).resume_state()
+    state = resume_state(RunDir(OLD_INTERRUPTED))
     assert state.meta.status == "interrupted"
     assert state.done == frozenset({"naive-r1"})  # nocache-r1 was interrupted: it runs again
     assert [r.status for r in state.rows] == ["ok", "interrupted"]
@@ -431,7 +432,7 @@ def test_appending_to_a_d8a1c15_run_keeps_its_header(tmp_path: Path) -> None:
     rd.append_trial(_row("nocache-r1", run_id=rd.meta().run_id, position=1, time_to_ready_s=3.5))
     assert (old / "trials.csv").read_text().splitlines()[0].split(",") == OLD_HEADER
     assert [r.status for r in rd.trials(latest_only=True)] == ["ok", "ok"]
-    assert rd.resume_state().done == frozenset({"naive-r1", "nocache-r1"})
+    assert resume_state(rd).done == frozenset({"naive-r1", "nocache-r1"})
     assert (
         load_run(old)
         .notes[0]

@@ -532,9 +532,10 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
     holder's lock alone."""
     import io
 
-    from iobench.run import plan as run_plan
     from iobench.cli import build_parser
+    from iobench.cli.run import run_request
     from iobench.errors import LockLostError
+    from iobench.run import plan as run_plan
     from iobench.system.lock import TargetLock, read_lock
     from iobench.trial.progress import PlainProgress
     from iobench.run.runner import Runner
@@ -557,7 +558,7 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
             "--no-probe",
         ]
     )
-    runner = Runner(run_plan.check(args), PlainProgress(stream=io.StringIO()))
+    runner = Runner(run_plan.check(run_request(args)), PlainProgress(stream=io.StringIO()))
     thieves: list[TargetLock] = []
 
     def take_over() -> None:

@@ -181,7 +181,8 @@ def test_relative_results_folder_keeps_logs_and_phase_split(tmp_path: Path, monk
 def test_overhead_is_recorded_caches_primed_once_and_nothing_left(tmp_path: Path) -> None:
     """meta.json's overhead adds up (parts <= wall - trials), the warm cache is primed once
     for two repeats, and the deferred removals leave nothing behind and touch nothing else."""
-    from iobench.run.overhead import CAUSES, summary_line
+    from iobench.report.formats import overhead_line as summary_line
+    from iobench.rundir.meta import OVERHEAD_CAUSES as CAUSES
 
     target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
     for role in (target, tmp):

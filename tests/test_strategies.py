@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from iobench.scenario import vocab
 from iobench.trial import strategies
 from iobench.errors import IOBenchError, SafetyError
 from iobench.system.scratch import SENTINEL, Scratch, remove
@@ -271,7 +272,7 @@ def test_a_failing_command_is_one_clear_error(roles: tuple[Scratch, Scratch], wh
 
 
 def test_strategies_as_data() -> None:
-    assert list(strategies.STRATEGIES) == [
+    assert list(vocab.STRATEGIES) == [
         "reinstall",
         "persistent-venv",
         "packed-venv",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from iobench.cost.idle import add_cost_arguments, cost_options_from_args
+from iobench.cli.cost import add_cost_arguments, cost_options_from_args
 from iobench.errors import UsageError
 
 FORMATS = ("table", "markdown", "json")

@@ -42,7 +42,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     _add_what(p)
     _add_output(p)
     _add_limits(p)
-    from iobench.cost.idle import add_cost_arguments
+    from iobench.cli.cost import add_cost_arguments
 
     add_cost_arguments(p)
     p.set_defaults(func=run_command)
@@ -250,9 +250,13 @@ def _add_axes(what: argparse._ArgumentGroup) -> None:
     """Axes crossed with the scenario's configs, requirement files and extra indexes (iobench.scenario.axes)."""
 
     def matrix_spec(text: str) -> Any:  # iobench.scenario.axes imports the scenario code: not for --help
+        from iobench.errors import UsageError
         from iobench.scenario.axes import matrix_spec as parse
 
-        return parse(text)
+        try:
+            return parse(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     what.add_argument(
         "--installer", metavar="pip,uv", help="cross every config with these installers"
@@ -311,6 +315,18 @@ def _make_progress(args: argparse.Namespace) -> Any:
     return PlainProgress(verbose=args.verbose, quiet=args.quiet)
 
 
+def run_request(args: argparse.Namespace) -> Any:
+    """The parsed command line as the typed request the run's checks take (``RunRequest``)."""
+    import dataclasses
+
+    from iobench.cli.cost import cost_options_from_args
+    from iobench.run.plan import RunRequest
+
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunRequest)
+             if f.name not in ("cost", "command") and getattr(args, f.name, None) is not None}  # fmt: skip
+    return RunRequest(**given, cost=cost_options_from_args(args), command=["iobench", *sys.argv[1:]])
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Check everything, run the trials, then the table, the report and the exports."""
     from iobench.run import overhead
@@ -318,7 +334,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from iobench.run.runner import Runner
 
     overhead.command_started()  # meta.json's overhead.before_start_s counts from here
-    plan = run_plan.check(args)
+    plan = run_plan.check(run_request(args))
     if not args.dry_run and plan.resume is None:
         from iobench.run import facts
 

@@ -17,17 +17,12 @@ the cheapest total at the user's N (ties: the faster restart). Storage presets l
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 
-from iobench.cost.idle import DEFAULT_STARTS_PER_MONTH, normalise
+from iobench.cost.prices import Prices, format_usd
 from iobench.errors import UsageError
 
-STORAGE_PRICES_FILE = "storage_prices.csv"
-DEFAULT_STARTS = DEFAULT_STARTS_PER_MONTH  # one start a day: see docs/strategies.md
 _GB = 1e9
 
 
@@ -40,15 +35,6 @@ class LifeFigures:
     restart_s: float
     stored_bytes: float = 0.0  # kept on the volume between starts
     restart_read_bytes: float = 0.0  # read from the volume by one restart
-
-
-@dataclass(frozen=True)
-class Prices:
-    """The pod's price per hour (all its GPUs) and the volume's prices."""
-
-    gpu_usd_per_hour: float
-    storage_usd_per_gb_month: float = 0.0
-    read_usd_per_gb: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -163,65 +149,11 @@ def crossings(
 # ---- storage presets -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StoragePreset:
-    """One row of storage_prices.csv."""
-
-    name: str
-    aliases: tuple[str, ...]
-    usd_per_gb_month: float
-    usd_per_gb_read: float
-    billed: str  # "used" (metered) or "provisioned" (you pay for the size you ask for)
-    provider: str
-    source: str
-    date: str
-    note: str
-
-    def prices(self, gpu_usd_per_hour: float) -> Prices:
-        return Prices(gpu_usd_per_hour, self.usd_per_gb_month, self.usd_per_gb_read)
-
-
-@lru_cache(maxsize=1)
-def load_storage_presets() -> tuple[StoragePreset, ...]:
-    """Read the packaged storage price table once."""
-    text = (
-        resources.files("iobench.cost")
-        .joinpath(STORAGE_PRICES_FILE)
-        .read_text(encoding="utf-8")
-    )
-    return tuple(
-        StoragePreset(
-            name=row["name"].strip(),
-            aliases=tuple(a.strip() for a in row["aliases"].split(";") if a.strip()),
-            usd_per_gb_month=float(row["usd_per_gb_month"]),
-            usd_per_gb_read=float(row["usd_per_gb_read"] or 0),
-            billed=row["billed"].strip(),
-            provider=row["provider"].strip(),
-            source=row["source"].strip(),
-            date=row["date"].strip(),
-            note=(row.get("note") or "").strip(),
-        )
-        for row in csv.DictReader(text.splitlines())
-    )
-
-
-def find_storage_preset(name: str) -> StoragePreset:
-    """The preset for a user-typed ``--storage`` name (case-insensitive, aliases accepted)."""
-    key = normalise(name)
-    for p in load_storage_presets():
-        if key == normalise(p.name) or key in {normalise(a) for a in p.aliases}:
-            return p
-    known = ", ".join(p.name for p in load_storage_presets())
-    raise UsageError(f"unknown --storage {name!r}; known: {known} (or give --storage-usd-per-gb)")
-
-
 # ---- words ---------------------------------------------------------------------------------
 
 
 def summary_lines(rec: Recommendation, figures: list[LifeFigures]) -> list[str]:
     """The recommendation as lines a report prints (cheapest first, then the break-even)."""
-    from iobench.cost.idle import format_usd
-
     by_name = {f.strategy: f for f in figures}
     n = rec.starts
     lines = [f"At {n:g} starts a month:"]

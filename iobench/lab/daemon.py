@@ -1,78 +1,79 @@
-"""Entry point of the lab's FUSE daemon: ``python -m iobench.lab.daemon --backing DIR MOUNTPOINT``.
+"""Entry point of the lab's FUSE daemon: ``python -m iobench.lab.daemon CONFIG.json``.
 
-Started detached by :func:`iobench.lab.manage.up`; it serves the slow volume in the
-foreground until the volume is unmounted, then writes its final stats. Errors are printed as
-one line on stderr (``manage.up`` shows that line) and exit with status 2.
+Started detached by the fuse kind (:mod:`iobench.lab.kinds.fuse`), which writes ``CONFIG.json``
+into the volume's state folder: the mountpoint, the backing folder, the options in the same
+form as the state file (:meth:`~iobench.lab.options.VolumeOptions.to_dict`: one set of names,
+the CLI's), the stats files and the flush control. The daemon serves the slow volume in the
+foreground until it is unmounted, then writes its final stats. Errors are printed as one line
+on stderr (``manage.up`` shows that line) and exit with status 2.
+
+Its command line is one path, not flags: it is started by iobench alone, and one JSON
+document means one spelling of every option.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from iobench.errors import IOBenchError
-from iobench.lab.options import DEFAULT_CACHE_S
+from iobench.lab.fs import serve
+from iobench.lab.options import VolumeOptions
+
+USAGE = "usage: python -m iobench.lab.daemon CONFIG.json"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m iobench.lab.daemon")
-    p.add_argument("mountpoint")
-    p.add_argument("--backing", required=True)
-    p.add_argument("--latency-ms", type=float, default=0.0)
-    p.add_argument("--data-latency-ms", type=float, default=0.0)
-    p.add_argument("--iops", type=float, default=None)
-    p.add_argument("--mbps", type=float, default=None)
-    p.add_argument("--burst-mbps", type=float, default=None)
-    p.add_argument("--burst-credits-mb", type=float, default=None)
-    p.add_argument("--stats", default=None, help="final stats JSON, written on unmount")
-    p.add_argument("--live-stats", default=None, help="stats JSON refreshed while mounted")
-    p.add_argument(
-        "--control",
-        default=None,
-        help="flush control FIFO (default: 'control' next to --live-stats)",
-    )
-    p.add_argument("--cache-timeout-s", type=float, default=DEFAULT_CACHE_S)
-    p.add_argument("--max-threads", type=int, default=64)
-    return p
+@dataclass(frozen=True)
+class DaemonConfig:
+    """What the daemon serves, and where it reports."""
 
+    mountpoint: str
+    backing: str
+    options: dict[str, Any]  # VolumeOptions.to_dict()
+    live_stats: str | None = None  # refreshed while mounted
+    stats: str | None = None  # final stats, written on unmount
+    control: str | None = None  # flush control FIFO (default: 'control' beside live_stats)
+    max_threads: int = 64
 
-def _control_path(args: argparse.Namespace) -> Path | None:
-    """Where ``iobench lab flush`` finds the daemon: ``--control``, else beside the live stats."""
-    if args.control:
-        return Path(args.control)
-    return Path(args.live_stats).with_name("control") if args.live_stats else None
+    @classmethod
+    def read(cls, path: Path) -> DaemonConfig:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object")
+        return cls(**data)
+
+    def control_path(self) -> Path | None:
+        """Where ``iobench lab flush`` finds the daemon: ``control``, else beside the live stats."""
+        if self.control:
+            return Path(self.control)
+        return Path(self.live_stats).with_name("control") if self.live_stats else None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until unmounted; return the exit status."""
-    args = _parser().parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(USAGE, file=sys.stderr)
+        return 2
     try:
-        from iobench.lab.fs import serve
-        from iobench.lab.options import VolumeOptions
-
-        options = VolumeOptions(
-            latency_ms=args.latency_ms,
-            data_latency_ms=args.data_latency_ms,
-            iops=args.iops,
-            mb_per_s=args.mbps,
-            burst_mb_per_s=args.burst_mbps,
-            burst_credits_mb=args.burst_credits_mb,
-            cache_s=args.cache_timeout_s,
-        ).validate()
+        config = DaemonConfig.read(Path(args[0]))
+        options = VolumeOptions.from_dict(config.options).validate()
         serve(
-            args.backing,
-            args.mountpoint,
+            config.backing,
+            config.mountpoint,
             options,
-            stats_path=args.stats,
-            live_stats_path=args.live_stats,
+            stats_path=config.stats,
+            live_stats_path=config.live_stats,
             cache_timeout_s=options.cache_s,
-            max_threads=args.max_threads,
-            control_path=_control_path(args),
+            max_threads=config.max_threads,
+            control_path=config.control_path(),
         )
     except KeyboardInterrupt:
         return 130
-    except (OSError, RuntimeError, ValueError, ImportError, IOBenchError) as e:
+    except (OSError, RuntimeError, ValueError, TypeError, ImportError, IOBenchError) as e:
         print(f"iobench lab daemon: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     return 0

@@ -10,7 +10,6 @@ default tmpfs backing is the storage itself.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import os
@@ -20,15 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import LabError
-from iobench.lab import manage
-from iobench.lab.fs import REPLY_NAME
+from iobench.lab.state import REPLY_NAME, find, mount_path
 
 
 def flush(mountpoint: str | os.PathLike[str], timeout_s: float = 10.0) -> dict[str, Any]:
     """Ask the daemon of the lab volume at ``mountpoint`` to drop the kernel's caches of it;
     return its reply (``method``, ``root_names``, ``dropped``, ``seconds``)."""
-    mp = manage.mount_path(mountpoint)
-    lab = manage.find(mp)
+    mp = mount_path(mountpoint)
+    lab = find(mp)
     if lab is None:
         raise LabError(f"no iobench lab volume at {mp} (see `iobench lab status`)")
     if lab.kind != "fuse":
@@ -79,15 +77,3 @@ def _await_reply(reply: Path, token: str, mp: str, timeout_s: float) -> dict[str
             return data
         time.sleep(0.01)
     raise LabError(f"the lab daemon of {mp} did not answer the flush within {timeout_s:g} s")
-
-
-def handle_flush(args: argparse.Namespace) -> int:
-    """``iobench lab flush MOUNT``: one line saying what was dropped."""
-    data = flush(args.mountpoint)
-    print(
-        f"flushed {manage.mount_path(args.mountpoint)}: the kernel forgot {data['dropped']} of "
-        f"{data['root_names']} top-level names and everything cached below them "
-        f"({data['method']}, {data['seconds'] * 1000:.1f} ms); file data is re-read at every "
-        "open; the daemon keeps no cache"
-    )
-    return 0

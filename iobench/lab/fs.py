@@ -94,6 +94,7 @@ if "FUSE_LIBRARY_PATH" not in os.environ:
 import mfusepy  # noqa: E402
 
 from iobench.lab.options import VolumeOptions  # noqa: E402
+from iobench.lab.state import REPLY_NAME  # noqa: E402
 from iobench.system.shaping import ByteLink, TokenBucket  # noqa: E402
 
 STATS_SCHEMA = 1  # 1: first version (ops: count, delayed_s; bytes_read, bytes_written)
@@ -138,7 +139,6 @@ _FUSE_READDIR_PLUS = 1  # enum fuse_readdir_flags: the kernel asked for READDIRP
 _FUSE_FILL_DIR_PLUS = 2  # enum fuse_fill_dir_flags: this entry's attributes are complete
 _MAX_EARLY = 0.0003
 _FUSE_ROOT_ID = 1
-REPLY_NAME = "control.reply.json"
 _libc = ctypes.CDLL(None, use_errno=True)
 _AT_FDCWD = -100
 _PR_SET_TIMERSLACK = 29

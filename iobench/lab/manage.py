@@ -17,17 +17,10 @@ so a hung daemon cannot hang it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
-import json
 import os
-import re
 import shutil
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,65 +29,18 @@ from iobench.errors import LabError
 from iobench.lab import kinds, system
 from iobench.lab.kinds.fuse import FUSE
 from iobench.lab.options import VolumeOptions
-from iobench.system.scratch import private_dir_problem
+from iobench.lab.state import (
+    LabMount,
+    exclusive,
+    find,
+    mount_id,
+    mount_path,
+    read_json,
+    recorded,
+    state_root,
+)
 
-STATE_ENV = "IOBENCH_LAB_STATE_DIR"  # overrides where state folders live
 FUSE_TYPE = FUSE.fstype
-STATE_SCHEMA = 1
-
-
-@dataclass
-class LabMount:
-    """What ``up`` made, as recorded in the state file (enough for ``down`` to undo it)."""
-
-    id: str
-    kind: str
-    mountpoint: str
-    state_dir: str
-    backing: str
-    backing_tmpfs: bool
-    created_mountpoint: bool
-    options: dict[str, Any]
-    stats_file: str | None = None
-    pid: int | None = None  # the FUSE daemon, or sshfs
-    started: float = field(default_factory=time.time)
-    net: dict[str, Any] | None = None  # sshfs: netns, veths, addresses, sshd pid
-    schema: int = STATE_SCHEMA
-
-    @property
-    def fstype(self) -> str:
-        return kinds.get(self.kind).fstype
-
-    @property
-    def live_stats_path(self) -> Path:
-        return Path(self.state_dir) / "stats.json"
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self.state_dir) / "daemon.log"
-
-    def daemon_needles(self) -> list[str]:
-        """Strings the daemon's command line must hold before we signal its pid."""
-        return kinds.get(self.kind).needles(self)
-
-    def save(self) -> None:
-        path = Path(self.state_dir) / "state.json"
-        tmp = path.with_name("state.json.tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n")
-        os.replace(tmp, path)
-
-    @classmethod
-    def load(cls, path: Path) -> LabMount:
-        data = json.loads(path.read_text())
-        if data.get("schema") != STATE_SCHEMA:
-            raise ValueError(f"unknown state schema {data.get('schema')}")
-        lab = cls(**data)
-        # read back, so checked: `down` deletes the state folder and (its own) tmpfs backing
-        if lab.state_dir != str(path.parent) or lab.kind not in kinds.NAMES:
-            raise ValueError(f"{path} names another state folder or an unknown kind")
-        if lab.backing_tmpfs and lab.backing != str(path.parent / "backing"):
-            raise ValueError(f"{path}: a tmpfs backing outside its state folder")
-        return lab
 
 
 @dataclass(frozen=True)
@@ -140,112 +86,6 @@ def lab_unavailable_reason(kind: str = "fuse") -> str | None:
 # ---- state ---------------------------------------------------------------------------------
 
 
-def state_root() -> Path:
-    """The folder holding one state folder per mounted volume."""
-    env = os.environ.get(STATE_ENV)
-    candidates = [Path(env)] if env else []
-    candidates += [
-        Path("/run/iobench-lab"),
-        Path(tempfile.gettempdir()) / f"iobench-lab-{os.getuid()}",
-    ]
-    problems = []
-    for cand in candidates:
-        try:
-            cand.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            problems.append(f"{cand}: {exc.strerror}")
-            continue
-        # its records name folders to delete and pids to end: only a private folder of ours
-        problem = private_dir_problem(cand)
-        if problem is None and os.access(cand, os.W_OK | os.X_OK):
-            return cand
-        problems.append(problem or f"{cand}: not writable")
-    raise LabError(f"no private, writable folder for the lab's state ({'; '.join(problems)})")
-
-
-def _mount_id(mountpoint: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", mountpoint).strip("-")[-24:] or "root"
-    return f"{slug}-{hashlib.sha1(mountpoint.encode()).hexdigest()[:8]}"
-
-
-def _recorded() -> list[LabMount]:
-    labs = []
-    root = state_root()
-    for path in sorted(root.glob("*/state.json")):
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            labs.append(LabMount.load(path))
-    return labs
-
-
-@contextlib.contextmanager
-def _exclusive(mp: str) -> Iterator[None]:
-    """Only one ``lab up`` or ``lab down`` per mountpoint at a time (a local flock on a file
-    beside the state folders: they live on this machine's /run or temp dir).
-
-    The lock file goes when no volume is recorded at ``mp`` any more (after ``down``, or an
-    ``up`` that failed), removed while still locked; a command that opened it meanwhile sees
-    its file replaced (another inode) and locks the new one."""
-    path = state_root() / f"{_mount_id(mp)}.lock"
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LabError(
-                f"another `iobench lab` command is working on {mp} right now; wait for it to finish"
-            ) from None
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                break
-        os.close(fd)  # removed by the command that held it: lock the file there now
-    try:
-        yield
-    finally:
-        if _find(mp) is None:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        os.close(fd)
-
-
-def find(mountpoint: str) -> LabMount | None:
-    """The recorded volume mounted at ``mountpoint`` (as :func:`mount_path` spells it), or None."""
-    return _find(mountpoint)
-
-
-def _find(mountpoint: str) -> LabMount | None:
-    for lab in _recorded():
-        if lab.mountpoint == mountpoint:
-            return lab
-    return None
-
-
-def mount_path(path: str | os.PathLike[str]) -> str:
-    """Absolute, symlink-free form of ``path`` as the mount table spells it.
-
-    Resolves the parent only: resolving the path itself would stat the mount's root and
-    hang on a hung daemon.
-    """
-    p = os.path.abspath(os.path.expanduser(os.fspath(path)))
-    parent, name = os.path.split(p)
-    return os.path.join(os.path.realpath(parent), name) if name else p
-
-
-def read_stats(mountpoint: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The live counters of the volume at ``mountpoint`` (refreshed every 0.25 s), or None."""
-    lab = _find(mount_path(mountpoint))
-    if lab is None:
-        raise LabError(f"no iobench lab volume at {mountpoint} (see `iobench lab status`)")
-    return _read_json(lab.live_stats_path)
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 # ---- up ------------------------------------------------------------------------------------
 
 
@@ -268,8 +108,8 @@ def up(
         raise LabError("refusing to mount over /")
     stats_file = _check_stats_file(stats)
     backing_dir = _check_backing(backing, mp)
-    with _exclusive(mp):
-        existing = _find(mp)
+    with exclusive(mp):
+        existing = find(mp)
         if existing is not None:
             if _status_of(existing).problem is None:
                 raise LabError(
@@ -277,7 +117,7 @@ def up(
                 )
             teardown(existing)  # a stale record of ours: clean it up and go on
         created = _prepare_mountpoint(mp)
-        state_dir = state_root() / _mount_id(mp)
+        state_dir = state_root() / mount_id(mp)
         lab = LabMount(
             id=state_dir.name,
             kind=kind,
@@ -361,8 +201,8 @@ def down(mountpoint: str | os.PathLike[str]) -> dict[str, Any] | None:
     Returns the daemon's final stats (None when it could not write them, e.g. killed).
     """
     mp = mount_path(mountpoint)
-    with _exclusive(mp):
-        lab = _find(mp)
+    with exclusive(mp):
+        lab = find(mp)
         if lab is None:
             if procfs.mounted_at(mp, FUSE_TYPE):  # ours, but its state is lost
                 unmount(mp, FUSE_TYPE, fuse=True)
@@ -382,12 +222,12 @@ def teardown(lab: LabMount) -> dict[str, Any] | None:
         except (LabError, OSError) as e:
             errors.append(str(e))
 
-    step(unmount, lab.mountpoint, lab.fstype, True)
-    step(system.end_process, lab.pid, lab.daemon_needles())
+    step(unmount, lab.mountpoint, kinds.fstype_of(lab), True)
+    step(system.end_process, lab.pid, kinds.needles_of(lab))
     step(kinds.get(lab.kind).stop, lab)
     if lab.backing_tmpfs:
         step(unmount, lab.backing, "tmpfs", False)
-    stats = _read_json(lab.live_stats_path)
+    stats = read_json(lab.live_stats_path)
     state_dir = Path(lab.state_dir)
     # only our own tmpfs counts: a --backing folder that is itself a mount point stays mounted
     if lab.backing_tmpfs and procfs.mounted_at(lab.backing):
@@ -421,7 +261,7 @@ def status() -> list[LabStatus]:
     """Every volume iobench has recorded, and any orphan lab mount, with problems flagged."""
     result = []
     seen = set()
-    for lab in _recorded():
+    for lab in recorded():
         seen.add(lab.mountpoint)
         result.append(_status_of(lab))
     for m in procfs.mounts():
@@ -442,9 +282,9 @@ def status() -> list[LabStatus]:
 
 
 def _status_of(lab: LabMount) -> LabStatus:
-    mounted = procfs.mounted_at(lab.mountpoint, lab.fstype) is not None
+    mounted = procfs.mounted_at(lab.mountpoint, kinds.fstype_of(lab)) is not None
     state = procfs.proc_state(lab.pid) if lab.pid else None
-    alive = state not in (None, "Z", "X") and procfs.is_ours(lab.pid, lab.daemon_needles())
+    alive = state not in (None, "Z", "X") and procfs.is_ours(lab.pid, kinds.needles_of(lab))
     problem = None
     if not alive and not mounted:
         problem = "stale: daemon gone, not mounted"
@@ -464,5 +304,5 @@ def _status_of(lab: LabMount) -> LabStatus:
         mounted,
         alive,
         problem,
-        _read_json(lab.live_stats_path),
+        read_json(lab.live_stats_path),
     )

@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from iobench.errors import UsageError
-from iobench.lab.kinds import NAMES as KINDS
 
 _MAX_LATENCY_MS = 60_000.0
 # upper bounds of the rates: far above any real volume, low enough that arithmetic on them
@@ -19,6 +18,8 @@ _OLD_NAMES = {"mbps": "mb_per_s", "burst_mbps": "burst_mb_per_s"}
 
 
 DEFAULT_CACHE_S = 1.0  # libfuse's own entry/attr timeout
+#: the kinds of emulated volume, in the order `--kind` lists them; the first is the default
+KINDS = ("fuse", "sshfs")
 
 
 @dataclass(frozen=True)
@@ -110,26 +111,6 @@ class VolumeOptions:
         known = {f.name for f in fields(cls)}
         renamed = {_OLD_NAMES.get(k, k): v for k, v in data.items()}
         return cls(**{k: v for k, v in renamed.items() if k in known})
-
-    def daemon_args(self) -> list[str]:
-        """Command-line flags for ``python -m iobench.lab.daemon``."""
-        args = [
-            "--latency-ms",
-            repr(float(self.latency_ms)),
-            "--data-latency-ms",
-            repr(float(self.data_latency_ms)),
-            "--cache-timeout-s",
-            repr(float(self.cache_s)),
-        ]
-        for flag, value in (  # the daemon's own flags
-            ("--iops", self.iops),
-            ("--mbps", self.mb_per_s),
-            ("--burst-mbps", self.burst_mb_per_s),
-            ("--burst-credits-mb", self.burst_credits_mb),
-        ):
-            if value is not None:
-                args += [flag, repr(float(value))]
-        return args
 
     def describe(self) -> str:
         """Short human summary, e.g. ``latency 1 ms, 20 MB/s (burst 200 MB/s for 50 MB)``."""

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iobench.run import overhead
 from iobench.cost.idle import CostOptions, resolve_price
 from iobench.errors import RunDirError
 from iobench.report import charts, foresight, formats
@@ -207,7 +206,7 @@ def build_report(
     samples = collect_sample_figures(run)
     summary = summarize(run, price, options, samples)
     summary.notes[:0] = price_notes + run.notes
-    if cost_line := overhead.summary_line(run.info.overhead):  # iobench's own cost
+    if cost_line := formats.overhead_line(run.info.overhead):  # iobench's own cost
         summary.notes.append(cost_line)
     meta = run.info.to_json()  # meta.json as written: what recommend, formats and html read
     rec = recommend(summary, meta)

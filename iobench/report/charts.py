@@ -25,7 +25,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
-from iobench.cost.idle import format_usd
+from iobench.cost.prices import format_usd
 from iobench.report.diagnose import Drop, find_write_gaps, install_drop, install_write_rates
 from iobench.report.load import PHASES
 from iobench.units import fmt_mbps, fmt_median, fmt_s, fmt_speed, run_key

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from iobench.cost.idle import format_usd
+from iobench.cost.prices import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
 from iobench.units import fmt_median, fmt_s, fmt_s_range
+from iobench.rundir.meta import (
+    OVERHEAD_CAUSES,
+    OVERHEAD_LABELS,
+    overhead_figure,
+    overhead_ratio,
+)
 from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
 
 SUMMARY_FORMAT = "iobench-summary"
@@ -335,3 +342,28 @@ def markdown_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation |
         lines += [cost, ""]
     lines += [f"- {n}" for n in summary.notes]
     return lines
+
+
+def overhead_line(account: Mapping[str, Any] | None) -> str | None:
+    """ "iobench overhead: 12% of the run — priming 7%, cleanup 4%, …" (None: not recorded,
+    as in runs made before iobench kept it)."""
+    r = overhead_ratio(account)
+    if r is None or account is None:
+        return None
+    wall = float(account["wall_s"])
+    raw = account.get("parts_s")
+    parts = raw if isinstance(raw, Mapping) else {}
+    shares = [(c, overhead_figure(parts.get(c))) for c in OVERHEAD_CAUSES]
+    named = sorted(((c, s) for c, s in shares if s), key=lambda cs: -cs[1])
+    spent = max(0.0, wall - float(account["trials_s"]))
+    text = ", ".join(f"{OVERHEAD_LABELS[c]} {100 * s / wall:.0f}%" for c, s in named if s / wall >= 0.005)
+    line = (
+        f"iobench overhead: {100 * spent / wall:.0f}% of the run ({spent:.1f} s of {wall:.1f} s; "
+        f"wall / trials {r:.2f})" + (f" — {text}" if text else "")
+    )
+    extra = [
+        f"{what} {v:.1f} s"
+        for what, key in (("before the run", "before_start_s"), ("report", "report_s"))
+        if (v := overhead_figure(account.get(key))) is not None
+    ]
+    return line + (f"; outside it: {', '.join(extra)}" if extra else "")

@@ -19,14 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.cost.month import (
-    LifeFigures,
-    Prices,
-    find_storage_preset,
-    monthly,
-    recommend,
-    summary_lines,
-)
+from iobench.cost.month import LifeFigures, monthly, recommend, summary_lines
+from iobench.cost.prices import Prices, find_storage_preset
 from iobench.cost.month import Recommendation as LifeRanking
 from iobench.stats import median
 

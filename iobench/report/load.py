@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import RunDirError
-from iobench.system.gpu import GpuInfo
+from iobench.rundir.meta import GpuInfo
 from iobench.rundir.records import PHASES, REQUIRED_TRIAL_COLUMNS, TRIAL_COLUMNS, TrialRow, text_columns
 from iobench.report.parallel import fork_map, workers_for
 from iobench.rundir.folder import RunDir, latest_rows

@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.cost.idle import format_usd as usd
+from iobench.cost.prices import format_usd as usd
 from iobench.cost.month import crossings, monthly
 from iobench.report.lifecycle_report import TRADE_OFFS, LifecycleSection
 from iobench.report.summary import Summary
@@ -165,7 +165,7 @@ def env_for(
         else:
             pairs.append(("UV_CACHE_DIR", place(cache_role, "uv-cache")))
             link = str(config.get("link_mode") or "default")
-            if link != "default":  # the measured link mode (iobench.trial.installers.LINK_MODES)
+            if link != "default":  # the measured link mode (iobench.scenario.vocab.LINK_MODES)
                 pairs.append(("UV_LINK_MODE", link))
                 if link == "symlink":
                     notes.append(

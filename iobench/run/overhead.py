@@ -22,27 +22,16 @@ Pure bookkeeping: no measuring module is imported, so the report reads these fig
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from iobench.errors import IOBenchError
+from iobench.rundir.meta import OVERHEAD_CAUSES
 
 T = TypeVar("T")
 
-#: the causes, in the order the summary line names them
-CAUSES = ("setup", "probe", "priming", "cleanup", "records", "trial", "other")
-LABELS = {
-    "setup": "set-up",
-    "probe": "probe",
-    "priming": "priming",
-    "cleanup": "cleanup",
-    "records": "records",
-    "trial": "trial steps",
-    "other": "other",
-}
 #: a trial row's timed intervals (trials.csv columns)
 MEASURED_COLUMNS = ("time_to_ready_s", "persist_s", "restart_s")
 _COMMAND_START: list[float] = []
@@ -63,7 +52,7 @@ class Clock:
 
     def __init__(self, start: float | None = None) -> None:
         self.start = time.monotonic() if start is None else start
-        self.parts: dict[str, float] = dict.fromkeys(CAUSES, 0.0)
+        self.parts: dict[str, float] = dict.fromkeys(OVERHEAD_CAUSES, 0.0)
         self.measured_s = 0.0
         self.counts: dict[str, int] = {}
         self._inner: list[float] = []  # per open ``part``: seconds of the parts inside it
@@ -131,48 +120,4 @@ def timed_report(run_dir: Any, build: Callable[[], T]) -> T:
     return result
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
-
-
-def ratio(account: Mapping[str, Any] | None) -> float | None:
-    """Run wall over the trials' measured time (1.0: no overhead); None when unknown."""
-    if not account:
-        return None
-    wall, trials = _number(account.get("wall_s")), _number(account.get("trials_s"))
-    if wall is None or not trials:
-        return None
-    return wall / trials
-
-
-def summary_line(account: Mapping[str, Any] | None) -> str | None:
-    """ "iobench overhead: 12% of the run — priming 7%, cleanup 4%, …" (None: not recorded,
-    as in runs made before iobench kept it)."""
-    r = ratio(account)
-    if r is None or account is None:
-        return None
-    wall = float(account["wall_s"])
-    raw = account.get("parts_s")
-    parts = raw if isinstance(raw, Mapping) else {}
-    shares = [(c, _number(parts.get(c))) for c in CAUSES]
-    named = sorted(((c, s) for c, s in shares if s), key=lambda cs: -cs[1])
-    spent = max(0.0, wall - float(account["trials_s"]))
-    text = ", ".join(f"{LABELS[c]} {100 * s / wall:.0f}%" for c, s in named if s / wall >= 0.005)
-    line = (
-        f"iobench overhead: {100 * spent / wall:.0f}% of the run ({spent:.1f} s of {wall:.1f} s; "
-        f"wall / trials {r:.2f})" + (f" — {text}" if text else "")
-    )
-    extra = [
-        f"{what} {v:.1f} s"
-        for what, key in (("before the run", "before_start_s"), ("report", "report_s"))
-        if (v := _number(account.get(key))) is not None
-    ]
-    return line + (f"; outside it: {', '.join(extra)}" if extra else "")
-
-
-__all__ = [
-    "CAUSES", "MEASURED_COLUMNS", "Clock", "command_started", "ratio", "since_command_start",
-    "summary_line", "timed_report",
-]  # fmt: skip
+__all__ = ["MEASURED_COLUMNS", "Clock", "command_started", "since_command_start", "timed_report"]

@@ -16,7 +16,7 @@ Defaults chosen here, and said in the plan's ``notes``:
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import math
 import os
 import secrets
@@ -32,11 +32,13 @@ from iobench.scenario import axes
 from iobench.trial import installers
 from iobench.run import facts
 from iobench.system import procfs
+from iobench.cost.idle import CostOptions
 from iobench.run.earlystop import MIN_GIVE_UP
 from iobench.errors import IOBenchError, UsageError
 from iobench.trial.index import check_mbit
 from iobench.system.removal import QUIET_S
-from iobench.rundir.folder import ResumeState, RunDir, utcnow
+from iobench.rundir.folder import RunDir, utcnow
+from iobench.run.resume import ResumeState, resume_state
 from iobench.rundir.meta import RunMeta
 from iobench.scenario.load import Scenario, load_scenario
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
@@ -47,6 +49,45 @@ TRIAL_S_PER_MB = 2.0
 _DEFAULT_SIZE_MB = 50.0
 #: the longest time any option may give (about 11 days): larger numbers are typos
 MAX_SECONDS = 1e6
+
+
+@dataclass
+class RunRequest:
+    """What `iobench run` was asked, as its command line gave it (``cli/run.py`` fills it
+    from argparse; nothing below the command line sees argparse)."""
+
+    scenario: str | None = None
+    target: Path | None = None
+    tmp: Path | None = None
+    path: list[tuple[str, Path]] = field(default_factory=list)  # --path NAME=DIR
+    results: Path | None = None
+    configs: str | None = None
+    package: list[str] = field(default_factory=list)
+    requirements: Path | None = None
+    installer: str | None = None
+    venv_creator: str | None = None
+    matrix: list[tuple[str, list[str]]] = field(default_factory=list)
+    repeats: int | tuple[str, int] | None = None  # ("auto", N) for --repeats auto[:N]
+    give_up_after: float | None = None
+    trial_timeout: float | None = None
+    sample_hz: float = 10.0
+    stall_after: float = 30.0
+    stall_timeout: float | None = None
+    hung_after: float | None = None
+    lock_wait: float = 0.0
+    label: str = ""
+    wheelhouse: Path | None = None
+    index_url: str | None = None
+    extra_index_url: list[str] = field(default_factory=list)
+    index_mbps: float | None = None
+    python: str | None = None
+    resume: Path | None = None
+    order_seed: int | None = None
+    cache_mode: str | None = None
+    pack_method: str | None = None
+    no_probe: bool = False
+    cost: CostOptions | None = None
+    command: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -88,42 +129,43 @@ class RunPlan:
         return self.wheelhouse is not None or bool(self.scenario.wheels and not self.index_url)
 
 
-def check(args: argparse.Namespace) -> RunPlan:
+def check(request: RunRequest) -> RunPlan:
     """Validate `iobench run`'s arguments and the machine; raise one IOBenchError line."""
-    auto = _repeats_auto(args)
-    _check_options(args)
-    state = RunDir.open(args.resume).resume_state() if args.resume is not None else None
+    req = dataclasses.replace(request)  # the checks normalise a few values in their copy
+    auto = _repeats_auto(req)
+    _check_options(req)
+    state = resume_state(RunDir.open(req.resume)) if req.resume is not None else None
     meta = state.meta if state is not None else None
-    auto = auto or (meta is not None and args.repeats is None and bool(meta.repeats_auto))
-    scenario, repeats = _scenario(args, state)
-    roles, notes = _roles(args, state, scenario)
+    auto = auto or (meta is not None and req.repeats is None and bool(meta.repeats_auto))
+    scenario, repeats = _scenario(req, state)
+    roles, notes = _roles(req, state, scenario)
     plan = RunPlan(
         scenario=scenario,
         roles=roles,
-        results_root=(args.results or Path("results")).resolve(),  # phases run elsewhere: absolute
+        results_root=(req.results or Path("results")).resolve(),  # phases run elsewhere: absolute
         repeats=repeats,
-        trial_timeout_s=args.trial_timeout or default_trial_timeout(scenario),
-        sample_hz=args.sample_hz,
-        stall_after=args.stall_after,
-        stall_timeout=args.stall_timeout,
-        label=args.label,
-        wheelhouse=args.wheelhouse,
-        index_url=args.index_url,
-        index_mbps=args.index_mbps,
-        python=args.python,
-        resume=args.resume.resolve() if args.resume is not None else None,
+        trial_timeout_s=req.trial_timeout or default_trial_timeout(scenario),
+        sample_hz=req.sample_hz,
+        stall_after=req.stall_after,
+        stall_timeout=req.stall_timeout,
+        label=req.label,
+        wheelhouse=req.wheelhouse,
+        index_url=req.index_url,
+        index_mbps=req.index_mbps,
+        python=req.python,
+        resume=req.resume.resolve() if req.resume is not None else None,
         resume_meta=meta,
-        lock_wait=args.lock_wait,
-        hung_after_s=getattr(args, "hung_after", None) or QUIET_S,
-        order_seed=_order_seed(meta, getattr(args, "order_seed", None)),
+        lock_wait=req.lock_wait,
+        hung_after_s=req.hung_after or QUIET_S,
+        order_seed=_order_seed(meta, req.order_seed),
         notes=notes,
-        command=["iobench", *sys.argv[1:]],
-        cost=_cost(args),
+        command=req.command or ["iobench", *sys.argv[1:]],
+        cost=req.cost,
         # a resume keeps the run's unless told otherwise (and then refuses: _check_resume)
-        cache_mode=getattr(args, "cache_mode", None) or (meta.cache_mode if meta else "cold"),
-        pack_method=getattr(args, "pack_method", None) or (meta.pack_method if meta else "auto"),
-        probe=not getattr(args, "no_probe", False),
-        give_up_after=getattr(args, "give_up_after", None),
+        cache_mode=req.cache_mode or (meta.cache_mode if meta else "cold"),
+        pack_method=req.pack_method or (meta.pack_method if meta else "auto"),
+        probe=not req.no_probe,
+        give_up_after=req.give_up_after,
         repeats_auto=auto,
     )
     check_roles_used(scenario, roles)
@@ -134,7 +176,7 @@ def check(args: argparse.Namespace) -> RunPlan:
 
         choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
     plan.extra_index_urls = [
-        axes.extra_index_url(u) for u in getattr(args, "extra_index_url", None) or []
+        axes.extra_index_url(u) for u in req.extra_index_url
     ]
     check_index(plan)
     if meta is None:
@@ -157,80 +199,78 @@ def default_trial_timeout(scenario: Scenario) -> float:
 MAX_REPEATS = 1000
 
 
-def _check_options(args: argparse.Namespace) -> None:
-    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
-        raise UsageError(f"--wheelhouse: {args.wheelhouse} is not a folder")
-    if args.sample_hz > 100:
+def _check_options(req: RunRequest) -> None:
+    if req.wheelhouse is not None and not req.wheelhouse.is_dir():
+        raise UsageError(f"--wheelhouse: {req.wheelhouse} is not a folder")
+    if req.sample_hz > 100:
         raise UsageError(
-            f"--sample-hz {args.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)"
+            f"--sample-hz {req.sample_hz:g}: at most 100 (each tick reads /proc; more measures the sampler)"
         )
-    if args.sample_hz < 0.1:
+    if req.sample_hz < 0.1:
         raise UsageError(
-            f"--sample-hz {args.sample_hz:g}: at least 0.1 (slower sampling misses whole phases)"
+            f"--sample-hz {req.sample_hz:g}: at least 0.1 (slower sampling misses whole phases)"
         )
-    if args.repeats is not None and args.repeats > MAX_REPEATS:
-        raise UsageError(f"--repeats {args.repeats}: at most {MAX_REPEATS}")
-    hung = getattr(args, "hung_after", None)
+    if req.repeats is not None and req.repeats > MAX_REPEATS:
+        raise UsageError(f"--repeats {req.repeats}: at most {MAX_REPEATS}")
+    hung = req.hung_after
     if hung is not None and not 1 <= hung <= MAX_SECONDS:
         raise UsageError(f"--hung-after {hung:g}: between 1 and {MAX_SECONDS:g} s")
     for flag in ("stall_after", "stall_timeout", "trial_timeout", "lock_wait"):
-        value = getattr(args, flag)
+        value = getattr(req, flag)
         if value is not None and math.isfinite(value) and value > MAX_SECONDS:
             raise UsageError(f"--{flag.replace('_', '-')} {value:g}: at most {MAX_SECONDS:g} s")
-    if not math.isfinite(args.lock_wait) or args.lock_wait < 0:
-        raise UsageError(f"--lock-wait must be a number of seconds >= 0, not {args.lock_wait}")
-    if args.python is not None:
-        found = shutil.which(args.python)
+    if not math.isfinite(req.lock_wait) or req.lock_wait < 0:
+        raise UsageError(f"--lock-wait must be a number of seconds >= 0, not {req.lock_wait}")
+    if req.python is not None:
+        found = shutil.which(req.python)
         if found is None:
-            raise UsageError(f"--python {args.python}: no such interpreter")
-        args.python = found
-    if args.resume is not None and args.scenario is not None:
+            raise UsageError(f"--python {req.python}: no such interpreter")
+        req.python = found
+    if req.resume is not None and req.scenario is not None:
         raise UsageError("--resume continues a run with its own scenario; drop --scenario")
-    if args.index_url and args.wheelhouse:
+    if req.index_url and req.wheelhouse:
         raise UsageError("give --wheelhouse or --index-url, not both")
 
 
-def _repeats_auto(args: argparse.Namespace) -> bool:
+def _repeats_auto(req: RunRequest) -> bool:
     """``--repeats auto[:N]`` (parsed as ``("auto", N)``) becomes ``--repeats N`` plus the
     rule of docs/early-stop.md; a resumed auto run stays one. ``--give-up-after`` checked."""
-    k = getattr(args, "give_up_after", None)
+    k = req.give_up_after
     if k is not None and not (math.isfinite(k) and k >= MIN_GIVE_UP):
         raise UsageError(
             f"--give-up-after {k:g}: at least {MIN_GIVE_UP:g} (less ends trials by noise)"
         )
-    if isinstance(args.repeats, tuple):
-        args.repeats = args.repeats[1]
+    if isinstance(req.repeats, tuple):
+        req.repeats = req.repeats[1]
         return True
     return False
 
 
-def _cost(args: argparse.Namespace) -> Any:
-    from iobench.cli.report import cost_options_from_args
-
-    return cost_options_from_args(args)
-
-
-def _scenario(args: argparse.Namespace, state: ResumeState | None) -> tuple[Scenario, int]:
+def _scenario(req: RunRequest, state: ResumeState | None) -> tuple[Scenario, int]:
     """The scenario (a resumed run's own, or --scenario) with --package and --configs applied."""
     if state is not None:
         scenario = state.scenario
-        repeats = args.repeats or state.repeats
+        repeats = req.repeats or state.repeats
     else:
-        scenario = load_scenario(args.scenario or "smoke")
-        repeats = args.repeats or scenario.repeats
-        if scenario.wheels and not args.package and (args.index_url or args.wheelhouse):
+        scenario = load_scenario(req.scenario or "smoke")
+        repeats = req.repeats or scenario.repeats
+        if scenario.wheels and not req.package and (req.index_url or req.wheelhouse):
             # the synthetic names (smoke-core, ...) must never be fetched from a real index
             raise UsageError(
                 f"scenario {scenario.name} installs synthetic wheels served by iobench; "
                 "--index-url and --wheelhouse need real packages (a scenario such as torch, or --package REQ)"
             )
-    scenario = axes.apply(
-        scenario, args, resumed=state is not None
-    )  # --requirements, --installer, --matrix
-    if args.package:
-        scenario = scenario.with_packages(args.package)
-    if args.configs:
-        scenario = scenario.select([c.strip() for c in args.configs.split(",") if c.strip()])
+    scenario = axes.apply(  # --requirements, --installer, --venv-creator, --matrix
+        scenario,
+        axes.axes_from(req.installer, req.venv_creator, req.matrix),
+        req.requirements,
+        bool(req.package),
+        resumed=state is not None,
+    )
+    if req.package:
+        scenario = scenario.with_packages(req.package)
+    if req.configs:
+        scenario = scenario.select([c.strip() for c in req.configs.split(",") if c.strip()])
     return scenario, repeats
 
 
@@ -249,21 +289,21 @@ def _order_seed(meta: RunMeta | None, asked: int | None = None) -> int:
 
 # ---------------------------------------------------------------- roles
 def _roles(
-    args: argparse.Namespace, state: ResumeState | None, scenario: Scenario
+    req: RunRequest, state: ResumeState | None, scenario: Scenario
 ) -> tuple[dict[str, Path], list[str]]:
     """The roles' folders (given, a resumed run's, or the defaults) and why defaults were chosen."""
     notes: list[str] = []
     given: dict[str, Path] = {}
     if state is not None:
         given = dict(state.roles)
-    if args.target is not None:
-        given["target"] = args.target
-    if args.tmp is not None:
-        given["tmp"] = args.tmp
+    if req.target is not None:
+        given["target"] = req.target
+    if req.tmp is not None:
+        given["tmp"] = req.tmp
     extra = {name: path for name, path in given.items() if name not in ("target", "tmp")}
-    if args.path:
+    if req.path:
         extra = {}
-        for name, path in args.path:
+        for name, path in req.path:
             if name in ("target", "tmp") or name in extra:
                 raise UsageError(f"--path {name}=...: role '{name}' given twice")
             extra[name] = path

@@ -5,7 +5,7 @@ records of ``iobench.rundir.records`` and the metadata is ``iobench.rundir.meta.
 docstring keeps the schema's version history). The report, compare and --resume read
 through the same functions: ``RunDir.meta()``, ``RunDir.trials(latest_only=True)`` (a trial
 interrupted and run again by --resume counts once, by its later row) and
-``RunDir.resume_state()``.
+``iobench.run.resume.resume_state(run_dir)``.
 
 Read back, trials.csv is untrusted: a cut or damaged header (a column name cut short, a row
 wider than the header), a number that is not finite or out of range, or a name that is not a
@@ -25,7 +25,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,7 +48,6 @@ from iobench.rundir.records import (
     to_cells,
 )
 from iobench.rundir.meta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
-from iobench.scenario.load import Scenario, scenario_from_meta
 
 __all__ = [
     "FINAL_STATUSES", "PHASES", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STALL_COLUMNS",
@@ -117,19 +116,6 @@ class TrialsFile:
         """The rows that count (``latest_rows``) and the trial ids run again by --resume."""
         kept, resumed = latest_rows([r.trial_id for r in self.rows], [r.status for r in self.rows])
         return [self.rows[i] for i in kept], resumed
-
-
-@dataclass(frozen=True)
-class ResumeState:
-    """What --resume continues: the run's meta, scenario, roles, and the trials already done."""
-
-    meta: RunMeta
-    scenario: Scenario
-    roles: dict[str, Path]
-    repeats: int
-    done: frozenset[str]  # trial ids whose latest row has a final status
-    skipped: tuple[str, ...] = ()  # rows cut short (their trials run again)
-    rows: tuple[TrialRow, ...] = field(default=(), repr=False)
 
 
 class RunDir:
@@ -326,33 +312,6 @@ class RunDir:
     def done_trial_ids(self) -> set[str]:
         """Trials whose latest row has a final status (``interrupted`` ones run again)."""
         return {r.trial_id for r in self.trials(latest_only=True) if r.status in FINAL_STATUSES}
-
-    def resume_state(self) -> ResumeState:
-        """Everything --resume needs, read and checked once; a RunDirError line otherwise."""
-        meta = self.meta()
-        read = self.read_trials()
-        scenario = scenario_from_meta(meta.scenario, f"{self.meta_json}: scenario")
-        for name in ("target", "tmp"):
-            if name not in meta.roles:
-                raise RunDirError(
-                    f"{self.meta_json}: roles: no '{name}' role; --resume cannot tell where it ran"
-                )
-        latest, _ = read.latest()
-        names = {c.name for c in scenario.configs}
-        strange = sorted({r.config for r in latest} - names)
-        if strange:
-            raise RunDirError(
-                f"{self.trials_csv}: config(s) {', '.join(strange[:3])} are not in meta.json's scenario"
-            )
-        return ResumeState(
-            meta=meta,
-            scenario=scenario,
-            roles=meta.role_paths,
-            repeats=meta.repeats or scenario.repeats,
-            done=frozenset(r.trial_id for r in latest if r.status in FINAL_STATUSES),
-            skipped=read.skipped,
-            rows=read.rows,
-        )
 
     # -------------------------------------------------------------- samples, stalls
     def append_stalls(self, run_id: str, trial_id: str, stalls: Iterable[Stall | dict]) -> None:

@@ -30,13 +30,12 @@ import json
 import math
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from iobench.errors import RunDirError
-from iobench.system.gpu import GpuInfo
 from iobench.rundir.records import safe_name_problem
 
 SCHEMA_VERSION = 2
@@ -67,6 +66,84 @@ def key(
 
 def _extra() -> Any:
     return field(default_factory=dict, metadata={"doc": "", "extra": True}, compare=False)
+
+
+
+
+#: the causes of meta.json's ``overhead.parts_s``, in the order the summary line names them
+OVERHEAD_CAUSES = ("setup", "probe", "priming", "cleanup", "records", "trial", "other")
+
+
+OVERHEAD_LABELS = {
+    "setup": "set-up",
+    "probe": "probe",
+    "priming": "priming",
+    "cleanup": "cleanup",
+    "records": "records",
+    "trial": "trial steps",
+    "other": "other",
+}
+
+
+def overhead_figure(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def overhead_ratio(account: Mapping[str, Any] | None) -> float | None:
+    """Run wall over the trials' measured time (1.0: no overhead); None when unknown."""
+    if not account:
+        return None
+    wall, trials = overhead_figure(account.get("wall_s")), overhead_figure(account.get("trials_s"))
+    if wall is None or not trials:
+        return None
+    return wall / trials
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What the cost model needs to know about the GPUs: model, how many, and where from."""
+
+    name: str
+    count: int
+    driver: str | None = None
+    memory_mib: int | None = None
+    source: str = "nvidia-smi"  # "nvml" | "nvidia-smi" | "meta"
+    instance_type: str | None = None
+
+    def to_meta(self) -> dict[str, Any]:
+        """The ``gpu`` object of meta.json (contract keys first, optional extras after)."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "count": self.count,
+            "driver": self.driver,
+            "source": self.source,
+        }
+        if self.memory_mib is not None:
+            out["memory_mib"] = self.memory_mib
+        if self.instance_type:
+            out["instance_type"] = self.instance_type
+        return out
+
+    @classmethod
+    def from_meta(cls, data: object) -> GpuInfo | None:
+        """Rebuild from meta.json's ``gpu`` (null, or a dict); tolerant of missing keys."""
+        if not isinstance(data, dict) or not data.get("name"):
+            return None
+        try:
+            count = int(data.get("count") or 1)
+        except (TypeError, ValueError):
+            count = 1
+        mem = data.get("memory_mib")
+        return cls(
+            name=str(data["name"]),
+            count=max(count, 1),
+            driver=str(data["driver"]) if data.get("driver") else None,
+            memory_mib=int(mem) if isinstance(mem, (int, float)) else None,
+            source=str(data.get("source") or "meta"),
+            instance_type=str(data["instance_type"]) if data.get("instance_type") else None,
+        )
 
 
 @dataclass(kw_only=True)

@@ -11,7 +11,6 @@ validator, so a bad one is the same one line a TOML file would get.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import urllib.parse
 from dataclasses import asdict, replace
@@ -39,29 +38,30 @@ _MAX_INCLUDE_DEPTH = 10
 
 
 def matrix_spec(text: str) -> tuple[str, list[str]]:
-    """``KEY=V1,V2`` (argparse type of ``--matrix``)."""
+    """``KEY=V1,V2`` (``--matrix``'s value); UsageError when it is not one."""
     key, sep, values = text.partition("=")
     key = key.strip().replace("-", "_")
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not vals:
-        raise argparse.ArgumentTypeError(
+        raise UsageError(
             f"{text!r}: expected KEY=V1,V2 (e.g. link_mode=hardlink,copy)"
         )
     if key not in AXIS_KEYS:
-        raise argparse.ArgumentTypeError(
+        raise UsageError(
             f"{text!r}: {key!r} is not an axis (known: {', '.join(AXIS_KEYS)})"
         )
     return key, vals
 
 
-def axes_from_args(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+def axes_from(
+    installer: str | None, venv_creator: str | None, matrix: list[tuple[str, list[str]]]
+) -> list[tuple[str, list[str]]]:
     """The axes given: ``--installer``, ``--venv-creator`` and each ``--matrix``, a key once."""
     axes: list[tuple[str, list[str]]] = []
-    for flag, key in (("installer", "installer"), ("venv_creator", "venv_creator")):
-        value = getattr(args, flag, None)
+    for key, value in (("installer", installer), ("venv_creator", venv_creator)):
         if value:
             axes.append(matrix_spec(f"{key}={value}"))
-    axes += list(getattr(args, "matrix", None) or [])
+    axes += list(matrix)
     seen: set[str] = set()
     for key, _ in axes:
         if key in seen:
@@ -189,10 +189,14 @@ def extra_index_url(url: str) -> str:
     return url
 
 
-def apply(scenario: Scenario, args: argparse.Namespace, resumed: bool) -> Scenario:
+def apply(
+    scenario: Scenario,
+    axes: list[tuple[str, list[str]]],
+    requirements: Path | None,
+    packages_given: bool,
+    resumed: bool,
+) -> Scenario:
     """``--requirements`` and the axes on a loaded scenario (a resumed run keeps its own)."""
-    requirements = getattr(args, "requirements", None)
-    axes = axes_from_args(args)
     if resumed:
         if axes or requirements:
             raise UsageError(
@@ -201,7 +205,7 @@ def apply(scenario: Scenario, args: argparse.Namespace, resumed: bool) -> Scenar
             )
         return scenario
     if requirements is not None:
-        if getattr(args, "package", None):
+        if packages_given:
             raise UsageError("give --requirements or --package, not both")
         scenario = replace(scenario, packages=tuple(read_requirements(requirements)))
     try:
@@ -218,7 +222,7 @@ def index_args(urls: list[str]) -> tuple[str, ...]:
 __all__ = [
     "AXIS_KEYS",
     "apply",
-    "axes_from_args",
+    "axes_from",
     "cross",
     "extra_index_url",
     "index_args",

@@ -30,6 +30,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from iobench.errors import RunDirError, ScenarioError
 from iobench.rundir.records import SAFE_NAME_MAX, SAFE_NAME_RE
+from iobench.scenario.vocab import (
+    CACHE_STATES,
+    INSTALLERS,
+    LINK_MODES,
+    ON_OFF,
+    STRATEGIES,
+    VENV_CREATORS,
+    WORKLOADS,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,10 +46,6 @@ else:  # Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]  # not in every lint venv
 
 SCENARIO_DIR = Path(__file__).parent / "shipped"
-INSTALLERS = ("pip", "uv")
-CACHE_STATES = ("cold", "warm")
-ON_OFF = ("on", "off")
-KINDS = ("install",)
 _CONFIG_KEYS = {
     "venv",
     "tmpdir",
@@ -96,8 +101,8 @@ class Config:
     compile: str = "on"
     description: str = ""
     strategy: str = "reinstall"  # iobench.trial.strategies: where the venv lives between starts
-    venv_creator: str = "virtualenv"  # iobench.trial.installers.VENV_CREATORS
-    link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.trial.installers.LINK_MODES); uv only
+    venv_creator: str = "virtualenv"  # iobench.scenario.vocab.VENV_CREATORS
+    link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.scenario.vocab.LINK_MODES); uv only
 
     def roles(self) -> set[str]:
         return {self.venv, self.tmpdir} | ({self.cache} if self.cache != "off" else set())
@@ -270,9 +275,7 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
         **_install_axes(t, src, key),
     )
     if cfg.strategy != "reinstall":  # the strategy decides where its venv lives
-        from iobench.trial.strategies import get as get_strategy
-
-        cfg = replace(cfg, venv=get_strategy(cfg.strategy).venv_role or cfg.venv)
+        cfg = replace(cfg, venv=STRATEGIES[cfg.strategy].venv_role or cfg.venv)
     if cfg.cache == "off" and cfg.cache_state == "warm":
         raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
     return cfg
@@ -280,8 +283,6 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
 
 def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
     """venv_creator and link_mode (a link mode is uv's: pip always copies)."""
-    from iobench.trial.installers import LINK_MODES, VENV_CREATORS
-
     link = _choice(t.get("link_mode", "default"), LINK_MODES, src, f"{key}.link_mode")
     if link != "default" and t.get("installer", "pip") != "uv":
         raise ScenarioError(
@@ -294,8 +295,6 @@ def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
 
 
 def _strategy(t: dict, src: str, key: str) -> str:
-    from iobench.trial.strategies import STRATEGIES
-
     return _choice(t.get("strategy", "reinstall"), tuple(STRATEGIES), src, f"{key}.strategy")
 
 
@@ -439,7 +438,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         raise ScenarioError(f"{src}: missing [scenario] table")
     _unknown(s, _SCENARIO_KEYS, src, "scenario")
     name = _check_name(s.get("name"), "scenario name", src, "scenario.name", legacy=legacy_names)
-    kind = _choice(s.get("kind", "install"), KINDS, src, "scenario.kind")
+    kind = _choice(s.get("kind", "install"), WORKLOADS, src, "scenario.kind")
     packages = _packages(s.get("packages"), src)
     wheels = s.get("wheels")
     if wheels is not None and (not isinstance(wheels, str) or not wheels or "\0" in wheels):

@@ -23,58 +23,14 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from iobench.rundir.meta import GpuInfo
 
 NVIDIA_SMI_QUERY = (
     "--query-gpu=name,driver_version,memory.total",
     "--format=csv,noheader,nounits",
 )
 _DMI = Path("/sys/devices/virtual/dmi/id")
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """What the cost model needs to know about the GPUs: model, how many, and where from."""
-
-    name: str
-    count: int
-    driver: str | None = None
-    memory_mib: int | None = None
-    source: str = "nvidia-smi"  # "nvml" | "nvidia-smi" | "meta"
-    instance_type: str | None = None
-
-    def to_meta(self) -> dict[str, Any]:
-        """The ``gpu`` object of meta.json (contract keys first, optional extras after)."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "count": self.count,
-            "driver": self.driver,
-            "source": self.source,
-        }
-        if self.memory_mib is not None:
-            out["memory_mib"] = self.memory_mib
-        if self.instance_type:
-            out["instance_type"] = self.instance_type
-        return out
-
-    @classmethod
-    def from_meta(cls, data: object) -> GpuInfo | None:
-        """Rebuild from meta.json's ``gpu`` (null, or a dict); tolerant of missing keys."""
-        if not isinstance(data, dict) or not data.get("name"):
-            return None
-        try:
-            count = int(data.get("count") or 1)
-        except (TypeError, ValueError):
-            count = 1
-        mem = data.get("memory_mib")
-        return cls(
-            name=str(data["name"]),
-            count=max(count, 1),
-            driver=str(data["driver"]) if data.get("driver") else None,
-            memory_mib=int(mem) if isinstance(mem, (int, float)) else None,
-            source=str(data.get("source") or "meta"),
-            instance_type=str(data["instance_type"]) if data.get("instance_type") else None,
-        )
 
 
 def detect_gpus(timeout_s: float = 10.0) -> GpuInfo | None:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench.lab.flush import flush
+from iobench.lab.state import read_stats
 from iobench.errors import IOBenchError, UsageError
 from iobench.system.procfs import mount_of
 
@@ -87,8 +89,6 @@ def _lab_flush(path: Path) -> tuple[str, str]:
     mount = mount_of(path)
     if mount is None or mount.fstype != LAB_FSTYPE:
         raise ColdCacheUnavailable("not on an iobench lab volume of --kind fuse")
-    from iobench.lab.flush import flush
-
     try:
         data = flush(mount.mountpoint)
     except IOBenchError as e:
@@ -173,10 +173,8 @@ def lab_counters(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     mount = mount_of(os.fspath(path))
     if mount is None or mount.fstype != LAB_FSTYPE:
         return None
-    from iobench.lab import manage
-
     time.sleep(0.3)  # the daemon refreshes its live file every 0.25 s
-    return manage.read_stats(mount.mountpoint)
+    return read_stats(mount.mountpoint)
 
 
 def target_reads(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:

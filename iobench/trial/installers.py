@@ -32,12 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import UsageError
+from iobench.scenario.vocab import LINK_MODES, VENV_CREATORS
 
-#: uv's link modes (``UV_LINK_MODE``); ``default`` leaves uv to choose (clone on macOS,
-#: hardlink on Linux, with a fall-back to copy when the cache is on another filesystem)
-LINK_MODES = ("default", "clone", "hardlink", "copy", "symlink")
-#: how the venv is made (see ``venv_command``)
-VENV_CREATORS = ("virtualenv", "venv", "venv-without-pip", "uv")
 #: the oldest pip with ``--python`` (installing into a venv that has no pip of its own)
 PIP_PYTHON_OPTION = (22, 3)
 

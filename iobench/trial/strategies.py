@@ -49,11 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import IOBenchError, SafetyError
+from iobench.scenario.vocab import STRATEGIES, Strategy
 from iobench.system.scratch import owning_scratch, remove
 
 MANIFEST = "iobench-venv.json"
 MANIFEST_SCHEMA = 1
-EVENTS = ("first", "restart")
 PACK_METHODS = ("squashfs", "tar+zstd", "tar")  # "auto" takes the first one available
 
 #: Runs one command (argv); raises on failure. The trial passes its own, to sample it.
@@ -62,62 +62,6 @@ Runner = Callable[[Sequence[str]], None]
 
 class StrategyError(IOBenchError):
     """A strategy step could not run (missing tool, wrong path, failed command)."""
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """One start-up strategy, as data (see the module docstring's table)."""
-
-    name: str
-    venv_role: str | None  # where the ready check's venv lives; None: as the config says
-    first_start: tuple[str, ...]  # steps after the install
-    restart: tuple[str, ...]  # steps before the ready check ("install" = the whole install)
-    persists: str  # what it keeps on the target
-    lost_at_restart: str
-    after_package_change: str
-
-
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy(
-            "reinstall",
-            None,
-            (),
-            ("install",),
-            "the package cache, when the config keeps it on the target",
-            "the whole venv: every start installs again",
-            "nothing: the next start installs the new list",
-        ),
-        Strategy(
-            "persistent-venv",
-            "target",
-            (),
-            (),
-            "the venv itself",
-            "nothing on the volume; the page, name and attribute caches go cold",
-            "install into the venv on the volume (pip runs at volume speed)",
-        ),
-        Strategy(
-            "packed-venv",
-            "tmp",
-            ("pack",),
-            ("restore",),
-            "one archive of the venv (tar, tar+zstd or a squashfs image)",
-            "the venv on tmp: each restart restores it from the archive",
-            "install on tmp, then pack again (the archive is one file: rewrite it whole)",
-        ),
-        Strategy(
-            "copied-venv",
-            "tmp",
-            ("copy-out",),
-            ("copy-in",),
-            "a copy of the venv tree",
-            "the venv on tmp: each restart copies the tree back file by file",
-            "install on tmp, then copy the tree out again",
-        ),
-    )
-}
 
 
 @dataclass(frozen=True)

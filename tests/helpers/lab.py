@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from iobench.system import procfs
-from iobench.lab import manage
+from iobench.lab import manage, state
 from iobench.lab.testing import slow_volume
 
 FUSE_REASON = manage.lab_unavailable_reason("fuse")
@@ -66,7 +66,7 @@ def volume_factory(tmp_path: Path) -> Iterator[Callable[..., Path]]:
 def live_ops(mountpoint: Path) -> dict[str, int]:
     """The daemon's operation counts (after its next refresh of the live stats)."""
     time.sleep(0.6)  # the daemon refreshes its live stats every 0.25 s
-    stats = manage.read_stats(mountpoint)
+    stats = state.read_stats(mountpoint)
     assert stats is not None
     return {name: op["count"] for name, op in stats["ops"].items()}
 

@@ -11,7 +11,7 @@ from helpers.lab import assert_nothing_left, needs_fuse
 
 from iobench.errors import UsageError
 from iobench.cli import lab as lab_cli
-from iobench.lab import manage
+from iobench.lab import manage, state
 from iobench.lab.options import VolumeOptions
 
 
@@ -118,4 +118,4 @@ def test_cli_up_status_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "unmounted" in capsys.readouterr().out
     assert (backing / "hello").exists()  # a given backing folder is left alone
     assert_nothing_left(mnt)
-    assert not list(manage.state_root().glob(f"{manage._mount_id(manage.mount_path(mnt))}*"))
+    assert not list(state.state_root().glob(f"{state.mount_id(manage.mount_path(mnt))}*"))

@@ -18,7 +18,7 @@ from helpers.lab import (
 
 from iobench.system import procfs
 from iobench.errors import LabError
-from iobench.lab import manage
+from iobench.lab import manage, state
 from iobench.lab.options import VolumeOptions
 
 
@@ -72,7 +72,7 @@ def test_daemon_failure_is_one_line_and_leaves_nothing(
     mnt = tmp_path / "broken"
 
     def ours() -> set[str]:  # other tests on this machine may mount elsewhere meanwhile
-        roots = (str(tmp_path), str(manage.state_root()))
+        roots = (str(tmp_path), str(state.state_root()))
         return {m.mountpoint for m in procfs.mounts() if m.mountpoint.startswith(roots)}
 
     before = ours()
@@ -147,7 +147,7 @@ def test_a_backing_folder_that_is_a_mount_point_can_be_taken_down(tmp_path: Path
 @needs_fuse
 def test_one_lab_command_per_mountpoint_at_a_time(tmp_path: Path) -> None:
     mnt = tmp_path / "busy"
-    with manage._exclusive(manage.mount_path(mnt)):  # another `lab up` is half-way through
+    with state.exclusive(state.mount_path(mnt)):  # another `lab up` is half-way through
         with pytest.raises(LabError, match="another `iobench lab` command is working on"):
             manage.up(mnt)
         with pytest.raises(LabError, match="another `iobench lab` command is working on"):
@@ -192,13 +192,13 @@ def test_the_state_folder_must_be_private_and_ours(
     shared = tmp_path / "state"
     shared.mkdir()
     os.chmod(shared, 0o777)
-    monkeypatch.setenv(manage.STATE_ENV, str(shared))
-    monkeypatch.setattr(manage.tempfile, "gettempdir", lambda: "/proc/iobench-impossible")
-    monkeypatch.setattr(manage, "Path", _no_run(manage.Path))
+    monkeypatch.setenv(state.STATE_ENV, str(shared))
+    monkeypatch.setattr(state.tempfile, "gettempdir", lambda: "/proc/iobench-impossible")
+    monkeypatch.setattr(state, "Path", _no_run(state.Path))
     with pytest.raises(LabError, match=r"no private, writable folder .*writable by other users"):
-        manage.state_root()
+        state.state_root()
     os.chmod(shared, 0o700)
-    assert manage.state_root() == shared
+    assert state.state_root() == shared
 
 
 def _no_run(real: type) -> Callable[..., Path]:
@@ -217,7 +217,7 @@ def test_a_state_file_naming_other_folders_is_ignored(
 ) -> None:
     root = tmp_path / "state"
     root.mkdir(mode=0o700)
-    monkeypatch.setenv(manage.STATE_ENV, str(root))
+    monkeypatch.setenv(state.STATE_ENV, str(root))
     victim = tmp_path / "precious"
     victim.mkdir()
     record = root / "x-1234" / "state.json"
@@ -231,14 +231,14 @@ def test_a_state_file_naming_other_folders_is_ignored(
         "backing_tmpfs": True,
         "created_mountpoint": False,
         "options": {},
-        "schema": manage.STATE_SCHEMA,
+        "schema": state.STATE_SCHEMA,
     }
     record.write_text(json.dumps(good))
-    assert manage.LabMount.load(record).state_dir == str(record.parent)
+    assert state.LabMount.load(record).state_dir == str(record.parent)
     for bad in ({"state_dir": str(victim)}, {"backing": str(victim)}, {"kind": "nfs"}):
         record.write_text(json.dumps(good | bad))
         with pytest.raises(ValueError):
-            manage.LabMount.load(record)
+            state.LabMount.load(record)
         assert all(
             s.mountpoint != str(tmp_path / "m") for s in manage.status()
         )  # not listed, not acted on

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from typing import Any
 
 import pytest
@@ -49,7 +52,7 @@ def test_good_options_validate_and_describe_themselves() -> None:
         latency_ms=1, mb_per_s=20, burst_mb_per_s=200, burst_credits_mb=50
     ).validate()
     assert opts.describe() == "latency 1 ms, 20 MB/s (burst 200 MB/s for 50 MB)"
-    assert "--burst-credits-mb" in opts.daemon_args()
+    assert VolumeOptions.from_dict(opts.to_dict()) == opts  # the daemon's one dialect
     assert VolumeOptions().describe() == "no added delay"
 
 
@@ -58,10 +61,16 @@ def test_state_files_with_the_old_names_still_read() -> None:
     assert VolumeOptions.from_dict(old) == VolumeOptions(latency_ms=1.0, mb_per_s=5.0)
 
 
-def test_daemon_defaults_to_the_same_kernel_cache() -> None:
-    """Before: the daemon's --cache-timeout-s defaulted to 0 while the lab's default is 1 s."""
-    from iobench.lab.daemon import _parser
+def test_the_daemon_reads_the_options_the_kind_writes(tmp_path: Path) -> None:
+    """One spelling of every option: the fuse kind writes the daemon's configuration from
+    ``VolumeOptions.to_dict()`` and the daemon reads it back into the same options (before,
+    two flag dialects: ``--mb-per-s`` for the CLI, ``--mbps`` for the daemon)."""
+    from iobench.lab.daemon import DaemonConfig, main
 
-    args = _parser().parse_args(["/mnt/x", "--backing", "/b"])
-    assert args.cache_timeout_s == DEFAULT_CACHE_S
-    assert "--cache-timeout-s" in VolumeOptions().daemon_args()
+    opts = VolumeOptions(latency_ms=0.5, mb_per_s=20, burst_mb_per_s=90, burst_credits_mb=5)
+    path = tmp_path / "daemon.json"
+    path.write_text(json.dumps({"mountpoint": "/m", "backing": "/b", "options": opts.to_dict()}))
+    config = DaemonConfig.read(path)
+    assert VolumeOptions.from_dict(config.options) == opts
+    assert VolumeOptions.from_dict({}).cache_s == DEFAULT_CACHE_S  # the same kernel cache
+    assert main([]) == 2 and main([str(tmp_path / "missing.json")]) == 2

@@ -11,7 +11,8 @@ import pytest
 from helpers import runs as rf
 from helpers.reports import check_summary_against_trials
 
-from iobench.cost.idle import CostOptions, find_preset
+from iobench.cost.idle import CostOptions
+from iobench.cost.prices import find_preset
 from iobench.report import build_report
 from iobench.report.load import load_run
 

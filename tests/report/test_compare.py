@@ -12,7 +12,7 @@ import pytest
 from helpers import runs as rf
 from helpers.reports import run_cli
 
-from iobench.cost.idle import find_preset
+from iobench.cost.prices import find_preset
 from iobench.errors import UsageError
 from iobench.report import build_compare
 

@@ -12,8 +12,9 @@ import pytest
 from helpers import runs as rf
 from helpers.reports import PHASES, check_summary_against_trials
 
-from iobench.cost.idle import CostOptions, find_preset
-from iobench.system.gpu import GpuInfo
+from iobench.cost.idle import CostOptions
+from iobench.cost.prices import find_preset
+from iobench.rundir.meta import GpuInfo
 from iobench.report import build_report
 from iobench.report.load import load_run
 from iobench.report.summary import median, percentile, speedup, target_bytes

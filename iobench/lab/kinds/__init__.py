@@ -1,23 +1,21 @@
 """The lab's kinds of slow volume behind one interface: what ``up``, ``down`` and ``status``
 need from each (start, stop, problem, fstype, needles, unavailable).
 
-:mod:`~iobench.lab.manage` records, mounts and unmounts; a kind only knows how to start and
-stop its own daemons and how to tell when they are unwell. Kinds import nothing from
-``manage`` (no import cycle): the record they work on is passed in.
+:mod:`~iobench.lab.manage` mounts and unmounts; a kind only knows how to start and stop its
+own daemons and how to tell when they are unwell. The record they work on
+(:class:`~iobench.lab.state.LabMount`) is passed in; kinds import neither ``manage`` nor this
+registry.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from iobench.errors import UsageError
-
-if TYPE_CHECKING:
-    from iobench.lab.manage import LabMount
-    from iobench.lab.options import VolumeOptions
-
-
-NAMES = ("fuse", "sshfs")  # in the order `--kind` lists them; the first is the default
+from iobench.lab.kinds.fuse import FUSE
+from iobench.lab.kinds.sshfs import SSHFS
+from iobench.lab.options import KINDS, VolumeOptions
+from iobench.lab.state import LabMount
 
 
 class Kind(Protocol):
@@ -42,20 +40,25 @@ class Kind(Protocol):
         """What is wrong with a mounted, live volume of this kind, or None."""
 
 
+_ALL: tuple[Kind, ...] = (FUSE, SSHFS)
+
+
 def get(name: str) -> Kind:
     """The kind called ``name``; UsageError for an unknown one."""
-    from iobench.lab.kinds.fuse import FUSE
-    from iobench.lab.kinds.sshfs import SSHFS
-
-    for kind in (FUSE, SSHFS):
+    for kind in _ALL:
         if kind.name == name:
             return kind
-    raise UsageError(f"--kind must be one of {', '.join(NAMES)}, not {name!r}")
+    raise UsageError(f"--kind must be one of {', '.join(KINDS)}, not {name!r}")
 
 
-def by_fstype(fstype: str) -> Kind | None:
-    """The kind whose mounts carry ``fstype`` (orphan mounts in the mount table)."""
-    for name in NAMES:
-        if get(name).fstype == fstype:
-            return get(name)
-    return None
+def fstype_of(lab: LabMount) -> str:
+    """The filesystem type a recorded volume shows in the mount table."""
+    return get(lab.kind).fstype
+
+
+def needles_of(lab: LabMount) -> list[str]:
+    """Strings a recorded volume's daemon must have on its command line before we signal it."""
+    return get(lab.kind).needles(lab)
+
+
+__all__ = ["Kind", "fstype_of", "get", "needles_of"]

@@ -4,18 +4,19 @@ run as a detached daemon (``python -m iobench.lab.daemon``)."""
 from __future__ import annotations
 
 import ctypes.util
+import json
 import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from iobench.lab import system
+from iobench.lab.options import VolumeOptions
+from iobench.lab.state import LabMount
 
-if TYPE_CHECKING:
-    from iobench.lab.manage import LabMount
-    from iobench.lab.options import VolumeOptions
 
+#: the daemon's configuration, in the volume's state folder (iobench.lab.daemon reads it)
+DAEMON_CONFIG = "daemon.json"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
@@ -33,19 +34,16 @@ class FuseKind:
         return None
 
     def start(self, lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "iobench.lab.daemon",
-            lab.mountpoint,
-            "--backing",
-            lab.backing,
-            "--live-stats",
-            str(lab.live_stats_path),
-            *options.daemon_args(),
-        ]
-        if lab.stats_file:
-            cmd += ["--stats", lab.stats_file]
+        config = {
+            "mountpoint": lab.mountpoint,
+            "backing": lab.backing,
+            "options": options.to_dict(),
+            "live_stats": str(lab.live_stats_path),
+            "stats": lab.stats_file,
+        }
+        path = Path(lab.state_dir) / DAEMON_CONFIG
+        path.write_text(json.dumps(config, indent=1) + "\n")
+        cmd = [sys.executable, "-m", "iobench.lab.daemon", str(path)]
         env = dict(os.environ, FUSE_LIBRARY_NAME="fuse3")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         lab.pid = system.spawn(cmd, lab.log_path, env)
@@ -55,7 +53,7 @@ class FuseKind:
         )
 
     def needles(self, lab: LabMount) -> list[str]:
-        return ["iobench.lab.daemon", lab.mountpoint]
+        return ["iobench.lab.daemon", str(Path(lab.state_dir) / DAEMON_CONFIG)]
 
     def stop(self, lab: LabMount) -> None:
         return None  # the daemon is all there is, and manage ends it

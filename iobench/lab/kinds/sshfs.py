@@ -19,15 +19,13 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import system
+from iobench.lab.options import VolumeOptions
+from iobench.lab.state import LabMount
 
-if TYPE_CHECKING:
-    from iobench.lab.manage import LabMount
-    from iobench.lab.options import VolumeOptions
 
 FSTYPE = "fuse.sshfs"
 _NET = ipaddress.IPv4Network("10.203.0.0/16")

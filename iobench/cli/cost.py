@@ -1,0 +1,91 @@
+"""The cost options of `iobench run`, `report` and `compare`: ``--gpu``, ``--gpu-price``,
+``--gpus``, ``--starts-per-month`` and the storage prices, parsed into ``CostOptions``.
+
+Values stay text in argparse and are checked here, so a bad number is a ``UsageError`` (one
+line, exit 2) rather than argparse's usage dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from iobench.cost.idle import CostOptions
+from iobench.cost.prices import DEFAULT_STARTS_PER_MONTH, known_names
+from iobench.errors import UsageError
+
+def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True) -> None:
+    """Add ``--gpu``, ``--gpu-price``, ``--gpus``, ``--starts-per-month`` (and storage).
+
+    Values stay text here and are checked in :func:`cost_options_from_args`, so a bad
+    number is a ``UsageError`` (one line, exit 2) rather than argparse's usage dump.
+    """
+    group = parser.add_argument_group("cost (what idle GPU time costs)")
+    group.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help="price preset, case-insensitive: " + ", ".join(known_names()),
+    )
+    group.add_argument(
+        "--gpu-price", metavar="USD", help="price per GPU-hour in USD (overrides the preset)"
+    )
+    group.add_argument(
+        "--gpus", metavar="N", help="GPUs the pod rents (default: as detected, else 1)"
+    )
+    group.add_argument(
+        "--starts-per-month",
+        "--starts",
+        metavar="N",
+        help=f"cold starts per month for the monthly figure (default {DEFAULT_STARTS_PER_MONTH:g})",
+    )
+    if storage:
+        group.add_argument(
+            "--storage-usd-per-gb",
+            metavar="X",
+            help="charge per GB written on the target volume (metered storage)",
+        )
+        group.add_argument(
+            "--storage",
+            metavar="PRESET",
+            help="the volume's price preset, for what start-up strategies keep on it a month "
+            "(e.g. runpod, efs, gp3: iobench/cost/storage_prices.csv)",
+        )
+
+
+def _number(flag: str, text: object, what: str) -> float | None:
+    if text is None:
+        return None
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            raise UsageError(f"{flag} wants {what}, not {text!r}") from None
+    if math.isnan(value) or math.isinf(value):
+        raise UsageError(f"{flag} wants {what}, not {text!r}")
+    return value
+
+
+def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
+    """Build validated CostOptions from parsed arguments (raises UsageError)."""
+    price = _number("--gpu-price", getattr(args, "gpu_price", None), "a price in USD per GPU-hour")
+    starts = _number("--starts-per-month", getattr(args, "starts_per_month", None), "a number")
+    storage = _number(
+        "--storage-usd-per-gb", getattr(args, "storage_usd_per_gb", None), "a price in USD per GB"
+    )
+    gpus_raw = getattr(args, "gpus", None)
+    gpus: int | None = None
+    if gpus_raw is not None:
+        try:
+            gpus = int(str(gpus_raw).strip())
+        except ValueError:
+            raise UsageError(f"--gpus wants a whole number, not {gpus_raw!r}") from None
+    return CostOptions(
+        gpu=getattr(args, "gpu", None),
+        gpu_price=price,
+        gpus=gpus,
+        starts_per_month=DEFAULT_STARTS_PER_MONTH if starts is None else starts,
+        storage_usd_per_gb=storage,
+        storage=getattr(args, "storage", None),
+    )

@@ -1,0 +1,86 @@
+"""The words a scenario may use, in one place: installers, cache states, venv creators, uv's
+link modes, the start-up strategies (what each keeps and loses), and the kinds of workload.
+
+Data only, at the bottom of the scenario wing, so that validating a scenario needs none of
+the code that carries the words out (``iobench.trial``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the installers a config may name
+INSTALLERS = ("pip", "uv")
+#: a config's cache at the start of a trial: empty, or primed by an untimed install
+CACHE_STATES = ("cold", "warm")
+ON_OFF = ("on", "off")
+#: what a trial does (iobench.trial.workloads): an install, or the stand-in iobench's own
+#: tests run the plumbing on
+WORKLOADS = ("install", "standin")
+#: uv's link modes (``UV_LINK_MODE``); ``default`` leaves uv to choose (clone on macOS,
+#: hardlink on Linux, with a fall-back to copy when the cache is on another filesystem)
+LINK_MODES = ("default", "clone", "hardlink", "copy", "symlink")
+
+
+#: how the venv is made (see ``venv_command``)
+VENV_CREATORS = ("virtualenv", "venv", "venv-without-pip", "uv")
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One start-up strategy, as data (docs/strategies.md has the table)."""
+
+    name: str
+    venv_role: str | None  # where the ready check's venv lives; None: as the config says
+    first_start: tuple[str, ...]  # steps after the install
+    restart: tuple[str, ...]  # steps before the ready check ("install" = the whole install)
+    persists: str  # what it keeps on the target
+    lost_at_restart: str
+    after_package_change: str
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy(
+            "reinstall",
+            None,
+            (),
+            ("install",),
+            "the package cache, when the config keeps it on the target",
+            "the whole venv: every start installs again",
+            "nothing: the next start installs the new list",
+        ),
+        Strategy(
+            "persistent-venv",
+            "target",
+            (),
+            (),
+            "the venv itself",
+            "nothing on the volume; the page, name and attribute caches go cold",
+            "install into the venv on the volume (pip runs at volume speed)",
+        ),
+        Strategy(
+            "packed-venv",
+            "tmp",
+            ("pack",),
+            ("restore",),
+            "one archive of the venv (tar, tar+zstd or a squashfs image)",
+            "the venv on tmp: each restart restores it from the archive",
+            "install on tmp, then pack again (the archive is one file: rewrite it whole)",
+        ),
+        Strategy(
+            "copied-venv",
+            "tmp",
+            ("copy-out",),
+            ("copy-in",),
+            "a copy of the venv tree",
+            "the venv on tmp: each restart copies the tree back file by file",
+            "install on tmp, then copy the tree out again",
+        ),
+    )
+}
+
+
+def strategy(name: str) -> Strategy | None:
+    """The strategy called ``name``, or None."""
+    return STRATEGIES.get(name)
