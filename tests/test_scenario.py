@@ -284,7 +284,7 @@ def test_scenario_from_meta_malformed(mutate, key: str) -> None:
     [
         (
             f"[config.x]\n{CFG}",
-            "unknown table(s) config (known: configs, defaults, matrix, scenario)",
+            "unknown table(s) config (known: configs, defaults, matrix, scenario, workload)",
         ),
         (f"[configs.a]\n{CFG}[defaults]\nvnev='t'\n", "defaults: unknown key(s) vnev"),
         (f"[configs.a]\n{CFG}", None),

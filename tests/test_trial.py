@@ -15,16 +15,11 @@ from iobench.rundir.records import TrialRow
 from iobench.trial.sampler import SamplerResult
 from iobench.scenario.load import Config
 from iobench.system.scratch import Scratch
-from iobench.trial.steps import (
-    Stop,
-    Trial,
-    TrialContext,
-    TrialSpec,
-    check,
-    derived_fields,
-    label_download,
-    run_trial,
-)
+from iobench.trial.context import TrialContext, TrialSpec
+from iobench.trial.install import Install, label_download
+from iobench.trial.outcome import Stop, check
+from iobench.trial.steps import Trial, set_derived_fields
+from iobench.trial.workloads import run_trial
 
 
 def _ctx(tmp_path: Path, python: str | None = None) -> TrialContext:
@@ -67,10 +62,10 @@ def test_a_failing_venv_creator_gives_a_failed_row(tmp_path: Path) -> None:
 def test_ctrl_c_in_a_step_is_an_interrupted_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def interrupted(self: Trial) -> Stop | None:
+    def interrupted(self: Install, trial: Trial) -> Stop | None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Trial, "create_venv", interrupted)
+    monkeypatch.setattr(Install, "create_venv", interrupted)
     row = run_trial(_ctx(tmp_path), TrialSpec(CFG, repeat=1)).row
     assert row.status == "interrupted" and "interrupted by the user" in row.error
 
@@ -154,17 +149,11 @@ def test_derived_fields_from_literal_samples() -> None:
         time_to_ready_s=4.0,
         cpu_s=1.0,
     )
-    out = derived_fields(row, result)
-    assert out == {
-        "offcpu_frac": 0.75,
-        "iowait_mean_pct": 20.0,
-        "iowait_p95_pct": pytest.approx(29.0),
-        "blocked_max": 3,
-        "dstate_max": 2,
-        "fswait_frac": 0.5,
-        "rss_max_bytes": 300,
-        "sampler_cpu_s": 0.0123,
-    }
+    set_derived_fields(row, result)
+    assert (row.offcpu_frac, row.iowait_mean_pct, row.iowait_p95_pct) == (
+        0.75, 20.0, pytest.approx(29.0))  # fmt: skip
+    assert (row.blocked_max, row.dstate_max, row.fswait_frac, row.rss_max_bytes) == (3, 2, 0.5, 300)
+    assert row.sampler_cpu_s == 0.0123
     label_download(result, 0.15)
     assert [r["phase"] for r in rows] == ["download", "install"]
     label_download(result, None)  # an unknown split relabels nothing

@@ -335,7 +335,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     overhead.command_started()  # meta.json's overhead.before_start_s counts from here
     plan = run_plan.check(run_request(args))
-    if not args.dry_run and plan.resume is None:
+    if not args.dry_run and plan.resume is None and plan.scenario.installs:
         from iobench.run import facts
 
         facts.prefetch()  # meta.json's slow facts, while the wheels and the index are made

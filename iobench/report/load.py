@@ -412,7 +412,8 @@ def _trials_frame(rd: RunDir, run: list[str]) -> pd.DataFrame:
     run.extend(read.skipped)
     if not read.rows:
         raise RunDirError(f"{rd.trials_csv}: no trials (the run has not finished any trial)")
-    df = pd.DataFrame.from_records([vars(r) for r in read.rows], columns=list(TRIAL_COLUMNS))
+    cells = [[getattr(r, c) for c in TRIAL_COLUMNS] for r in read.rows]  # slots: no __dict__
+    df = pd.DataFrame.from_records(cells, columns=list(TRIAL_COLUMNS))
     for col in NUMERIC_TRIAL_COLUMNS:
         df[col] = pd.to_numeric(df[col])
     for col in TEXT_TRIAL_COLUMNS:

@@ -21,8 +21,11 @@ from typing import Any
 
 import psutil
 
+import virtualenv
+
 from iobench import __version__, redact
-from iobench.system import procfs
+from iobench.system import gpu, procfs
+from iobench.trial.installers import uv_binary
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
@@ -105,8 +108,6 @@ def _pip_host() -> str | None:
 
 
 def _uv_version() -> str | None:
-    from iobench.trial.installers import uv_binary
-
     uv = uv_binary()
     return _version_of([uv, "--version"]) if uv else None
 
@@ -183,13 +184,18 @@ def with_late_facts(versions: dict, pip_config: dict) -> tuple[dict, dict]:
     return versions, pip_config
 
 
-def versions(wait: bool = True) -> dict:
-    import virtualenv
-
-    return {
+def versions(wait: bool = True, installers: bool = True) -> dict:
+    """The versions of what a run used: Python and iobench, and (``installers``: a run that
+    installs) virtualenv, the host's pip and uv."""
+    found = {
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
         "iobench": __version__,
+    }
+    if not installers:
+        return found
+    return {
+        **found,
         "virtualenv": getattr(virtualenv, "__version__", "unknown"),
         "pip_host": _pip_host(),
         "uv": _prefetched("uv", _uv_version, wait),
@@ -225,8 +231,6 @@ def pip_config(isolated: bool, wait: bool = True) -> dict:
 
 def gpu_info() -> dict | None:
     """The GPU as iobench.system.gpu detects it (None on a machine without one)."""
-    from iobench.system import gpu
-
     try:
         found = gpu.detect_gpus()
     except Exception:  # noqa: BLE001 - a broken driver must not stop a storage benchmark

@@ -26,7 +26,7 @@ import random
 from collections.abc import Sequence
 
 from iobench.scenario.load import Config
-from iobench.trial.steps import TrialSpec
+from iobench.trial.context import TrialSpec
 from iobench.trial.warmcache import feeds
 
 #: draws of the first cycle's base order before giving up on the adoption constraint

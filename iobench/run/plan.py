@@ -40,6 +40,7 @@ from iobench.system.removal import QUIET_S
 from iobench.rundir.folder import RunDir, utcnow
 from iobench.run.resume import ResumeState, resume_state
 from iobench.rundir.meta import RunMeta
+from iobench.trial.workloads import check_settings
 from iobench.scenario.load import Scenario, load_scenario
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
 
@@ -164,13 +165,16 @@ def check(request: RunRequest) -> RunPlan:
         # a resume keeps the run's unless told otherwise (and then refuses: _check_resume)
         cache_mode=req.cache_mode or (meta.cache_mode if meta else "cold"),
         pack_method=req.pack_method or (meta.pack_method if meta else "auto"),
-        probe=not req.no_probe,
+        probe=not req.no_probe and scenario.installs,  # predictions are of installs
         give_up_after=req.give_up_after,
         repeats_auto=auto,
     )
     check_roles_used(scenario, roles)
     check_results_place(plan.results_root, roles)
-    check_tools(scenario, plan.python)
+    configs = [c.name for c in scenario.configs]
+    check_settings(scenario.kind, scenario.workload, configs, f"{scenario.source}: workload")
+    if scenario.installs:
+        check_tools(scenario, plan.python)
     if any(c.strategy == "packed-venv" for c in scenario.configs):
         from iobench.trial.strategies import choose_method
 
@@ -573,8 +577,10 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             "role_notes": p.notes,
             "host": facts.host_info(),
             # the prefetched facts not ready yet are filled in after the warm-up (Runner)
-            "versions": facts.versions(wait=False),
-            "pip_config": facts.pip_config(isolated=p.local_index, wait=False),
+            "versions": facts.versions(wait=False, installers=p.scenario.installs),
+            "pip_config": (
+                facts.pip_config(isolated=p.local_index, wait=False) if p.scenario.installs else {}
+            ),
             "index": index_meta,
             "gpu": facts.gpu_info(),
             "sample_hz": p.sample_hz,

@@ -21,7 +21,9 @@ from iobench.errors import IOBenchError
 from iobench.run.order import plan_trials
 from iobench.trial.progress import Progress
 from iobench.rundir.folder import RunDir
-from iobench.trial.steps import TrialContext, TrialResult, TrialSpec, run_trial
+from iobench.trial.context import TrialContext, TrialSpec
+from iobench.trial.outcome import TrialResult
+from iobench.trial.workloads import run_trial
 
 if TYPE_CHECKING:
     from iobench.run.plan import RunPlan

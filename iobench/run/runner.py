@@ -35,10 +35,11 @@ from iobench.trial.progress import PlainProgress, Progress
 from iobench.system.removal import TRASH, Reaper, Remover
 from iobench.rundir.folder import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.run.policy import RunTrials
-from iobench.run.start import claim_scratch, start_index, warming_up
+from iobench.run.start import claim_scratch, start_index, trial_context, warming_up
 from iobench.trial.sampler import stall_dicts
 from iobench.system.scratch import Scratch
-from iobench.trial.steps import TrialContext, TrialResult, TrialSpec
+from iobench.trial.context import TrialContext, TrialSpec
+from iobench.trial.outcome import TrialResult
 from iobench.trial.warmcache import WarmCaches, placement
 
 
@@ -96,7 +97,8 @@ class Runner:
         """The run folder, the trial context, the probe and the trial order (the warm-up
         venv made beside the probe), meta.json's late facts; the trials and how many are done."""
         rd = self.run_dir = self._open_run_dir(index_meta)
-        ctx = self._context(rd, index_spec)
+        ctx = trial_context(self.plan, rd, self.scratch, index_spec, self.index, self.progress,
+                            warm=self.warm, stop=signals.STOP)  # fmt: skip
         done = rd.done_trial_ids()
         with warming_up(ctx, self.scratch["tmp"], self._remove) as venv:
             with self.clock.part("probe"):  # and the trial order (iobench.run.policy)
@@ -141,15 +143,6 @@ class Runner:
             self.progress.message(
                 f"warning: took over a stale lock on {self.plan.roles['target']}: {self.lock.took_over}"
             )
-
-    def _context(self, rd: RunDir, index_spec: IndexSpec) -> TrialContext:
-        cwd = self.scratch["tmp"].run_root / "cwd"  # empty, local: `python -c` puts it on sys.path
-        cwd.mkdir(exist_ok=True)
-        return TrialContext.of_plan(
-            self.plan, run_id=self.run_id, scratch=self.scratch, logs=rd.logs_dir, cwd=cwd,
-            index_spec=index_spec, index=self.index, progress=self.progress, stop=signals.STOP,
-            warm=self.warm,
-        )  # fmt: skip
 
     # ------------------------------------------------------------------ trials
     def _one_trial(

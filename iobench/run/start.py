@@ -18,7 +18,9 @@ from iobench.trial.installers import IndexSpec
 from iobench.run.plan import RunPlan
 from iobench.trial.progress import Progress
 from iobench.system.scratch import Scratch
-from iobench.trial.steps import TrialContext
+from iobench.rundir.folder import RunDir
+from iobench.trial.context import TrialContext
+from iobench.trial.workloads import INSTALLS
 
 
 def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, IndexSpec, dict]:
@@ -60,6 +62,46 @@ def claim_scratch(plan: RunPlan, run_id: str, progress: Progress) -> dict[str, S
     return scratch
 
 
+def trial_context(
+    plan: RunPlan,
+    rd: RunDir,
+    scratch: dict[str, Scratch],
+    index_spec: IndexSpec,
+    index: LocalIndex | None,
+    progress: Progress,
+    **run_parts: Any,
+) -> TrialContext:
+    """The context a run's trials share: the plan's settings, what the run made, and each
+    role's filesystem type as meta.json recorded it."""
+    meta = rd.meta()
+    cwd = scratch["tmp"].run_root / "cwd"  # empty, local: `python -c` puts it on sys.path
+    cwd.mkdir(exist_ok=True)
+    return TrialContext(
+        run_id=meta.run_id,
+        packages=list(plan.scenario.packages),
+        ready=plan.scenario.ready,
+        roles=plan.roles,
+        scratch=scratch,
+        logs=rd.logs_dir,
+        cwd=cwd,
+        index_spec=index_spec,
+        index=index,
+        progress=progress,
+        sample_hz=plan.sample_hz,
+        stall_after=plan.stall_after,
+        stall_timeout=plan.stall_timeout,
+        trial_timeout_s=plan.trial_timeout_s,
+        python=plan.python,
+        lifecycle=plan.scenario.lifecycle,
+        cache_mode=plan.cache_mode,
+        pack_method=plan.pack_method,
+        kind=plan.scenario.kind,
+        params=plan.scenario.workload,
+        fstypes={name: role.fstype for name, role in meta.roles.items()},
+        **run_parts,
+    )
+
+
 @contextmanager
 def warming_up(
     ctx: TrialContext, tmp: Scratch, remove: Callable[[Path, Path], None]
@@ -72,10 +114,15 @@ def warming_up(
     small-file loops (mostly on the target) and a sequential write; on 2 cores they overlap
     (0.4 s saved of the run's set-up), and only the first trial's prediction reads the probe
     before the run's own trials replace its fast part."""
-    d = tmp.trial_dir("warm-up")
     found: dict[str, Any] = {}
+    if ctx.kind not in INSTALLS:  # no venvs to make: nothing to warm up
+        yield found
+        return
+    d = tmp.trial_dir("warm-up")
     child = subprocess.Popen(
-        ctx.venv_argv(d / "venv"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        installers.venv_command(d / "venv", ctx.python),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         yield found

@@ -70,7 +70,7 @@ def safe_name_problem(value: str) -> str | None:
     return None
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class TrialRow:
     """One trial (one config x one repeat): a line of trials.csv."""
 

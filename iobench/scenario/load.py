@@ -58,7 +58,7 @@ _CONFIG_KEYS = {
 }
 _CONFIG_KEYS |= {"venv_creator", "link_mode"}  # iobench.trial.installers: VENV_CREATORS, LINK_MODES
 # the schema: what each table may hold (anything else is an error naming file and key)
-_TABLES = ("scenario", "defaults", "configs", "matrix")
+_TABLES = ("scenario", "defaults", "configs", "matrix", "workload")
 _SCENARIO_KEYS = (
     "name",
     "kind",
@@ -123,6 +123,12 @@ class Scenario:
     description: str = ""
     size_mb: float | None = None  # estimated installed size, for the free-space check
     extra: dict = field(default_factory=dict)
+    workload: dict = field(default_factory=dict)  # the [workload] table: the kind's settings
+
+    @property
+    def installs(self) -> bool:
+        """Trials install packages into venvs (the ``install`` kind)."""
+        return self.kind == "install"
 
     @property
     def lifecycle(self) -> bool:
@@ -439,13 +445,17 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     _unknown(s, _SCENARIO_KEYS, src, "scenario")
     name = _check_name(s.get("name"), "scenario name", src, "scenario.name", legacy=legacy_names)
     kind = _choice(s.get("kind", "install"), WORKLOADS, src, "scenario.kind")
-    packages = _packages(s.get("packages"), src)
+    installs = kind == "install"  # other kinds install nothing: no packages, no ready check
+    packages = _packages(s.get("packages"), src) if installs or s.get("packages") else ()
     wheels = s.get("wheels")
     if wheels is not None and (not isinstance(wheels, str) or not wheels or "\0" in wheels):
         raise ScenarioError(f"{_where(src, 'scenario.wheels')}: expected a profile name or path")
     if wheels and wheels.endswith(".toml") and not Path(wheels).is_absolute():
         wheels = str((Path(src).parent / wheels).resolve())  # relative to the scenario file
-    ready = _ready(s.get("ready"), src)
+    ready = _ready(s.get("ready"), src) if installs or s.get("ready") else ""
+    workload = data.get("workload", {})
+    if not isinstance(workload, dict):
+        raise ScenarioError(f"{_where(src, 'workload')}: expected a table [workload]")
     repeats, size_mb = _numbers(s, src)
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
@@ -462,6 +472,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         configs=_configs(data, defaults, src, legacy_names),
         description=_text(s.get("description", ""), src, "scenario.description"),
         size_mb=size_mb,
+        workload=workload,
     )
 
 
@@ -503,11 +514,12 @@ def scenario_from_meta(data: object, where: str = "meta.json") -> Scenario:
     """
     if not isinstance(data, dict):
         raise RunDirError(f"{where}: scenario: expected a table, got {type(data).__name__}")
-    stored = ("source", "configs", "extra")
+    stored = ("source", "configs", "extra", "workload")
     try:
         _unknown(data, (*_SCENARIO_KEYS, *stored), where, "scenario", "key")
         doc = {"scenario": {k: data[k] for k in _SCENARIO_KEYS if k in data and data[k] is not None},
-               "configs": _configs_from_meta(data.get("configs"), where)}  # fmt: skip
+               "configs": _configs_from_meta(data.get("configs"), where),
+               **({"workload": data["workload"]} if data.get("workload") else {})}  # fmt: skip
         if "repeats" not in data:
             raise ScenarioError(f"{where}: scenario.repeats: missing")
         scenario = scenario_from_dict(doc, where, legacy_names=True)

@@ -1,0 +1,64 @@
+"""Which trial, and what it takes from its run: a ``TrialSpec`` (a config, its repeat, its
+place in the run's order) and the ``TrialContext`` the runner builds once for all trials."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iobench.scenario.load import Config
+from iobench.system.scratch import Scratch
+from iobench.trial.index import LocalIndex
+from iobench.trial.installers import IndexSpec
+from iobench.trial.progress import Progress
+from iobench.trial.warmcache import WarmCaches
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Which trial: a config, its repeat, and where it falls in the run's order."""
+
+    config: Config
+    repeat: int
+    round: int = 1
+    position: int = 0  # place of this config within its round (0: first)
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.config.name}-r{self.repeat}"
+
+
+@dataclass
+class TrialContext:
+    """What a trial takes from its run (the runner builds it once)."""
+
+    run_id: str
+    packages: list[str]
+    ready: str
+    roles: dict[str, Path]
+    scratch: dict[str, Scratch]
+    logs: Path
+    cwd: Path  # an empty local folder: every phase's working directory
+    index_spec: IndexSpec
+    index: LocalIndex | None
+    progress: Progress
+    sample_hz: float
+    stall_after: float
+    stall_timeout: float | None
+    trial_timeout_s: float
+    python: str | None = None
+    stop: threading.Event | None = None  # set when the run was interrupted
+    lifecycle: bool = False  # after the first start, persist and measure a restart
+    cache_mode: str = "cold"  # how the restart finds the caches (iobench.trial.coldcache)
+    pack_method: str = "auto"  # packed-venv's archive (iobench.trial.strategies.PACK_METHODS)
+    warm: WarmCaches | None = None  # primed caches shared by repeats (None: prime every trial)
+    give_up_s: float | None = None  # --give-up-after's bound for this trial (iobench.run.policy)
+    kind: str = "install"  # the scenario's workload (iobench.trial.workloads)
+    params: Mapping[str, Any] = field(default_factory=dict)  # its [workload] table
+    fstypes: Mapping[str, str] = field(default_factory=dict)  # each role's filesystem type
+
+
+__all__ = ["TrialContext", "TrialSpec"]

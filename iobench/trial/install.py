@@ -1,0 +1,255 @@
+"""The install workload: a fresh venv, the scenario's packages installed with pip or uv, their
+bytecode compiled, and the ready check — the time from the start of venv creation to the
+ready check's exit is the trial's time-to-ready.
+
+Untimed around it: a warm config's cache is primed by an install into a separate venv (once
+per placement when the run shares primed caches: ``iobench.trial.warmcache``), and after the
+row, a cold trial's filled cache may become the warm one; a run with start-up strategies
+persists the venv and measures a restart (``iobench.trial.restart``), whose reinstall is
+:meth:`Install.rebuild`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from iobench import redact
+from iobench.system.scratch import remove
+from iobench.trial import installers
+from iobench.trial.outcome import Stop, check
+from iobench.trial.restart import Restart
+from iobench.trial.sampler import Sampler, SamplerResult
+from iobench.trial.steps import Step, Trial, used_bytes
+
+
+class Install:
+    """One install trial's steps and what they hand on to each other."""
+
+    kind: ClassVar[str] = "install"
+
+    def __init__(self) -> None:
+        self.built = Path()  # the venv
+        self.tmpdir = Path()
+        self.cache: Path | None = None
+        self.site = Path()
+        self.before: set[str] = set()
+        self.seeded: set[str] = set()
+        self.download_end: float | None = None
+        self.used0: dict[str, int | None] = {}
+        self.index0: int | None = None
+
+    # ------------------------------------------------------------------ untimed
+    def prepare(self, t: Trial) -> Stop | None:
+        """The venv's, TMPDIR's and the cache's paths; then, for a warm config, its priming."""
+        cfg, ctx = t.cfg, t.ctx
+        self.built = t.dirs[cfg.venv] / "venv"
+        self.tmpdir = t.dirs[cfg.tmpdir] / "tmp"
+        self.tmpdir.mkdir(exist_ok=True)
+        if cfg.cache != "off" and cfg.cache_state == "warm" and ctx.warm:
+            self.cache = ctx.warm.path(cfg)  # shared by the placement's repeats
+        elif cfg.cache != "off":
+            self.cache = t.dirs[cfg.cache] / "cache"
+            self.cache.mkdir(exist_ok=True)
+        t.env = installers.base_environment(self.tmpdir, isolated=ctx.index_spec.local)
+        stop = self.prime_cache(t)
+        self.used0 = {
+            "venv": used_bytes(self.built.parent),
+            "tmpdir": used_bytes(self.tmpdir),
+            "cache": used_bytes(self.cache),
+        }
+        self.index0 = ctx.index.snapshot().file_bytes if ctx.index else None
+        return stop
+
+    def prime_cache(self, t: Trial) -> Stop | None:
+        """Fill the cache through an untimed install into a separate venv."""
+        if t.cfg.cache_state != "warm":
+            return None
+        warm, started = t.ctx.warm, time.monotonic()
+        try:
+            if warm is not None and warm.ready(t.cfg):
+                return None
+            if warm is not None:
+                self.cache = warm.reset(t.cfg)
+            stop = self.prime(t)
+            if stop is None and warm is not None:
+                warm.mark_primed(t.cfg)
+            return stop
+        finally:
+            t.priming_s += time.monotonic() - started
+
+    def prime(self, t: Trial) -> Stop | None:
+        """The priming install: run like a timed phase (own session, watchdog, time limit)
+        but measured by nobody."""
+        t.ctx.progress.phase(t.tid, "priming cache (untimed)")
+        venv = self.built.parent / "prime-venv"
+        log = t.ctx.logs / f"{t.tid}.prime.log"
+        sampler = Sampler(t.ctx.sample_hz, stall_after=t.ctx.stall_after).start()
+        deadline = time.monotonic() + t.ctx.trial_timeout_s
+        try:
+            r = t.phase("prime-venv", self.venv_argv(t, venv), None, sampler, deadline)
+            stop = check(r, "priming venv")
+            if stop is None:
+                step = self.installer(t).command(
+                    venv, t.ctx.packages, t.ctx.index_spec, self.cache, log, t.env
+                )
+                r = t.phase("prime-install", step.argv, step.env, sampler, deadline)
+                stop = check(r, "priming install")
+        finally:
+            sampler.stop()
+            redact.redact_file(log)
+        if stop is not None:
+            return Stop(stop.status, f"priming the cache: {stop.error}")
+        remove(venv)
+        log.unlink(missing_ok=True)
+        return None
+
+    def fs_paths(self, t: Trial) -> dict[str, Path]:
+        return {
+            "venv": self.built.parent,
+            "tmpdir": self.tmpdir,
+            **({"cache": self.cache} if self.cache else {}),
+        }
+
+    # ------------------------------------------------------------------ timed
+    def timed(self) -> Sequence[Step]:
+        return (self.create_venv, self.install, self.compile, self.ready_check)
+
+    def create_venv(self, t: Trial) -> Stop | None:
+        r = t.phase("venv", self.venv_argv(t, self.built))
+        t.phases["venv"] = r.seconds
+        stop = check(r, "venv creation")
+        if stop is None:
+            self.site = installers.site_packages(self.built)
+            self.before = {p.name for p in self.site.iterdir()}
+            self.seeded = {p.name for p in self.site.glob("*.dist-info")}
+        return stop
+
+    def install(self, t: Trial) -> Stop | None:
+        """The install, its time split into download and install from the installer's log."""
+        log = t.ctx.logs / f"{t.tid}.log"
+        step = self.installer(t).command(
+            self.built, t.ctx.packages, t.ctx.index_spec, self.cache, log, t.env
+        )
+        r = t.phase("install", step.argv, step.env)
+        dl, inst = self.installer(t).split(log, r.start_wall, r.start_wall + r.seconds, r.output)
+        redact.redact_file(log)  # kept under results/…/logs: a direct URL may carry credentials
+        t.phases["download"], t.phases["install"] = dl, inst
+        if r.ok:  # what the installer did with the files: hard links, copies, symlinks
+            seen = installers.link_columns(
+                r.output, self.site, self.seeded, self.cache, t.cfg.link_mode
+            )
+            t.row.link_observed, t.row.link_fallback = seen["link_observed"], seen["link_fallback"]
+        self.download_end = None if dl is None else (r.start - t.t0) + dl
+        if dl is None and r.ok:
+            t.message(
+                f"{t.cfg.installer}'s log has no phase marks; "
+                "download_s and install_s left empty (unknown)"
+            )
+        return check(r, t.cfg.installer)
+
+    def compile(self, t: Trial) -> Stop | None:
+        """Bytecode of what the install added; like pip, files that do not compile (torch
+        ships py312-only modules) are not an install failure: the ready check decides."""
+        added = self.added()
+        if t.cfg.compile != "on" or not added:
+            return None
+        argv = installers.compile_command(self.built, added, parallel=t.cfg.installer == "uv")
+        r = t.phase("compile", argv)
+        t.phases["compile"] = r.seconds
+        if r.returncode == 1 and not r.stopped:
+            return None
+        return check(r, "bytecode compilation")
+
+    def ready_check(self, t: Trial) -> Stop | None:
+        r = t.phase("import", self.ready_argv(t))
+        t.phases["import"] = r.seconds
+        t.mark_ready(r.end)
+        return check(r, "ready check")
+
+    # ------------------------------------------------------------------ the row
+    def measured(self, t: Trial, result: SamplerResult) -> None:
+        label_download(result, self.download_end)
+        t.row.files_installed = installers.record_file_count(self.site, self.seeded)
+        if self.index0 is not None and t.ctx.index is not None:
+            t.row.index_bytes = t.ctx.index.snapshot().file_bytes - self.index0
+        tmp0 = self.used0.get("tmpdir")
+        if tmp0 is not None and "tmpdir" in result.fs_peak:
+            t.row.tmpdir_peak_bytes = max(0, result.fs_peak["tmpdir"] - tmp0)
+        last = result.rows[-1] if result.rows else {}
+        for label in ("cache", "venv"):
+            now, before = last.get(f"fs_used_{label}"), self.used0.get(label)
+            if now is not None and before is not None:
+                setattr(t.row, f"{label}_bytes", max(0, now - before))
+
+    def after(self, t: Trial, stop: Stop | None) -> None:
+        """The strategy's restart, then the warm cache's bookkeeping (untimed)."""
+        if stop is None and t.ctx.lifecycle:
+            Restart(t, self).run()
+        warm, cfg = t.ctx.warm, t.cfg
+        if warm is None:
+            return
+        started = time.monotonic()
+        if stop is None and cfg.cache_state != "warm":  # its filled cache may save a priming
+            if self.cache is not None and warm.adopt(cfg, self.cache):
+                t.message("its filled cache becomes the warm one (no priming install)")
+        if cfg.cache_state == "warm" and not warm.check(cfg):
+            t.message("the trial changed its warm cache; the next one primes afresh")
+        t.priming_s += time.monotonic() - started
+
+    # ------------------------------------------------------------------ the restart's hooks
+    def ready_argv(self, t: Trial) -> list[str]:
+        return [str(self.built / "bin" / "python"), "-c", t.ctx.ready]
+
+    def rebuild(self, t: Trial, sampler: Sampler) -> Stop | None:
+        """reinstall's restart: a new venv and the whole install (bytecode included)."""
+        venv = self.built
+        r = t.phase("restart-venv", self.venv_argv(t, venv), None, sampler)
+        if stop := check(r, "venv creation"):
+            return stop
+        site = installers.site_packages(venv)
+        before = {p.name for p in site.iterdir()}
+        log = t.ctx.logs / f"{t.tid}.restart.log"
+        step = self.installer(t).command(
+            venv, t.ctx.packages, t.ctx.index_spec, self.cache, log, t.env
+        )
+        r = t.phase("restart-install", step.argv, step.env, sampler)
+        redact.redact_file(log)
+        if stop := check(r, t.cfg.installer):
+            return stop
+        added = sorted(site / n for n in {p.name for p in site.iterdir()} - before
+                       if not n.endswith(".dist-info"))  # fmt: skip
+        if t.cfg.compile == "on" and added:
+            argv = installers.compile_command(venv, added, parallel=t.cfg.installer == "uv")
+            r = t.phase("restart-compile", argv, None, sampler)
+            if r.returncode != 1 or r.stopped:
+                return check(r, "bytecode compilation")
+        return None
+
+    # ------------------------------------------------------------------ helpers
+    def added(self) -> list[Path]:
+        """What the install put into site-packages, besides its dist-info folders."""
+        now = {p.name for p in self.site.iterdir()}
+        return sorted(self.site / n for n in now - self.before if not n.endswith(".dist-info"))
+
+    @staticmethod
+    def installer(t: Trial) -> installers.Pip | installers.Uv:
+        return installers.get_installer(t.cfg.installer, t.cfg.link_mode)
+
+    @staticmethod
+    def venv_argv(t: Trial, venv: Path) -> list[str]:
+        return installers.venv_command(venv, t.ctx.python, t.cfg.venv_creator)
+
+
+def label_download(result: SamplerResult, download_end: float | None) -> None:
+    """Label the install process's first part as download (when the split is known)."""
+    if download_end is None:
+        return
+    for s in result.rows:
+        if s["phase"] == "install" and s["t"] <= download_end:
+            s["phase"] = "download"
+
+
+__all__ = ["Install", "label_download"]
