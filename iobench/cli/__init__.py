@@ -20,13 +20,13 @@ from iobench.cli.common import (
 )
 from iobench.cli.completion import _add_completion
 from iobench.cli.doctor import _add_doctor
+from iobench.cli.lab import register as _add_lab
 from iobench.cli.list import _add_list
 from iobench.cli.probe import _add_probe
+from iobench.cli.report import register as _add_report
 from iobench.cli.run import _add_run, console_summary
 from iobench.cli.scenarios import _add_clean, _add_scenarios
 from iobench.cli.wheels import _add_wheels
-from iobench.cli.lab import register as _add_lab
-from iobench.cli.report import register as _add_report
 
 __all__ = ["EXIT_CODES", "build_parser", "console_summary", "dispatch"]
 

@@ -14,6 +14,7 @@ from iobench.cost.idle import CostOptions
 from iobench.cost.prices import DEFAULT_STARTS_PER_MONTH, known_names
 from iobench.errors import UsageError
 
+
 def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True) -> None:
     """Add ``--gpu``, ``--gpu-price``, ``--gpus``, ``--starts-per-month`` (and storage).
 

@@ -33,8 +33,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from iobench.trial.progress import fmt_bytes, trial_line
 from iobench.rundir.records import TrialRow
+from iobench.trial.progress import fmt_bytes, trial_line
 
 _RATE_WINDOW_S = 1.0  # write rate: bytes advanced over the newest second of samples
 _BAD = {"failed": "red", "stalled": "bold red", "interrupted": "yellow"}

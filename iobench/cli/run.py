@@ -249,7 +249,9 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
 def _add_axes(what: argparse._ArgumentGroup) -> None:
     """Axes crossed with the scenario's configs, requirement files and extra indexes (iobench.scenario.axes)."""
 
-    def matrix_spec(text: str) -> Any:  # iobench.scenario.axes imports the scenario code: not for --help
+    def matrix_spec(
+        text: str,
+    ) -> Any:  # iobench.scenario.axes imports the scenario code: not for --help
         from iobench.errors import UsageError
         from iobench.scenario.axes import matrix_spec as parse
 
@@ -324,7 +326,9 @@ def run_request(args: argparse.Namespace) -> Any:
 
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunRequest)
              if f.name not in ("cost", "command") and getattr(args, f.name, None) is not None}  # fmt: skip
-    return RunRequest(**given, cost=cost_options_from_args(args), command=["iobench", *sys.argv[1:]])
+    return RunRequest(
+        **given, cost=cost_options_from_args(args), command=["iobench", *sys.argv[1:]]
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -413,8 +417,8 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
                 file=sys.stderr,
             )
         else:
-            from iobench.run.overhead import timed_report
             from iobench.report import build_report
+            from iobench.run.overhead import timed_report
 
             result = timed_report(run_dir, lambda: build_report(run_dir.path, cost))
             for line in result.console_lines:

@@ -66,7 +66,13 @@ def _add_clean(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from iobench.system.scratch import SCRATCH_NAME, Scratch, is_scratch, remove_scratch, scratch_problem
+    from iobench.system.scratch import (
+        SCRATCH_NAME,
+        Scratch,
+        is_scratch,
+        remove_scratch,
+        scratch_problem,
+    )
 
     for d in args.dirs:
         if not d.is_dir():

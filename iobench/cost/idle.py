@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from iobench.errors import UsageError
 from iobench.cost.prices import (
     DEFAULT_STARTS_PER_MONTH,
     GpuPreset,
@@ -26,6 +25,7 @@ from iobench.cost.prices import (
     find_storage_preset,
     match_detected,
 )
+from iobench.errors import UsageError
 from iobench.rundir.meta import GpuInfo
 
 
@@ -150,5 +150,3 @@ def storage_cost_usd(bytes_on_target: float, usd_per_gb: float) -> float:
 def monthly_usd(per_start_usd: float, starts_per_month: float) -> float:
     """A per-start cost over a month of cold starts."""
     return per_start_usd * starts_per_month
-
-

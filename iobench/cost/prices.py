@@ -185,11 +185,7 @@ class StoragePreset:
 @lru_cache(maxsize=1)
 def load_storage_presets() -> tuple[StoragePreset, ...]:
     """Read the packaged storage price table once."""
-    text = (
-        resources.files("iobench.cost")
-        .joinpath(STORAGE_PRICES_FILE)
-        .read_text(encoding="utf-8")
-    )
+    text = resources.files("iobench.cost").joinpath(STORAGE_PRICES_FILE).read_text(encoding="utf-8")
     return tuple(
         StoragePreset(
             name=row["name"].strip(),

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import kinds, system
 from iobench.lab.kinds.fuse import FUSE
@@ -39,6 +38,7 @@ from iobench.lab.state import (
     recorded,
     state_root,
 )
+from iobench.system import procfs
 
 FUSE_TYPE = FUSE.fstype
 

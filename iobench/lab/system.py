@@ -9,8 +9,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from iobench.system import procfs
 from iobench.errors import LabError
+from iobench.system import procfs
 
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21

@@ -24,6 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobench.errors import IOBenchError
+from iobench.predict.model import Costs, predict_scenario
+from iobench.predict.probe import probe_roles
+from iobench.redact import redact
+from iobench.scenario.load import load_scenario
+from iobench.system import gpu
+from iobench.system.procfs import mount_of
+
 #: version of :meth:`DoctorReport.to_dict`; bump on any change of keys or meaning
 SCHEMA_VERSION = 1
 LEVELS = ("ok", "info", "warn", "bad")
@@ -160,7 +168,6 @@ def _existing(path: Path) -> Path:
 
 def locate(name: str, path: str | os.PathLike[str]) -> Location:
     """The mount and free space of ``path`` (of its nearest existing ancestor when absent)."""
-    from iobench.system.procfs import mount_of
 
     p = Path(path).expanduser()
     real = _existing(p)
@@ -393,8 +400,6 @@ def index_check(
     import urllib.error
     import urllib.parse
 
-    from iobench.redact import redact
-
     shown = redact(url)
     host = urllib.parse.urlsplit(url).hostname or ""
     info: dict[str, Any] = {"url": shown, "checked": False}
@@ -438,7 +443,6 @@ def index_check(
 
 def gpu_check(timeout_s: float = 10.0) -> tuple[dict[str, Any], list[Finding]]:
     """GPUs other processes already use, and peer-to-peer support between GPUs."""
-    from iobench.system import gpu
 
     states = gpu.gpu_states(timeout_s)
     if states is None:
@@ -532,9 +536,6 @@ def predict_all(
     doc: dict[str, Any], scenarios: tuple[str, ...] = PREDICT_SCENARIOS
 ) -> dict[str, list[dict[str, Any]]]:
     """Predicted time-to-ready per config of each shipped scenario that exists."""
-    from iobench.errors import IOBenchError
-    from iobench.predict.model import Costs, predict_scenario
-    from iobench.scenario.load import load_scenario
 
     by_path = {p["path"]: Costs.from_probe(p) for p in doc["paths"]}
     folders = {role: by_path[path] for role, path in doc["roles"].items() if path in by_path}
@@ -579,7 +580,6 @@ def run_doctor(
     timeout_s: float = 10.0,
 ) -> DoctorReport:
     """Every check, in an order that measures storage before anything else loads the machine."""
-    from iobench.predict.probe import probe_roles
 
     t0 = time.perf_counter()
     report = DoctorReport(str(target), str(tmp))

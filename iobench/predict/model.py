@@ -32,6 +32,7 @@ from typing import Any
 
 from iobench.errors import UsageError
 from iobench.predict.opmix import OPS
+from iobench.wheels.profile import load_profile
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -266,8 +267,6 @@ def predict_scenario(
     cache state ("cold"/"warm"), e.g. from a run's venv-on-tmp trials; else the recorded
     ones scaled by ``cpu_s`` (:func:`iobench.predict.probe.cpu_seconds` now)."""
     if profile is None and getattr(scenario, "wheels", None):
-        from iobench.wheels.profile import load_profile
-
         profile = load_profile(scenario.wheels)
     out = []
     for cfg in scenario.configs:
@@ -342,8 +341,6 @@ def fast_from_trials(
         if unpredictable(cfg, scenario) or cfg.compile != "on" or not cfg.roles() <= set(folders):
             continue
         if profile is None:
-            from iobench.wheels.profile import load_profile
-
             profile = load_profile(scenario.wheels)
         pred = predict_config(  # ranked at the recorded F: the same reference all run long
             cfg.name, _role_costs(cfg, folders), cfg.cache_state, load_opmix(cfg.installer),
@@ -395,8 +392,6 @@ def predicted_by_config(
             out[cfg.name] = None
             continue
         if profile is None:
-            from iobench.wheels.profile import load_profile
-
             profile = load_profile(scenario.wheels)
         pred = predict_config(
             cfg.name, _role_costs(cfg, folders), cfg.cache_state, load_opmix(cfg.installer),

@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobench.wheels.profile import load_profile
+
 #: version of :func:`result_to_dict`'s JSON; bump on any change of keys or meaning
 SCHEMA_VERSION = 1
 #: how long past its deadline one operation may take before the folder counts as hung
@@ -643,7 +645,6 @@ def cpu_seconds(runs: int = 3) -> float:
 
 def median_file_bytes(profile_name: str) -> int:
     """The size of a profile's median installed file (groups weighted by their counts)."""
-    from iobench.wheels.profile import load_profile
 
     groups = sorted(
         (g.median_bytes, g.count) for d in load_profile(profile_name).dists for g in d.files

@@ -15,6 +15,8 @@ from iobench.cost.idle import CostOptions, resolve_price
 from iobench.errors import RunDirError
 from iobench.report import charts, foresight, formats
 from iobench.report import html as html_page
+from iobench.report.lifecycle_chart import plot_lifecycle
+from iobench.report.lifecycle_report import build_section, html_block, write_csv
 from iobench.report.load import Run, load_run
 from iobench.report.parallel import fork_map
 from iobench.report.recommend import Recommendation, recommend
@@ -163,8 +165,6 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
 
 def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
     """Start-up strategies: lines for the console, lifecycle.png, and a section in the page."""
-    from iobench.report.lifecycle_chart import plot_lifecycle
-    from iobench.report.lifecycle_report import build_section, html_block
 
     s = result.summary
     price = s.price.usd_per_hour if s.price is not None else None
@@ -172,7 +172,6 @@ def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
     if not section.rows:
         return page
     result.lifecycle = section.lines
-    from iobench.report.lifecycle_report import write_csv
 
     result.paths["lifecycle_csv"] = write_csv(section, result.out_dir / "lifecycle.csv")
     chart = None

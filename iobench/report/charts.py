@@ -28,8 +28,8 @@ from matplotlib.ticker import MaxNLocator
 from iobench.cost.prices import format_usd
 from iobench.report.diagnose import Drop, find_write_gaps, install_drop, install_write_rates
 from iobench.report.load import PHASES
-from iobench.units import fmt_mbps, fmt_median, fmt_s, fmt_speed, run_key
 from iobench.report.verdict import SPREAD_MINMAX_BELOW
+from iobench.units import fmt_mbps, fmt_median, fmt_s, fmt_speed, run_key
 
 OKABE_ITO = {
     "black": "#000000",

@@ -29,8 +29,8 @@ from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
 from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, summarize
-from iobench.units import fmt_s, fmt_speed, run_key
 from iobench.stats import MIN_TRIALS
+from iobench.units import fmt_s, fmt_speed, run_key
 
 COMPARE_FORMAT = "iobench-compare"
 #: 1: first version.

@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.units import fmt_s
 from iobench.stats import censored_median, median
+from iobench.units import fmt_s
 
 
 @dataclass(frozen=True)

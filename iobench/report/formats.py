@@ -19,14 +19,14 @@ import pandas as pd
 from iobench.cost.prices import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.units import fmt_median, fmt_s, fmt_s_range
+from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
 from iobench.rundir.meta import (
     OVERHEAD_CAUSES,
     OVERHEAD_LABELS,
     overhead_figure,
     overhead_ratio,
 )
-from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
+from iobench.units import fmt_median, fmt_s, fmt_s_range
 
 SUMMARY_FORMAT = "iobench-summary"
 #: 1: first version (configs = summary.csv rows; cost; recommendation).
@@ -356,7 +356,9 @@ def overhead_line(account: Mapping[str, Any] | None) -> str | None:
     shares = [(c, overhead_figure(parts.get(c))) for c in OVERHEAD_CAUSES]
     named = sorted(((c, s) for c, s in shares if s), key=lambda cs: -cs[1])
     spent = max(0.0, wall - float(account["trials_s"]))
-    text = ", ".join(f"{OVERHEAD_LABELS[c]} {100 * s / wall:.0f}%" for c, s in named if s / wall >= 0.005)
+    text = ", ".join(
+        f"{OVERHEAD_LABELS[c]} {100 * s / wall:.0f}%" for c, s in named if s / wall >= 0.005
+    )
     line = (
         f"iobench overhead: {100 * spent / wall:.0f}% of the run ({spent:.1f} s of {wall:.1f} s; "
         f"wall / trials {r:.2f})" + (f" — {text}" if text else "")

@@ -21,9 +21,9 @@ from iobench.report.formats import fastest_first, fmt_usd, placement, spread_nam
 from iobench.report.load import PHASES
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.units import fmt_bytes, fmt_s, fmt_share, fmt_speed, run_key
 from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word
 from iobench.stats import CONFIDENCE, MIN_EFFECT, MIN_TRIALS
+from iobench.units import fmt_bytes, fmt_s, fmt_share, fmt_speed, run_key
 
 CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1a1a1a;

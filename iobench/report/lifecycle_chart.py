@@ -18,9 +18,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from iobench.cost.prices import format_usd
 from iobench.cost.month import LifeFigures, crossings, monthly
-from iobench.cost.prices import Prices
+from iobench.cost.prices import Prices, format_usd
 
 _COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000"]
 _STYLES = ["-", "--", "-.", ":"]

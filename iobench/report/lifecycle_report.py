@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 
 from iobench.cost.month import LifeFigures, monthly, recommend, summary_lines
-from iobench.cost.prices import Prices, find_storage_preset
 from iobench.cost.month import Recommendation as LifeRanking
+from iobench.cost.prices import Prices, find_storage_preset
 from iobench.stats import median
 
 # the trade-off of each strategy (iobench.trial.strategies' words; report/ imports no measuring module)

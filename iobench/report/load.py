@@ -32,11 +32,16 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import RunDirError
-from iobench.rundir.meta import GpuInfo
-from iobench.rundir.records import PHASES, REQUIRED_TRIAL_COLUMNS, TRIAL_COLUMNS, TrialRow, text_columns
 from iobench.report.parallel import fork_map, workers_for
 from iobench.rundir.folder import RunDir, latest_rows
-from iobench.rundir.meta import SUPPORTED_SCHEMA_VERSIONS, RoleInfo, RunMeta
+from iobench.rundir.meta import SUPPORTED_SCHEMA_VERSIONS, GpuInfo, RoleInfo, RunMeta
+from iobench.rundir.records import (
+    PHASES,
+    REQUIRED_TRIAL_COLUMNS,
+    TRIAL_COLUMNS,
+    TrialRow,
+    text_columns,
+)
 
 __all__ = [
     "NUMERIC_TRIAL_COLUMNS", "PHASE_COLUMNS", "REQUIRED_TRIAL_COLUMNS", "SUPPORTED_SCHEMA_VERSIONS",

@@ -31,12 +31,12 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.cost.prices import format_usd as usd
 from iobench.cost.month import crossings, monthly
+from iobench.cost.prices import format_usd as usd
 from iobench.report.lifecycle_report import TRADE_OFFS, LifecycleSection
 from iobench.report.summary import Summary
-from iobench.units import fmt_s
 from iobench.report.verdict import same_filesystem
+from iobench.units import fmt_s
 
 SCRATCH = ".iobench-scratch"
 DOCKER_SHM_MB = 64

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from iobench.units import fmt_s, fmt_s_range, fmt_speed
 from iobench.rundir.folder import latest_rows
 from iobench.stats import (
     MIN_TRIALS,
@@ -34,6 +33,7 @@ from iobench.stats import (
     median,
     percentile,
 )
+from iobench.units import fmt_s, fmt_s_range, fmt_speed
 
 #: below this many trials a spread is shown as min–max (every trial inside), above as p10–p90
 SPREAD_MINMAX_BELOW = 10

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
 import virtualenv
 
 from iobench import __version__, redact

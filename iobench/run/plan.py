@@ -28,21 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from iobench import redact
-from iobench.scenario import axes
-from iobench.trial import installers
-from iobench.run import facts
-from iobench.system import procfs
 from iobench.cost.idle import CostOptions
-from iobench.run.earlystop import MIN_GIVE_UP
 from iobench.errors import IOBenchError, UsageError
-from iobench.trial.index import check_mbit
-from iobench.system.removal import QUIET_S
-from iobench.rundir.folder import RunDir, utcnow
+from iobench.run import facts
+from iobench.run.earlystop import MIN_GIVE_UP
 from iobench.run.resume import ResumeState, resume_state
+from iobench.rundir.folder import RunDir, utcnow
 from iobench.rundir.meta import RunMeta
-from iobench.trial.workloads import check_settings
+from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
+from iobench.system import procfs
+from iobench.system.removal import QUIET_S
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
+from iobench.trial import installers
+from iobench.trial.index import check_mbit
+from iobench.trial.strategies import choose_method
+from iobench.trial.workloads import check_settings
 
 #: the trial time limit's default: this much, plus TRIAL_S_PER_MB per MB the scenario installs
 TRIAL_BASE_S = 600.0
@@ -176,12 +177,8 @@ def check(request: RunRequest) -> RunPlan:
     if scenario.installs:
         check_tools(scenario, plan.python)
     if any(c.strategy == "packed-venv" for c in scenario.configs):
-        from iobench.trial.strategies import choose_method
-
         choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
-    plan.extra_index_urls = [
-        axes.extra_index_url(u) for u in req.extra_index_url
-    ]
+    plan.extra_index_urls = [axes.extra_index_url(u) for u in req.extra_index_url]
     check_index(plan)
     if meta is None:
         check_space(scenario, roles)

@@ -16,13 +16,15 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from iobench.run import earlystop
 from iobench.errors import IOBenchError
+from iobench.predict.model import PHASES, fast_from_trials, predicted_by_config
+from iobench.predict.probe import cpu_seconds, probe_roles
+from iobench.run import earlystop
 from iobench.run.order import plan_trials
-from iobench.trial.progress import Progress
 from iobench.rundir.folder import RunDir
 from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.outcome import TrialResult
+from iobench.trial.progress import Progress
 from iobench.trial.workloads import run_trial
 
 if TYPE_CHECKING:
@@ -55,7 +57,6 @@ def probe_run(
     kept = rd.probe()
     if kept is not None:
         return kept
-    from iobench.predict.probe import probe_roles
 
     progress.message(f"probe: {', '.join(sorted(scratch))} (~{PROBE_SECONDS:g} s per operation)")
     try:
@@ -86,7 +87,6 @@ def predictions(
     ``fast``: the model's fast part from the run's own trials (:func:`run_fast`)."""
     if doc is None:
         return {}
-    from iobench.predict.model import predicted_by_config
 
     try:
         return predicted_by_config(plan.scenario, doc, fast or None)
@@ -99,7 +99,6 @@ def run_fast(
 ) -> dict[str, dict[str, float]]:
     """The model's fast part from the run's own trials (``predict.fast_from_trials``); empty
     while no finished trial can give it (none yet, or only ones mostly made of storage)."""
-    from iobench.predict.model import fast_from_trials
 
     measured = measured_phases(rows or [])
     try:
@@ -111,7 +110,6 @@ def run_fast(
 def measured_phases(rows: list[Any]) -> dict[str, dict[str, float]]:
     """Per config, the median of each phase over its latest ``CPU_WINDOW`` ok trials (the
     load of a shared machine moves by the minute: recent trials see the next one's)."""
-    from iobench.predict.model import PHASES
 
     seen: dict[str, list[Any]] = {}
     for r in rows:
@@ -243,7 +241,6 @@ class RunTrials:
         if fast:
             self.predicted = predictions(self.plan, self.doc, fast) or self.predicted
             return
-        from iobench.predict.probe import cpu_seconds
 
         try:
             cpu = cpu_seconds(runs=1)

@@ -22,24 +22,23 @@ import socket
 import time
 from pathlib import Path
 
-from iobench.run import facts
-from iobench.run import overhead
-from iobench.trial import process
-from iobench.system import signals
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
-from iobench.trial.index import LocalIndex
-from iobench.trial.installers import IndexSpec
-from iobench.system.lock import TargetLock
+from iobench.run import facts, overhead
 from iobench.run.plan import RunPlan, run_meta
-from iobench.trial.progress import PlainProgress, Progress
-from iobench.system.removal import TRASH, Reaper, Remover
-from iobench.rundir.folder import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.run.policy import RunTrials
 from iobench.run.start import claim_scratch, start_index, trial_context, warming_up
-from iobench.trial.sampler import stall_dicts
+from iobench.rundir.folder import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
+from iobench.system import signals
+from iobench.system.lock import TargetLock
+from iobench.system.removal import TRASH, Reaper, Remover
 from iobench.system.scratch import Scratch
+from iobench.trial import process
 from iobench.trial.context import TrialContext, TrialSpec
+from iobench.trial.index import LocalIndex
+from iobench.trial.installers import IndexSpec
 from iobench.trial.outcome import TrialResult
+from iobench.trial.progress import PlainProgress, Progress
+from iobench.trial.sampler import stall_dicts
 from iobench.trial.warmcache import WarmCaches, placement
 
 

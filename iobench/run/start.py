@@ -11,16 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from iobench import redact
+from iobench.run.plan import RunPlan
+from iobench.rundir.folder import RunDir
 from iobench.scenario import axes
+from iobench.system.scratch import Scratch
 from iobench.trial import installers
+from iobench.trial.context import TrialContext
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec
-from iobench.run.plan import RunPlan
 from iobench.trial.progress import Progress
-from iobench.system.scratch import Scratch
-from iobench.rundir.folder import RunDir
-from iobench.trial.context import TrialContext
 from iobench.trial.workloads import INSTALLS
+from iobench.wheels.profile import cached_wheels, load_profile
 
 
 def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, IndexSpec, dict]:
@@ -28,8 +29,6 @@ def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, I
     spec the installers use and meta.json's ``index``."""
     folder, source = plan.wheelhouse, str(plan.wheelhouse)
     if folder is None and plan.scenario.wheels and plan.local_index:
-        from iobench.wheels.profile import cached_wheels, load_profile
-
         profile = load_profile(plan.scenario.wheels)
         progress.message(f"wheels: profile {profile.name} ({profile.file_count} files)")
         folder = cached_wheels(profile)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from iobench import redact
 from iobench.errors import IOBenchError, RunDirError
+from iobench.rundir.meta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
 from iobench.rundir.records import (
     FINAL_STATUSES,
     PHASES,
@@ -47,11 +48,10 @@ from iobench.rundir.records import (
     markdown_table,
     to_cells,
 )
-from iobench.rundir.meta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
 
 __all__ = [
     "FINAL_STATUSES", "PHASES", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STALL_COLUMNS",
-    "TRIAL_COLUMNS", "ResumeState", "RunDir", "RunMeta", "Sample", "Stall", "TrialRow",
+    "TRIAL_COLUMNS", "RunDir", "RunMeta", "Sample", "Stall", "TrialRow",
     "TrialsFile", "latest_rows", "new_run_id", "utcnow",
 ]  # fmt: skip
 

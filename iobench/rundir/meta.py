@@ -68,8 +68,6 @@ def _extra() -> Any:
     return field(default_factory=dict, metadata={"doc": "", "extra": True}, compare=False)
 
 
-
-
 #: the causes of meta.json's ``overhead.parts_s``, in the order the summary line names them
 OVERHEAD_CAUSES = ("setup", "probe", "priming", "cleanup", "records", "trial", "other")
 

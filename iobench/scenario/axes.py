@@ -43,13 +43,9 @@ def matrix_spec(text: str) -> tuple[str, list[str]]:
     key = key.strip().replace("-", "_")
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not vals:
-        raise UsageError(
-            f"{text!r}: expected KEY=V1,V2 (e.g. link_mode=hardlink,copy)"
-        )
+        raise UsageError(f"{text!r}: expected KEY=V1,V2 (e.g. link_mode=hardlink,copy)")
     if key not in AXIS_KEYS:
-        raise UsageError(
-            f"{text!r}: {key!r} is not an axis (known: {', '.join(AXIS_KEYS)})"
-        )
+        raise UsageError(f"{text!r}: {key!r} is not an axis (known: {', '.join(AXIS_KEYS)})")
     return key, vals
 
 

@@ -37,8 +37,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from iobench.system import procfs
 from iobench.errors import IOBenchError, LockHeldError, LockLostError
+from iobench.system import procfs
 
 LOCK_NAME = "lock.json"
 TAKEOVER_NAME = LOCK_NAME + ".takeover"  # the guard while a stale lock is taken over

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from iobench.system import procfs
 from iobench.errors import IOBenchError
+from iobench.system import procfs
 from iobench.system.scratch import remove
 
 #: seconds without a single system call of the removal after which its volume counts as hung

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench.system import procfs
 from iobench.errors import SafetyError, UsageError
+from iobench.system import procfs
 from iobench.system.lock import LOCK_NAME, TAKEOVER_NAME, TMP_PREFIX
 
 SCRATCH_NAME = ".iobench-scratch"

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench.errors import IOBenchError, UsageError
 from iobench.lab.flush import flush
 from iobench.lab.state import read_stats
-from iobench.errors import IOBenchError, UsageError
 from iobench.system.procfs import mount_of
 
 METHODS = ("lab-flush", "drop_caches", "fadvise")

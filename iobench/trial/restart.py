@@ -106,7 +106,9 @@ class Restart:
             raise RestartFailed(
                 f"{self.cfg.strategy} keeps its venv on the target, and this run has no target role"
             )
-        self.store.parent.mkdir(exist_ok=True)  # the trial's target folder, when the config uses none
+        self.store.parent.mkdir(
+            exist_ok=True
+        )  # the trial's target folder, when the config uses none
         step = strategies.persist(
             self.cfg.strategy,
             self.work.built,
@@ -116,7 +118,11 @@ class Restart:
         )
         assert step is not None
         row.first_start_s = first + step.seconds
-        row.persist_method, row.persist_tool, row.persist_command = step.method, step.tool, step.command
+        row.persist_method, row.persist_tool, row.persist_command = (
+            step.method,
+            step.tool,
+            step.command,
+        )
         row.persist_s, row.stored_bytes = step.seconds, step.bytes
 
     def kept_bytes(self) -> int | None:

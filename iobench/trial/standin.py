@@ -99,7 +99,11 @@ def _params(table: Mapping[str, Any], where: str) -> dict[str, Any]:
                 raise ScenarioError(f"{where}.delay_ms: expected a table of role = milliseconds")
             out[key] = {}
             for role, ms in value.items():
-                if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 <= ms <= 60_000:
+                if (
+                    not isinstance(ms, (int, float))
+                    or isinstance(ms, bool)
+                    or not 0 <= ms <= 60_000
+                ):
                     raise ScenarioError(f"{where}.delay_ms.{role}: expected 0 to 60000 ms")
                 out[key][str(role)] = float(ms)
         elif key != "by_config":

@@ -29,8 +29,8 @@ from typing import ClassVar, Protocol
 from iobench.rundir.folder import utcnow
 from iobench.rundir.records import PHASES, TrialRow
 from iobench.stats import percentile
-from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.contention import ContentionWatch, format_contended
+from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.outcome import INTERRUPTED, Stop, TrialResult
 from iobench.trial.process import Limits, PhaseResult, run_phase
 from iobench.trial.sampler import Sampler, SamplerResult

@@ -248,7 +248,15 @@ def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[st
     tool = compressor()
     if tool == "zstd binary":
         return [["tar", "-C", parent, "-I", "zstd -T0", "-cf", str(archive), name]], tool
-    helper = [sys.executable, "-m", "iobench.trial.strategies", "zstd-pack", parent, name, str(archive)]
+    helper = [
+        sys.executable,
+        "-m",
+        "iobench.trial.strategies",
+        "zstd-pack",
+        parent,
+        name,
+        str(archive),
+    ]
     return [helper], str(tool)
 
 

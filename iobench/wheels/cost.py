@@ -31,9 +31,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from iobench.wheels.codegen import code_fraction_for, compile_rate, reference_rates
 from iobench.errors import IOBenchError, UsageError
-from iobench.wheels.profile import IMPORT_KINDS, CompileCost, DistProfile, ImportFanout, Profile
+from iobench.wheels.codegen import code_fraction_for, compile_rate, reference_rates
+from iobench.wheels.profile import (
+    IMPORT_KINDS,
+    CompileCost,
+    DistProfile,
+    ImportFanout,
+    Profile,
+    synthesize,
+)
 from iobench.wheels.profile import _sizes as _group_sizes
 
 _PROBE = r"""
@@ -434,7 +441,6 @@ def check(
     profile: Profile, wheels: list[Path], ready: str, deps: Sequence[Path] = (), repeats: int = 3
 ) -> Fidelity:
     """Install ``wheels`` and ``profile``'s synthetic twin alternately, ``repeats`` times each."""
-    from iobench.wheels.profile import synthesize
 
     if repeats < 1:
         raise UsageError(f"--repeats must be at least 1 (got {repeats})")

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from iobench import __version__
-from iobench.wheels.codegen import module_source
 from iobench.errors import UsageError
+from iobench.wheels.codegen import module_source
 
 if sys.version_info >= (3, 11):
     import tomllib

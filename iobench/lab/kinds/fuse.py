@@ -4,8 +4,8 @@ run as a detached daemon (``python -m iobench.lab.daemon``)."""
 from __future__ import annotations
 
 import ctypes.util
-import json
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,7 +13,6 @@ from pathlib import Path
 from iobench.lab import system
 from iobench.lab.options import VolumeOptions
 from iobench.lab.state import LabMount
-
 
 #: the daemon's configuration, in the volume's state folder (iobench.lab.daemon reads it)
 DAEMON_CONFIG = "daemon.json"

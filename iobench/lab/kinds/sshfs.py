@@ -20,12 +20,11 @@ import socket
 import time
 from pathlib import Path
 
-from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import system
 from iobench.lab.options import VolumeOptions
 from iobench.lab.state import LabMount
-
+from iobench.system import procfs
 
 FSTYPE = "fuse.sshfs"
 _NET = ipaddress.IPv4Network("10.203.0.0/16")
