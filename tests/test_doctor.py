@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.predict import doctor
+from iobench.predict import doctor, netcheck
 from iobench.__main__ import main
 from iobench.cli.doctor import doctor_lines
 from tests.helpers import fake_nvidia_smi as fake
@@ -197,7 +197,7 @@ def index(tmp_path: Path) -> Iterator[str]:
 
 
 def test_index_reachable_and_its_rate(index: str) -> None:
-    info, found = doctor.index_check(index, timeout_s=10)
+    info, found = netcheck.index_check(index, timeout_s=10)
     assert info["reachable"] and info["status"] == 200 and info["page"] == "/pip/"
     assert (
         info["bytes"] == len("<a>pip-24.0-py3-none-any.whl</a>\n") * 1200 and info["ttfb_ms"] >= 0
@@ -207,7 +207,7 @@ def test_index_reachable_and_its_rate(index: str) -> None:
 
 def test_index_with_credentials_is_shown_redacted(index: str) -> None:
     url = index.replace("http://", "http://user:s3cret@")
-    info, found = doctor.index_check(url, timeout_s=10)
+    info, found = netcheck.index_check(url, timeout_s=10)
     assert (
         info["reachable"] and "s3cret" not in json.dumps(info) and "s3cret" not in found[0].message
     )
@@ -217,7 +217,7 @@ def test_index_unreachable_is_bad() -> None:
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    info, found = doctor.index_check(f"http://127.0.0.1:{port}/simple", timeout_s=5)
+    info, found = netcheck.index_check(f"http://127.0.0.1:{port}/simple", timeout_s=5)
     assert info["reachable"] is False and [f.level for f in found] == ["bad"]
 
 
@@ -226,11 +226,11 @@ def test_default_route_from_proc_net(tmp_path: Path) -> None:
     (tmp_path / "route").write_text(
         header + "eth0\t00000000\t0100A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
     )
-    assert doctor.has_default_route(str(tmp_path))
+    assert netcheck.has_default_route(str(tmp_path))
     (tmp_path / "route").write_text(
         header + "eth0\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
     )
-    assert not doctor.has_default_route(str(tmp_path))
+    assert not netcheck.has_default_route(str(tmp_path))
 
 
 def test_filesystem_kinds() -> None:

@@ -18,7 +18,8 @@ from iobench.errors import UsageError
 from iobench.trial.installers import IndexSpec, Pip, Uv
 from iobench.run.facts import fstype_of
 from iobench.scenario.load import Scenario, load_scenario
-from iobench.wheels.profile import cached_wheels, load_profile
+from iobench.wheels.profile import load_profile
+from iobench.wheels.cache import cached_wheels
 
 TINY = DATA / "tiny.toml"
 
@@ -227,9 +228,7 @@ def _apply(s: Scenario, **kw: Any) -> Scenario:
 
 def test_axes_cross_every_config_and_name_it() -> None:
     s = load_scenario(str(TINY)).select(["naive", "nocache"])
-    out = _apply(
-        s, installer="pip,uv", matrix=[axes.matrix_spec("link_mode=hardlink,symlink")]
-    )
+    out = _apply(s, installer="pip,uv", matrix=[axes.matrix_spec("link_mode=hardlink,symlink")])
     names = [c.name for c in out.configs]
     assert names == [
         "naive_pip",

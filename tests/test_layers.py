@@ -155,7 +155,11 @@ def module_edges(imports: list[Import]) -> dict[str, set[str]]:
             edges.setdefault(i.source, set()).add(i.target)
     # a package's __init__ importing its own modules is its face, not a dependency back
     return {
-        s: {t for t in ts if not (t.startswith(s + ".") and (PACKAGE.parent / Path(*s.split("."))).is_dir())}
+        s: {
+            t
+            for t in ts
+            if not (t.startswith(s + ".") and (PACKAGE.parent / Path(*s.split("."))).is_dir())
+        }
         for s, ts in edges.items()
     }
 

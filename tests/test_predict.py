@@ -87,9 +87,7 @@ def test_formula_with_hand_made_numbers() -> None:
     assert p.total_s == pytest.approx(1.01 + 2.0 + 3.199)
     # a profile twice the size: files and bytes double, the venv does not; fast times scale too
     big = model.Size("q", 200, 2_000_000, 1)
-    p2 = model.predict_config(
-        "x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", MIX, big
-    )
+    p2 = model.predict_config("x", {"venv": slow, "tmpdir": fast, "cache": None}, "cold", MIX, big)
     assert p2.phases["install"] == pytest.approx(6.0 + 0.2 + 0.198)
     assert p2.phases["venv"] == pytest.approx(1.01) and p2.phases["download"] == pytest.approx(2.0)
     # on a machine (or at a moment) twice as slow as when the fast times were measured

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.predict import probe
+from iobench.predict import probe, probes
 from iobench.__main__ import main
 
 RATES = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir")
@@ -57,15 +57,15 @@ def test_a_probe_that_blocks_is_abandoned(tmp_path: Path) -> None:
 
 def test_lock_check_sees_a_lock_held_by_another_process(tmp_path: Path) -> None:
     lock = tmp_path / "lock"
-    assert probe.lock_works(str(lock), "flock") == "works"
-    assert probe.lock_works(str(lock), "fcntl") == "works"
+    assert probes.lock_works(str(lock), "flock") == "works"
+    assert probes.lock_works(str(lock), "fcntl") == "works"
     # a lock this process already holds is no test of exclusion: the child must be refused
     import fcntl
 
     fd = os.open(lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        assert probe.lock_works(str(lock), "flock").startswith("error")
+        assert probes.lock_works(str(lock), "flock").startswith("error")
     finally:
         os.close(fd)
 

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from iobench.system.removal import BACKGROUND_MIN_CPUS, TRASH, Reaper, Remover, _subtrees, remove_tree
+from iobench.system.removal import (
+    BACKGROUND_MIN_CPUS,
+    TRASH,
+    Reaper,
+    Remover,
+    _subtrees,
+    remove_tree,
+)
 from iobench.system.scratch import Scratch
 
 

@@ -16,7 +16,8 @@ from iobench.__main__ import main
 from iobench.run.facts import fstype_of
 from iobench.rundir.folder import SAMPLE_COLUMNS, SCHEMA_VERSION, TRIAL_COLUMNS
 from iobench.stats import percentile
-from iobench.wheels.profile import cached_wheels, load_profile
+from iobench.wheels.profile import load_profile
+from iobench.wheels.cache import cached_wheels
 
 TINY = DATA / "tiny.toml"
 

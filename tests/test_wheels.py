@@ -17,13 +17,10 @@ import pytest
 import iobench
 from iobench.__main__ import main
 from iobench.errors import UsageError
-from iobench.wheels.profile import (
-    cached_wheels,
-    load_profile,
-    profile_of_wheels,
-    profile_to_toml,
-    synthesize,
-)
+from iobench.wheels.profile import load_profile
+from iobench.wheels.cache import cached_wheels
+from iobench.wheels.synth import synthesize
+from iobench.wheels.measure import profile_of_wheels, profile_to_toml
 
 TINY = Path(__file__).parent / "data" / "tiny-profile.toml"
 
@@ -136,7 +133,8 @@ def test_cli_profile_and_synth_roundtrip(
 _GEN = """
 import sys
 from pathlib import Path
-from iobench.wheels.profile import cached_wheels, load_profile
+from iobench.wheels.profile import load_profile
+from iobench.wheels.cache import cached_wheels
 house = cached_wheels(load_profile(sys.argv[1]))
 print(house)
 print(sorted(p.name for p in house.glob("*.whl")))
@@ -197,7 +195,7 @@ def test_cached_wheels_reuses_and_replaces_a_stale_entry(tmp_path: Path) -> None
 
 def test_synthesize_same_out_dir_from_two_processes(tmp_path: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from iobench.wheels.profile import load_profile, synthesize; "
+        "import sys; from pathlib import Path; from iobench.wheels.profile import load_profile; from iobench.wheels.synth import synthesize; "
         "synthesize(load_profile(sys.argv[1]), Path(sys.argv[2]))"
     )
     out = tmp_path / "wh"

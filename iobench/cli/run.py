@@ -42,6 +42,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     _add_what(p)
     _add_output(p)
     _add_limits(p)
+    _add_order(p)
+    _add_strategies(p)
     from iobench.cli.cost import add_cost_arguments
 
     add_cost_arguments(p)
@@ -166,7 +168,7 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 
 def _add_limits(p: argparse.ArgumentParser) -> None:
-    """Sampling, stall and time limits, and the start-up strategies' options."""
+    """Sampling, stall and time limits, the trial order and the probe."""
     how = p.add_argument_group("sampling and limits")
     how.add_argument(
         "--sample-hz",
@@ -180,7 +182,7 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=30.0,
         metavar="S",
-        help="seconds without write progress that count as a stall (default: 30)",
+        help="seconds without read or write progress that count as a stall (default: 30)",
     )
     how.add_argument(
         "--stall-timeout",
@@ -209,24 +211,33 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
         "(> its bound); K >= 1.5 (default: off)",
     )
     how.add_argument(
-        "--order-seed",
-        type=int,
-        metavar="N",
-        help="seed of the balanced trial order, to run the same order again (default: random; "
-        "kept in meta.json; a resumed run keeps its own)",
-    )
-    how.add_argument(
-        "--no-probe",
-        action="store_true",
-        help="skip the short probe of the roles at the start (no predicted_s in the rows)",
-    )
-    how.add_argument(
         "--lock-wait",
         type=float,
         default=0.0,
         metavar="S",
         help="wait up to S seconds for another iobench run on the same target (default: fail at once)",
     )
+
+
+def _add_order(p: argparse.ArgumentParser) -> None:
+    """The trial order's seed and the probe at the start."""
+    order = p.add_argument_group("order and probe")
+    order.add_argument(
+        "--order-seed",
+        type=int,
+        metavar="N",
+        help="seed of the balanced trial order, to run the same order again (default: random; "
+        "kept in meta.json; a resumed run keeps its own)",
+    )
+    order.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the short probe of the roles at the start (no predicted_s in the rows)",
+    )
+
+
+def _add_strategies(p: argparse.ArgumentParser) -> None:
+    """The start-up strategies' options."""
     life = p.add_argument_group(
         "start-up strategies (scenarios with a `strategy` key: docs/strategies.md)"
     )

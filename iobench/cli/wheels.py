@@ -86,7 +86,8 @@ def _wheel_files(paths: list[Path], what: str) -> list[Path]:
 
 
 def cmd_wheels_profile(args: argparse.Namespace) -> int:
-    from iobench.wheels.profile import describe, profile_of_wheels, profile_to_toml
+    from iobench.wheels.measure import profile_of_wheels, profile_to_toml
+    from iobench.wheels.profile import describe
 
     wheels = _wheel_files(args.wheels, "wheel file")
     prof = profile_of_wheels(wheels, args.name, args.seed)
@@ -107,7 +108,8 @@ def cmd_wheels_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_wheels_synth(args: argparse.Namespace) -> int:
-    from iobench.wheels.profile import describe, load_profile, synthesize
+    from iobench.wheels.profile import describe, load_profile
+    from iobench.wheels.synth import synthesize
 
     prof = load_profile(args.profile)
     paths = synthesize(prof, args.out)

@@ -314,6 +314,26 @@ def _state(cfg: Any) -> str:
     return "warm" if cfg.cache_state == "warm" else "cold"
 
 
+def _references(scenario: Any, folders: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Per cache state, the config whose storage part (at the recorded ``F``) is smallest —
+    the same reference all run long — and the scenario's wheel profile (None: none to rank)."""
+    profile = None
+    refs: dict[str, tuple[float, Any]] = {}  # state -> (storage part, config)
+    for cfg in scenario.configs:
+        if unpredictable(cfg, scenario) or cfg.compile != "on" or not cfg.roles() <= set(folders):
+            continue
+        if profile is None:
+            profile = load_profile(scenario.wheels)
+        pred = predict_config(
+            cfg.name, _role_costs(cfg, folders), cfg.cache_state, load_opmix(cfg.installer),
+            Size.of(profile),
+        )  # fmt: skip
+        storage, state = sum(pred.storage_s.values()), _state(cfg)
+        if state not in refs or storage < refs[state][0]:
+            refs[state] = (storage, cfg)
+    return {state: cfg for state, (_, cfg) in refs.items()}, profile
+
+
 def fast_from_trials(
     scenario: Any, probes: dict[str, Any], measured: dict[str, dict[str, float]]
 ) -> dict[str, dict[str, float]]:
@@ -335,22 +355,9 @@ def fast_from_trials(
     against venv-on-tmp's 1.9 s, and ``F`` from naive's first trial predicted venv-on-tmp's
     at +87-98 %."""
     folders = _folders(probes)
-    profile = None
-    refs: dict[str, tuple[float, Any]] = {}  # state -> (storage part, config) of the smallest
-    for cfg in scenario.configs:
-        if unpredictable(cfg, scenario) or cfg.compile != "on" or not cfg.roles() <= set(folders):
-            continue
-        if profile is None:
-            profile = load_profile(scenario.wheels)
-        pred = predict_config(  # ranked at the recorded F: the same reference all run long
-            cfg.name, _role_costs(cfg, folders), cfg.cache_state, load_opmix(cfg.installer),
-            Size.of(profile),
-        )  # fmt: skip
-        storage, state = sum(pred.storage_s.values()), _state(cfg)
-        if state not in refs or storage < refs[state][0]:
-            refs[state] = (storage, cfg)
+    refs, profile = _references(scenario, folders)
     out: dict[str, dict[str, float]] = {}
-    for state, (_, cfg) in refs.items():
+    for state, cfg in refs.items():
         phases = measured.get(cfg.name)
         if not phases or any(phases.get(p) is None for p in PHASES):
             continue  # the reference has not run yet

@@ -8,12 +8,13 @@ and ``iobench report`` (any time later) share it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.cost.idle import CostOptions, resolve_price
 from iobench.errors import RunDirError
-from iobench.report import charts, foresight, formats
+from iobench.report import charts, foresight, formats, timeline_chart
 from iobench.report import html as html_page
 from iobench.report.lifecycle_chart import plot_lifecycle
 from iobench.report.lifecycle_report import build_section, html_block, write_csv
@@ -108,10 +109,18 @@ def write_summary_files(result: ReportResult) -> None:
     result.paths.update({"summary_csv": csv_path, "summary_json": json_path})
 
 
+#: the charts a report draws, by the name its jobs carry
+CHARTS: dict[str, Callable[..., Path | None]] = {
+    "time_to_ready_chart": charts.time_to_ready_chart,
+    "timeline_chart": timeline_chart.timeline_chart,
+    "cost_chart": charts.cost_chart,
+}
+
+
 def _draw(job: tuple[str, tuple, dict]) -> Path | None:
-    """One chart: ``(charts function name, args, kwargs)`` (picklable for a worker process)."""
+    """One chart: ``(chart function name, args, kwargs)`` (picklable for a worker process)."""
     name, args, kwargs = job
-    return getattr(charts, name)(*args, **kwargs)
+    return CHARTS[name](*args, **kwargs)
 
 
 def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -66,6 +67,58 @@ def plot_lifecycle(
             label=f"{f.strategy}: first start {f.first_s:.1f} s, restart {f.restart_s:.1f} s",
         )
     marked = crossings(figures, prices, lo, hi)
+    _mark_crossings(ax, figures, prices, marked)
+    if starts is not None:
+        ax.axvline(starts, color="#777777", lw=1, ls=":")
+        ax.annotate(
+            f"your {starts:g} starts",
+            (starts, 0),
+            xycoords=("data", "axes fraction"),
+            textcoords="offset points",
+            xytext=(3, 4),
+            fontsize=8,
+            color="#555555",
+        )
+    heading = _scales_and_title(ax, prices, positive, lo, hi, title, priced)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+    fig.tight_layout()
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=110, facecolor="white")
+    drawn = tuple(n for n, *_ in marked)
+    return LifecycleChart(path, tuple(f.strategy for f in figures), drawn, heading)
+
+
+def _scales_and_title(
+    ax: Axes, prices: Prices, positive: bool, lo: float, hi: float, title: str, priced: bool
+) -> str:
+    """Log axes (a line a + bN is flat, then rises), labels, and the title with the prices;
+    returns the title as drawn."""
+    ax.set_xscale("log")
+    if positive:  # on a log axis crossings at cents stay visible
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("starts per month (log scale)")
+    ax.set_ylabel("USD per month, GPU idle + storage" + (" (log scale)" if positive else ""))
+    gpu = f"GPU ${prices.gpu_usd_per_hour:g}/hour"
+    if not priced:
+        gpu += " (a stand-in: no --gpu or --gpu-price given)"
+    price = f"{gpu}, storage ${prices.storage_usd_per_gb_month:g}/GB-month"
+    heading = f"{title or 'Monthly cost of each start-up strategy'}\n{price}"  # the caller's, once
+    ax.set_title(_dollars(heading), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    return heading
+
+
+def _mark_crossings(
+    ax: Axes,
+    figures: list[LifeFigures],
+    prices: Prices,
+    marked: list[tuple[float, str, str, float]],
+) -> None:
+    """A dot at each crossing; where the cheapest strategy changes, a bigger one, numbered
+    and listed in the corner."""
     notes: list[str] = []
     for n, a, b, usd in marked:
         cheapest = usd <= min(monthly(f, n, prices).total_usd for f in figures) * (1 + 1e-9)
@@ -101,38 +154,6 @@ def plot_lifecycle(
             fontsize=7,
             bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9},
         )
-    if starts is not None:
-        ax.axvline(starts, color="#777777", lw=1, ls=":")
-        ax.annotate(
-            f"your {starts:g} starts",
-            (starts, 0),
-            xycoords=("data", "axes fraction"),
-            textcoords="offset points",
-            xytext=(3, 4),
-            fontsize=8,
-            color="#555555",
-        )
-    ax.set_xscale("log")
-    if positive:  # a line a + bN is flat, then rises: on a log axis crossings at cents stay visible
-        ax.set_yscale("log")
-    else:
-        ax.set_ylim(bottom=0)
-    ax.set_xlim(lo, hi)
-    ax.set_xlabel("starts per month (log scale)")
-    ax.set_ylabel("USD per month, GPU idle + storage" + (" (log scale)" if positive else ""))
-    gpu = f"GPU ${prices.gpu_usd_per_hour:g}/hour"
-    if not priced:
-        gpu += " (a stand-in: no --gpu or --gpu-price given)"
-    price = f"{gpu}, storage ${prices.storage_usd_per_gb_month:g}/GB-month"
-    heading = f"{title or 'Monthly cost of each start-up strategy'}\n{price}"  # the caller's, once
-    ax.set_title(_dollars(heading), fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-    fig.tight_layout()
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=110, facecolor="white")
-    drawn = tuple(n for n, *_ in marked)
-    return LifecycleChart(path, tuple(f.strategy for f in figures), drawn, heading)
 
 
 def _dollars(text: str) -> str:

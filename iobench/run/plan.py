@@ -33,7 +33,7 @@ from iobench.errors import IOBenchError, UsageError
 from iobench.run import facts
 from iobench.run.earlystop import MIN_GIVE_UP
 from iobench.run.resume import ResumeState, resume_state
-from iobench.rundir.folder import RunDir, utcnow
+from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import RunMeta
 from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
@@ -170,6 +170,17 @@ def check(request: RunRequest) -> RunPlan:
         give_up_after=req.give_up_after,
         repeats_auto=auto,
     )
+    check_machine(plan, req.extra_index_url)
+    plan.same_storage = same_storage(scenario, roles)
+    plan.notes += [same_storage_note(group, roles) for group in plan.same_storage]
+    plan.notes += results_note(plan.results_root, roles["target"])
+    return plan
+
+
+def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
+    """What the plan needs of this machine: its roles, the workload's settings, the tools,
+    the package indexes, free space, and (a resume) that nothing the run depends on changed."""
+    scenario, roles = plan.scenario, plan.roles
     check_roles_used(scenario, roles)
     check_results_place(plan.results_root, roles)
     configs = [c.name for c in scenario.configs]
@@ -178,16 +189,12 @@ def check(request: RunRequest) -> RunPlan:
         check_tools(scenario, plan.python)
     if any(c.strategy == "packed-venv" for c in scenario.configs):
         choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
-    plan.extra_index_urls = [axes.extra_index_url(u) for u in req.extra_index_url]
+    plan.extra_index_urls = [axes.extra_index_url(u) for u in extra_index_urls]
     check_index(plan)
-    if meta is None:
+    if plan.resume_meta is None:
         check_space(scenario, roles)
     else:
-        check_resume(meta, plan)
-    plan.same_storage = same_storage(scenario, roles)
-    plan.notes += [same_storage_note(group, roles) for group in plan.same_storage]
-    plan.notes += results_note(plan.results_root, roles["target"])
-    return plan
+        check_resume(plan.resume_meta, plan)
 
 
 def default_trial_timeout(scenario: Scenario) -> float:
@@ -518,85 +525,33 @@ def check_reachable(url: str) -> None:
 
 # ---------------------------------------------------------------- resume
 def check_resume(meta: RunMeta, plan: RunPlan) -> None:
-    """Refuse to resume when the scenario, roles or installer inputs changed since the run started."""
-    run = meta.run_id
+    """Refuse to resume when what the run's trials depend on changed since it started: one
+    table of checked keys (as pyperf checks its metadata before runs merge), each with the
+    run's value, this plan's, and whether it applies."""
     configs = [c.name for c in plan.scenario.configs]
-    if meta.scenario_name != plan.scenario.name or meta.config_names != configs:
-        raise UsageError(
-            f"cannot resume {run}: scenario/configs changed (was {meta.scenario_name} {meta.config_names})"
-        )
-    old_roles = {k: str(v) for k, v in meta.role_paths.items()}
-    new_roles = {k: str(Path(v).resolve()) for k, v in plan.roles.items()}
-    if old_roles != new_roles:
-        raise UsageError(f"cannot resume {run}: roles changed (was {old_roles}, now {new_roles})")
-    if meta.repeats not in (None, plan.repeats):
-        raise UsageError(f"cannot resume {run}: repeats changed (was {meta.repeats})")
-    packages = [redact.redact(p) for p in plan.scenario.packages]
-    if list(meta.scenario.get("packages", [])) != packages:
-        raise UsageError(
-            f"cannot resume {run}: packages changed (was {meta.scenario.get('packages')})"
-        )
-    if meta.venv_python not in (None, plan.python or sys.executable):
-        raise UsageError(f"cannot resume {run}: --python changed (was {meta.venv_python})")
-    kind = "local" if plan.local_index else "remote"
-    if meta.index_kind not in (None, kind):
-        raise UsageError(f"cannot resume {run}: the package index changed (was {meta.index_kind})")
-    if plan.scenario.lifecycle and meta.cache_mode != plan.cache_mode:
-        raise UsageError(
-            f"cannot resume {run}: --cache-mode changed (was {meta.cache_mode}, now {plan.cache_mode})"
-        )
-    if plan.scenario.lifecycle and meta.pack_method != plan.pack_method:
-        raise UsageError(
-            f"cannot resume {run}: --pack-method changed (was {meta.pack_method}, now {plan.pack_method})"
-        )
-
-
-# ---------------------------------------------------------------- what meta.json says of the plan
-def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
-    """meta.json of a new run: what ran, where, on what, with which decisions (checked)."""
-    return RunMeta.from_json(
-        {
-            "iobench_version": facts.__version__,
-            "run_id": run_id,
-            "command": redact.redact_argv(p.command),
-            "label": p.label,
-            "started_at": utcnow(),
-            "ended_at": None,
-            "status": "running",
-            "scenario": {
-                **p.scenario.to_dict(),
-                "packages": [redact.redact(x) for x in p.scenario.packages],
-            },
-            "repeats": p.repeats,
-            "order_seed": p.order_seed,
-            "roles": {name: facts.mount_of(path) for name, path in p.roles.items()},
-            "same_storage": p.same_storage,
-            "role_notes": p.notes,
-            "host": facts.host_info(),
-            # the prefetched facts not ready yet are filled in after the warm-up (Runner)
-            "versions": facts.versions(wait=False, installers=p.scenario.installs),
-            "pip_config": (
-                facts.pip_config(isolated=p.local_index, wait=False) if p.scenario.installs else {}
-            ),
-            "index": index_meta,
-            "gpu": facts.gpu_info(),
-            "sample_hz": p.sample_hz,
-            "cache_mode": p.cache_mode,
-            "pack_method": p.pack_method,
-            "stall_after_s": p.stall_after,
-            "stall_timeout_s": p.stall_timeout,
-            "trial_timeout_s": p.trial_timeout_s,
-            "venv_python": p.python or sys.executable,
-            "env": facts.redact_env(dict(os.environ)),
-        },
-        "meta.json",
-    )
+    lifecycle = plan.scenario.lifecycle
+    checked: list[tuple[str, object, object, bool]] = [
+        ("scenario/configs", (meta.scenario_name, meta.config_names),
+         (plan.scenario.name, configs), True),
+        ("roles", {k: str(v) for k, v in meta.role_paths.items()},
+         {k: str(Path(v).resolve()) for k, v in plan.roles.items()}, True),
+        ("repeats", meta.repeats, plan.repeats, meta.repeats is not None),
+        ("packages", list(meta.scenario.get("packages", [])),
+         [redact.redact(p) for p in plan.scenario.packages], True),
+        ("--python", meta.venv_python, plan.python or sys.executable, meta.venv_python is not None),
+        ("the package index", meta.index_kind, "local" if plan.local_index else "remote",
+         meta.index_kind is not None),
+        ("--cache-mode", meta.cache_mode, plan.cache_mode, lifecycle),
+        ("--pack-method", meta.pack_method, plan.pack_method, lifecycle),
+    ]  # fmt: skip
+    for what, was, now, applies in checked:
+        if applies and was != now:
+            raise UsageError(f"cannot resume {meta.run_id}: {what} changed (was {was}, now {now})")
 
 
 __all__ = [
     "RunPlan",
     "check",
-    "run_meta",
     "default_target",
     "default_tmp",
     "default_trial_timeout",

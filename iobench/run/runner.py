@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
-from iobench.run import facts, overhead
-from iobench.run.plan import RunPlan, run_meta
+from iobench.run import overhead, start
+from iobench.run.plan import RunPlan
 from iobench.run.policy import RunTrials
-from iobench.run.start import claim_scratch, start_index, trial_context, warming_up
 from iobench.rundir.folder import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
 from iobench.system import signals
 from iobench.system.lock import TargetLock
@@ -65,7 +65,7 @@ class Runner:
         self._handlers = signals.catch()
         process.set_subreaper(True)
         try:
-            self.index, index_spec, index_meta = start_index(self.plan, self.progress)
+            self.index, index_spec, index_meta = start.start_index(self.plan, self.progress)
             self.clock = overhead.Clock()  # from meta.json's started_at, stamped next
             with self.clock.part("setup"):
                 rd, ctx, specs, done = self._set_up(index_spec, index_meta)
@@ -96,10 +96,10 @@ class Runner:
         """The run folder, the trial context, the probe and the trial order (the warm-up
         venv made beside the probe), meta.json's late facts; the trials and how many are done."""
         rd = self.run_dir = self._open_run_dir(index_meta)
-        ctx = trial_context(self.plan, rd, self.scratch, index_spec, self.index, self.progress,
+        ctx = start.trial_context(self.plan, rd, self.scratch, index_spec, self.index, self.progress,
                             warm=self.warm, stop=signals.STOP)  # fmt: skip
         done = rd.done_trial_ids()
-        with warming_up(ctx, self.scratch["tmp"], self._remove) as venv:
+        with start.warming_up(ctx, self.scratch["tmp"], self._remove) as venv:
             with self.clock.part("probe"):  # and the trial order (iobench.run.policy)
                 specs = self.trials = RunTrials.start(
                     self.plan, rd, self.scratch, done, self.progress
@@ -107,12 +107,8 @@ class Runner:
             self.progress.run_started(str(rd.path), len(specs) + len(done), len(done))
             for note in self.plan.notes:
                 self.progress.message(note)
-        meta = rd.meta()  # and what meta.json was first written without
-        versions, pip_config = facts.with_late_facts(
-            {**meta.versions, **({"venv": venv} if venv else {})}, meta.pip_config
-        )
-        if versions != meta.versions or pip_config != meta.pip_config:
-            self._update_meta(rd, versions=versions, pip_config=pip_config)
+        if changes := start.late_facts(rd, venv):  # what meta.json was first written without
+            self._update_meta(rd, **changes)
         return rd, ctx, specs, len(done)
 
     def _open_run_dir(self, index_meta: dict) -> RunDir:
@@ -121,27 +117,18 @@ class Runner:
         if p.resume is not None:
             rd = RunDir.open(p.resume)
             run_id = self.run_id = (p.resume_meta or rd.meta()).run_id
-            self._lock_target(run_id)
+            self.lock = start.lock_target(p, run_id, self.progress)
             rd.update_meta(status="running", resumed_at=utcnow(), order_seed=p.order_seed)
             rd.ensure_folders()  # a copied run folder may have lost its empty logs/
         else:
             run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
-            self._lock_target(run_id)
-            rd = RunDir.create(p.results_root, run_id, run_meta(p, run_id, index_meta))
-        self.scratch = claim_scratch(p, run_id, self.progress)
+            self.lock = start.lock_target(p, run_id, self.progress)
+            rd = RunDir.create(p.results_root, run_id, start.run_meta(p, run_id, index_meta))
+        self.scratch = start.claim_scratch(p, run_id, self.progress)
         self.reaper.devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
         warm = {placement(c) for c in p.scenario.configs if c.cache_state == "warm"}
         self.warm = WarmCaches(self.scratch, wanted=warm)
         return rd
-
-    def _lock_target(self, run_id: str) -> None:
-        """One iobench run per target at a time: two would spoil each other's figures."""
-        scratch = Scratch(self.plan.roles["target"], run_id).ensure()
-        self.lock = TargetLock(scratch.root, run_id, wait_s=self.plan.lock_wait).acquire()
-        if self.lock.took_over:
-            self.progress.message(
-                f"warning: took over a stale lock on {self.plan.roles['target']}: {self.lock.took_over}"
-            )
 
     # ------------------------------------------------------------------ trials
     def _one_trial(
@@ -151,8 +138,9 @@ class Runner:
         nothing is removed on the trial's volumes while it runs (``Reaper.hold``)."""
         self.progress.trial_started(k, total, spec.trial_id)
         with self.clock.part("cleanup"):  # the trash on the trial's volumes goes first
-            for error in self.reaper.hold(self.scratch[r].root for r in spec.config.roles()):
-                self.progress.message(f"warning: could not remove {error}")
+            self._could_not_remove(
+                self.reaper.hold(self.scratch[r].root for r in spec.config.roles())
+            )
         t = time.monotonic()
         result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
         self.clock.trial(result.row, result.priming_s, time.monotonic() - t)
@@ -217,7 +205,7 @@ class Runner:
             for scratch in self.scratch.values():
                 self._remove(scratch.run_root, scratch.root)
             if self.lock is not None:
-                lock, where = self.lock, self.scratch_root("target")
+                lock, where = self.lock, Scratch(self.plan.roles["target"]).root
                 error = self.remover.run(lock.release, where)
                 if error:
                     self.progress.message(
@@ -230,25 +218,25 @@ class Runner:
             if not self._interrupted:  # an interrupted iobench is on its way out: keep ignoring
                 signals.restore(self._handlers)
 
-    def scratch_root(self, role: str) -> Path:
-        return Scratch(self.plan.roles[role]).root
-
     def _defer(self, path: Path, scratch: Scratch) -> None:
         """Move a trial's folder into the run's trash (removed later by the Reaper)."""
-        if error := self.remover.defer(path, scratch.run_root / TRASH, scratch.root):
-            self.progress.message(
-                f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
-            )
+        self._left(path, self.remover.defer(path, scratch.run_root / TRASH, scratch.root))
 
     def _empty_trash(self) -> None:
         """Remove what waits in the trash, before the run's end is stamped (it is part of it)."""
         with self.clock.part("cleanup"):
-            for error in self.reaper.drain():
-                self.progress.message(f"warning: could not remove {error}")
+            self._could_not_remove(self.reaper.drain())
 
     def _remove(self, path: Path, volume: Path) -> None:
         """Remove a scratch path while the removal progresses; say where it stays if not."""
-        if error := self.remover.remove(path, volume):
+        self._left(path, self.remover.remove(path, volume))
+
+    def _could_not_remove(self, errors: Iterable[str]) -> None:
+        for error in errors:
+            self.progress.message(f"warning: could not remove {error}")
+
+    def _left(self, path: Path, error: str | None) -> None:
+        if error:
             self.progress.message(
                 f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
             )

@@ -4,16 +4,21 @@ the runner reads as its loop)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from iobench import redact
+from iobench.run import facts
 from iobench.run.plan import RunPlan
-from iobench.rundir.folder import RunDir
+from iobench.rundir.folder import RunDir, utcnow
+from iobench.rundir.meta import RunMeta
 from iobench.scenario import axes
+from iobench.system.lock import TargetLock
 from iobench.system.scratch import Scratch
 from iobench.trial import installers
 from iobench.trial.context import TrialContext
@@ -21,7 +26,50 @@ from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec
 from iobench.trial.progress import Progress
 from iobench.trial.workloads import INSTALLS
-from iobench.wheels.profile import cached_wheels, load_profile
+from iobench.wheels.cache import cached_wheels
+from iobench.wheels.profile import load_profile
+
+
+# ---------------------------------------------------------------- what meta.json says of the plan
+def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
+    """meta.json of a new run: what ran, where, on what, with which decisions (checked)."""
+    return RunMeta.from_json(
+        {
+            "iobench_version": facts.__version__,
+            "run_id": run_id,
+            "command": redact.redact_argv(p.command),
+            "label": p.label,
+            "started_at": utcnow(),
+            "ended_at": None,
+            "status": "running",
+            "scenario": {
+                **p.scenario.to_dict(),
+                "packages": [redact.redact(x) for x in p.scenario.packages],
+            },
+            "repeats": p.repeats,
+            "order_seed": p.order_seed,
+            "roles": {name: facts.mount_of(path) for name, path in p.roles.items()},
+            "same_storage": p.same_storage,
+            "role_notes": p.notes,
+            "host": facts.host_info(),
+            # the prefetched facts not ready yet are filled in after the warm-up (Runner)
+            "versions": facts.versions(wait=False, installers=p.scenario.installs),
+            "pip_config": (
+                facts.pip_config(isolated=p.local_index, wait=False) if p.scenario.installs else {}
+            ),
+            "index": index_meta,
+            "gpu": facts.gpu_info(),
+            "sample_hz": p.sample_hz,
+            "cache_mode": p.cache_mode,
+            "pack_method": p.pack_method,
+            "stall_after_s": p.stall_after,
+            "stall_timeout_s": p.stall_timeout,
+            "trial_timeout_s": p.trial_timeout_s,
+            "venv_python": p.python or sys.executable,
+            "env": facts.redact_env(dict(os.environ)),
+        },
+        "meta.json",
+    )
 
 
 def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, IndexSpec, dict]:
@@ -42,6 +90,17 @@ def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, I
     index = LocalIndex(folder, plan.index_mbps).start()
     meta = {"kind": "local", "source": source, "url": index.url, "mbps": plan.index_mbps}
     return index, IndexSpec(index.url, local=True), meta
+
+
+def lock_target(plan: RunPlan, run_id: str, progress: Progress) -> TargetLock:
+    """One iobench run per target at a time: two would spoil each other's figures."""
+    scratch = Scratch(plan.roles["target"], run_id).ensure()
+    lock = TargetLock(scratch.root, run_id, wait_s=plan.lock_wait).acquire()
+    if lock.took_over:
+        progress.message(
+            f"warning: took over a stale lock on {plan.roles['target']}: {lock.took_over}"
+        )
+    return lock
 
 
 def claim_scratch(plan: RunPlan, run_id: str, progress: Progress) -> dict[str, Scratch]:
@@ -101,6 +160,18 @@ def trial_context(
     )
 
 
+def late_facts(rd: RunDir, venv: dict[str, Any]) -> dict[str, Any]:
+    """meta.json's changes once the warm-up is done: what the venvs are made of, and the
+    facts its first writing did not wait for (``facts.with_late_facts``); {} when none."""
+    meta = rd.meta()
+    versions, pip_config = facts.with_late_facts(
+        {**meta.versions, **({"venv": venv} if venv else {})}, meta.pip_config
+    )
+    if versions == meta.versions and pip_config == meta.pip_config:
+        return {}
+    return {"versions": versions, "pip_config": pip_config}
+
+
 @contextmanager
 def warming_up(
     ctx: TrialContext, tmp: Scratch, remove: Callable[[Path, Path], None]
@@ -138,4 +209,12 @@ def warming_up(
         remove(d, tmp.root)
 
 
-__all__ = ["claim_scratch", "start_index", "warming_up"]
+__all__ = [
+    "claim_scratch",
+    "late_facts",
+    "lock_target",
+    "run_meta",
+    "start_index",
+    "trial_context",
+    "warming_up",
+]

@@ -33,15 +33,8 @@ from pathlib import Path
 
 from iobench.errors import IOBenchError, UsageError
 from iobench.wheels.codegen import code_fraction_for, compile_rate, reference_rates
-from iobench.wheels.profile import (
-    IMPORT_KINDS,
-    CompileCost,
-    DistProfile,
-    ImportFanout,
-    Profile,
-    synthesize,
-)
-from iobench.wheels.profile import _sizes as _group_sizes
+from iobench.wheels.profile import IMPORT_KINDS, CompileCost, DistProfile, ImportFanout, Profile
+from iobench.wheels.synth import group_sizes, synthesize
 
 _PROBE = r"""
 import json, os, sys
@@ -335,7 +328,7 @@ def _ref_sizes(dist: DistProfile, budget: int = 4_000_000) -> list[int]:
     import random
 
     group = next((g for g in dist.files if g.ext == "py"), None)
-    sizes = _group_sizes(group, random.Random(0)) if group else []
+    sizes = group_sizes(group, random.Random(0)) if group else []
     random.Random(1).shuffle(sizes)
     out: list[int] = []
     for n in sizes:

@@ -21,7 +21,7 @@ from helpers.lab import (
     venv_and_pip,
 )
 
-from iobench.predict import probe
+from iobench.predict import probes
 
 # Requests the client does not wait for (FUSE sends release asynchronously), or that carry
 # no metadata latency (entry_getattr is part of the create reply; read/write pay data latency).
@@ -55,9 +55,9 @@ def test_create_and_stat_rates_follow_the_configured_latency(
         folder = mnt / f"files{attempt}"
         folder.mkdir()
         ops0 = live_ops(mnt)
-        created = probe.create_files_in(folder, n)
+        created = probes.create_files_in(folder, n)
         ops1 = live_ops(mnt)
-        stated = probe.stat_files_in(folder, n)
+        stated = probes.stat_files_in(folder, n)
         ops2 = live_ops(mnt)
         rt_create, per_create = _round_trips(ops0, ops1, n)
         rt_stat, _ = _round_trips(ops1, ops2, n)
@@ -80,7 +80,7 @@ def test_create_and_stat_rates_follow_the_configured_latency(
 def test_burst_credits_fall_from_burst_to_baseline(volume: Callable[..., Path]) -> None:
     burst, credits, baseline, total = 100.0, 25.0, 10.0, 40.0
     mnt = volume(mb_per_s=baseline, burst_mb_per_s=burst, burst_credits_mb=credits)
-    result = probe.sequential_write(mnt, total_mb=total, bucket_s=0.1)
+    result = probes.sequential_write(mnt, total_mb=total, bucket_s=0.1)
     rates = [p.mbps for p in result.timeline]
     assert rates[0] > 4 * baseline, rates  # bursting at first
     # baseline at the end: the median of the last full buckets (the very last one is cut
@@ -103,17 +103,17 @@ def test_burst_credits_fall_from_burst_to_baseline(volume: Callable[..., Path]) 
 @needs_fuse
 def test_bandwidth_and_iops_caps(volume: Callable[..., Path]) -> None:
     mnt = volume("bw", mb_per_s=50, cache_s=0)
-    result = probe.sequential_write(mnt, total_mb=20)
+    result = probes.sequential_write(mnt, total_mb=20)
     assert result.mean_mbps == pytest.approx(50, rel=0.2)
 
     mnt2 = volume("iops", iops=1000, cache_s=0)  # every op reaches the daemon's bucket
     folder = mnt2 / "d"
     folder.mkdir()
-    probe.create_files_in(folder, 100)
+    probes.create_files_in(folder, 100)
     before = live_ops(mnt2)
     t0 = time.perf_counter()
     for _ in range(3):
-        probe.stat_files_in(folder, 100)
+        probes.stat_files_in(folder, 100)
     elapsed = time.perf_counter() - t0
     ops = sum(per_item(before, live_ops(mnt2), 1).values())
     assert ops / elapsed == pytest.approx(1000, rel=0.25), (ops, elapsed)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iobench.report.charts import _fit_texts, _rate_top, _rate_width
+from iobench.report.charts import _fit_texts
+from iobench.report.timeline_chart import _rate_top, _rate_width
 from iobench.report.load import PHASES
 
 

@@ -14,8 +14,10 @@ from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
 
 from iobench.trial.installers import uv_binary
 from iobench.report import build_report
-from iobench.report.recommend import SCRIPT_NAME, Recommendation, env_for, recommend, user_path
-from iobench.wheels.profile import load_profile, synthesize
+from iobench.report.recommend import Recommendation, recommend
+from iobench.report.script import SCRIPT_NAME, env_for, user_path
+from iobench.wheels.profile import load_profile
+from iobench.wheels.synth import synthesize
 
 
 def test_env_for_each_installer_and_placement() -> None:

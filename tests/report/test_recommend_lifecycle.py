@@ -18,16 +18,17 @@ from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
 
 from iobench.cost.idle import CostOptions
 from iobench.report import build_report
-from iobench.report.recommend import (
+from iobench.report.recommend import Recommendation
+from iobench.report.script import (
     STOCK_VENV,
     STRICT,
     VENV_COMMANDS,
-    Recommendation,
     strategy_lines,
     user_command,
     venv_lines,
 )
-from iobench.wheels.profile import load_profile, synthesize
+from iobench.wheels.profile import load_profile
+from iobench.wheels.synth import synthesize
 
 TINY_PROFILE = Path(__file__).parents[1] / "data" / "tiny-profile.toml"
 RUN_ID = "20261130-120000-pod-a-torch"
