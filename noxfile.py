@@ -6,8 +6,10 @@ Sessions:
   when run as root on a Debian-like machine and they are missing; otherwise it says which are
   missing and the lab tests skip. Its own step, so that installing system packages is never a
   side effect of running the tests.
-- ``tests``: the whole suite (e2e, lab, slow and timing tests included); pass pytest options
-  after ``--``, e.g. ``nox -s tests -- -m "not e2e and not lab"`` for a quick pass.
+- ``quick``: the quick tier while editing (under a minute): the unmarked tests, with
+  pytest's cache on so that ``--lf`` works.
+- ``tests``: the whole suite (every tier: e2e, lab, slow, timing, venv and run tests
+  included); pytest options after ``--``.
 - ``package``: build the sdist and, from it, the wheel; check both; install the wheel into a
   fresh venv and run ``iobench`` from it (help, scenarios, a one-trial smoke run); run the
   sdist's own CLI tests against the installed wheel.
@@ -127,6 +129,18 @@ def lab_deps(session: nox.Session) -> None:
         session.run(*cmd, external=True, env=env)
 
 
+#: the quick tier: every test without a marker of the heavier tiers (tests/conftest.py)
+QUICK = "not (e2e or lab or slow or timing or venv or run)"
+
+
+@nox.session(python=PYTHON)
+def quick(session: nox.Session) -> None:
+    """The quick tier while editing (under a minute): the unmarked tests, pytest's cache on
+    (``nox -s quick -- --lf`` runs the last failures first)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-q", "-m", QUICK, "--durations=5", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite; pytest options after `--`."""
@@ -183,7 +197,7 @@ def _use_the_wheel(session: nox.Session, work: Path, wheel: str, sdist_root: Pat
     # the venv's pytest does not put the current folder on sys.path, so `import iobench` is
     # the wheel's, not the sdist's
     with session.chdir(sdist_root):
-        quick = ["-p", "no:cacheprovider", "-q", "-m", "not e2e and not lab", "tests/test_cli.py"]
+        quick = ["-p", "no:cacheprovider", "-q", "-m", QUICK, "tests/cli/test_cli.py"]
         session.run(_venv_bin(venv, "pytest"), *quick, external=True)
 
 

@@ -1,9 +1,15 @@
-"""Shared fixtures: real tmpfs mounts, an isolated wheel cache, the tiny scenario."""
+"""Shared fixtures and the test tiers: real tmpfs mounts, an isolated wheel cache, the tiny
+scenario; markers set from the fixtures a test uses, and a guard that fails an unmarked test
+which spawns an installer, a venv creator, a mount or an `iobench run` process (as nox's own
+tests refuse an unmarked test that starts conda). ``nox -s quick`` runs the unmarked tier.
+"""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,12 +85,93 @@ def disk_dir(tmp_path: Path) -> Path:
     return d
 
 
+# ------------------------------------------------------------------------------- the tiers
+#: the markers of the tiers beyond the quick one (pyproject.toml registers them)
+HEAVY = ("e2e", "lab", "slow", "timing", "venv", "run")
+#: fixtures whose use marks a test: a mount needs root (lab), a real run is an e2e test
+FIXTURE_MARKS = {"tmpfs": "lab", "volume": "lab", "real_run": "e2e", "tiny_run_dir": "e2e"}
+#: what an unmarked test must not start: (words of the command line) -> the marker it needs
+_PROGRAMS = {
+    "pip": "venv", "pip3": "venv", "uv": "venv", "virtualenv": "venv",
+    "mount": "lab", "umount": "lab", "fusermount3": "lab", "sshfs": "lab", "sshd": "lab",
+    "mksquashfs": "venv", "squashfuse": "lab",
+}  # fmt: skip
+_MODULES = {"pip": "venv", "virtualenv": "venv", "venv": "venv", "iobench.lab.daemon": "lab"}
+
+
+def heavy_command(argv: object) -> str | None:
+    """The marker a command needs, or None for a light one (mkdir, true, a short python -c)."""
+    if isinstance(argv, (str, bytes)):
+        words = shlex.split(argv if isinstance(argv, str) else argv.decode())
+    else:
+        try:
+            words = [os.fspath(a) if not isinstance(a, str) else a for a in argv]  # type: ignore[union-attr]
+        except TypeError:
+            return None
+    words = [w.decode() if isinstance(w, bytes) else str(w) for w in words]
+    if not words:
+        return None
+    name = os.path.basename(words[0])
+    if name in _PROGRAMS:
+        return _PROGRAMS[name]
+    if "-m" in words[:-1]:
+        module = words[words.index("-m") + 1]
+        if module in _MODULES:
+            return _MODULES[module]
+        if module == "iobench" and "run" in words:
+            return "run"
+    if name == "iobench" and words[1:2] == ["run"]:
+        return "run"
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses (a mount: lab; a real run: e2e)."""
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            mark = FIXTURE_MARKS.get(fixture)
+            if mark is not None:
+                item.add_marker(getattr(pytest.mark, mark))
+
+
 @pytest.fixture(autouse=True)
-def _fresh_run_facts() -> Iterator[None]:
+def _spawn_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An unmarked test that starts an installer, a venv creator, a mount or a run fails,
+    naming the command and the marker it needs: the quick tier stays quick by construction."""
+    if any(request.node.get_closest_marker(m) for m in HEAVY):
+        yield
+        return
+    real = subprocess.Popen.__init__
+    seen: list[str] = []
+    test = threading.get_ident()
+
+    def guarded(self: subprocess.Popen, args: object, *a: object, **kw: object) -> None:
+        mark = heavy_command(args)
+        if mark is not None:
+            seen.append(f"{args!r} (mark the test @pytest.mark.{mark})")
+            if threading.get_ident() == test:
+                pytest.fail(f"an unmarked test spawned {seen[-1]}", pytrace=False)
+        real(self, args, *a, **kw)  # type: ignore[arg-type]
+
+    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = real  # type: ignore[method-assign]
+    if seen:
+        pytest.fail(f"an unmarked test spawned {seen[0]}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_run_facts(_spawn_guard: None) -> Iterator[None]:
     """Each test starts without another's prefetched machine facts (``pip config list``,
-    ``uv --version``): a run in an earlier test that ended early leaves its answers behind."""
+    ``uv --version``: a run in an earlier test that ended early leaves its answers behind),
+    and a prefetch a test started ends with it (inside the spawn guard, which it follows)."""
     from iobench.run import facts
 
     facts._PREFETCHED.clear()
     facts._LATE.clear()
     yield
+    thread = facts._PREFETCHED.get("thread")
+    if thread is not None:
+        thread.join(timeout=60)

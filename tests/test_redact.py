@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.files import DATA
 
 from iobench.redact import environment, redact, redact_argv, redact_text
 
@@ -172,7 +173,7 @@ def test_credentials_are_hidden_in_every_file_of_a_run(
         "PIP_EXTRA_INDEX_URL": "http://x:pipw-zz@127.0.0.1:9/simple/?token=piptok-zz",
     }.items():
         monkeypatch.setenv(name, value)
-    tiny = Path(__file__).parent / "data" / "tiny.toml"
+    tiny = DATA / "tiny.toml"
     package = "tiny-core @ http://user:p@ss-zz@127.0.0.1:9/tiny_core-1.0-py3-none-any.whl?token=tok-zz&sig=sig-zz"
     rc = main(
         [

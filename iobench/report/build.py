@@ -172,9 +172,8 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
     return timelines
 
 
-def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
+def _with_lifecycle(result: ReportResult, run: Run, page: str, charts: bool = True) -> str:
     """Start-up strategies: lines for the console, lifecycle.png, and a section in the page."""
-
     s = result.summary
     price = s.price.usd_per_hour if s.price is not None else None
     section = build_section(run.trials, price, s.options.starts_per_month, s.options.storage)
@@ -184,7 +183,7 @@ def _with_lifecycle(result: ReportResult, run: Run, page: str) -> str:
 
     result.paths["lifecycle_csv"] = write_csv(section, result.out_dir / "lifecycle.csv")
     chart = None
-    if section.prices is not None and len(section.figures) > 1:
+    if charts and section.prices is not None and len(section.figures) > 1:
         drawn = plot_lifecycle(
             section.figures,
             section.prices,
@@ -202,10 +201,13 @@ def build_report(
     run_dir: Path | str,
     cost: CostOptions | None = None,
     out_dir: Path | str | None = None,
+    charts: bool = True,
 ) -> ReportResult:
     """Rebuild everything derived from one run directory; returns paths, winner and lines.
 
-    Files go into the run directory unless ``out_dir`` is given (e.g. a read-only run).
+    Files go into the run directory unless ``out_dir`` is given (e.g. a read-only run);
+    ``charts`` False leaves the PNG charts out (most of a report's time: ~1 s of ~1.3 s for
+    a 12-trial run on 2 cores), the HTML then without pictures.
     """
     run = load_run(run_dir)
     check_has_successes(run)
@@ -228,13 +230,13 @@ def build_report(
     result = ReportResult(run.path, out, summary, rec, meta, warnings=run.warnings)
     try:
         write_summary_files(result)
-        timelines = write_charts(result, run)
+        timelines = write_charts(result, run) if charts else {}
         chart_paths = {
             "time_to_ready": result.paths.get("time_to_ready_png"),
             "cost": result.paths.get("cost_png"),
         }
         page = html_page.render_report(summary, meta, rec, chart_paths, timelines, result.warnings)
-        page = _with_lifecycle(result, run, page)
+        page = _with_lifecycle(result, run, page, charts)
         page = foresight.add_to(result, run.trials, page)  # predicted vs measured, censored
         html_path = out / "report.html"
         html_path.write_text(page, encoding="utf-8")

@@ -341,11 +341,12 @@ class RunDir:
         with open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(columns)
-            for r in rows:
-                cells = (
-                    to_cells(r) if isinstance(r, Sample) else {k: cell(r.get(k)) for k in columns}
-                )
-                writer.writerow([cells.get(c, "") for c in columns])
+            writer.writerows(
+                [cell(getattr(r, c, "")) for c in columns]
+                if isinstance(r, Sample)
+                else [cell(r.get(c)) for c in columns]
+                for r in rows
+            )
         os.replace(tmp, path)
         return path
 

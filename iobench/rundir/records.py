@@ -13,6 +13,7 @@ in the range its unit allows, and a name only when it is safe as a path componen
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import types
@@ -271,8 +272,9 @@ class Stall:
     iowait_mean_pct: float = column("mean system-wide iowait meanwhile", "%", 0.0)
 
 
+@functools.cache
 def columns_of(record: type) -> tuple[str, ...]:
-    """A record's CSV columns, in order: its field names."""
+    """A record's CSV columns, in order: its field names (computed once per record type)."""
     return tuple(f.name for f in dataclasses.fields(record))
 
 
@@ -316,7 +318,7 @@ def cell(value: object) -> object:
 
 def to_cells(record: object) -> dict[str, object]:
     """A record as the cells of its CSV line, keyed by column."""
-    return {f.name: cell(getattr(record, f.name)) for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    return {name: cell(getattr(record, name)) for name in columns_of(type(record))}
 
 
 R = TypeVar("R", TrialRow, Sample, Stall)

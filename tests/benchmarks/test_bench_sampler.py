@@ -21,8 +21,8 @@ import pytest
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec, Pip, base_environment
 from iobench.trial.sampler import Sampler
-from iobench.wheels.profile import load_profile
 from iobench.wheels.cache import cached_wheels
+from iobench.wheels.profile import load_profile
 
 ROUNDS = int(os.environ.get("IOBENCH_BENCH_ROUNDS", "7"))
 # a RAM filesystem when there is one: the VM's disk speed drifts far more than the effect

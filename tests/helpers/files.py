@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import csv
+import zipfile
 from pathlib import Path
+
+from iobench.wheels.cache import cached_wheels
+from iobench.wheels.profile import load_profile
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TINY_PROFILE = DATA / "tiny-profile.toml"
@@ -48,3 +52,11 @@ def stock_python3(folder: Path) -> Path:
     shim.write_text(f'#!/bin/sh\nPYTHONPATH="{hide}" exec "{STOCK_PYTHON3}" "$@"\n')
     shim.chmod(0o755)
     return folder
+
+
+def wheel_bytes() -> tuple[int, int]:
+    """(total .whl bytes, files in the wheels) of the tiny profile as the index serves them."""
+    house = cached_wheels(load_profile(str(TINY_PROFILE)))
+    wheels = sorted(house.glob("*.whl"))
+    files = sum(len(zipfile.ZipFile(w).infolist()) for w in wheels)
+    return sum(w.stat().st_size for w in wheels), files

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from iobench.system import procfs
 from iobench.lab import manage, state
 from iobench.lab.testing import slow_volume
+from iobench.system import procfs
 
 FUSE_REASON = manage.lab_unavailable_reason("fuse")
 SSHFS_REASON = manage.lab_unavailable_reason("sshfs")

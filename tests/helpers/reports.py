@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iobench.errors import IOBenchError
 from iobench.cli.report import register
+from iobench.errors import IOBenchError
 
 PHASES = ("venv", "download", "install", "compile", "import")
 

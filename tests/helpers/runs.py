@@ -10,17 +10,20 @@ generator, so tests can recompute them.
 
 from __future__ import annotations
 
+import atexit
 import csv
 import io
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from iobench.rundir.records import PHASES, SAMPLE_COLUMNS, TRIAL_COLUMNS, Sample, Stall, TrialRow
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import HostInfo, IndexInfo, RoleInfo, RunMeta
+from iobench.rundir.records import PHASES, SAMPLE_COLUMNS, TRIAL_COLUMNS, Sample, Stall, TrialRow
 
 __all__ = [
     "DEFAULT_CONFIGS", "FILES", "FSTYPE", "FSWAIT_COLUMNS", "PHASES", "ROLES", "SAMPLE_COLUMNS",
@@ -267,7 +270,25 @@ def _row(run_id: str, spec: ConfigSpec, r: int, fig: dict, derived: dict, failed
     )  # fmt: skip
 
 
-def make_run_dir(
+#: run directories already written in this test process, by their arguments: a later call
+#: with the same arguments copies one (a run with its samples takes ~1 s to write; a copy, ms)
+_WRITTEN: dict[str, Path] = {}
+
+
+def make_run_dir(root: Path, **kwargs: Any) -> Path:
+    """Write a complete run directory under ``root`` through ``RunDir`` (see
+    :func:`write_run_dir`), or copy the one an earlier call with the same arguments wrote."""
+    key = repr(sorted(kwargs.items()))
+    if key not in _WRITTEN:
+        store = Path(tempfile.mkdtemp(prefix="iobench-test-runs-"))
+        atexit.register(shutil.rmtree, store, True)
+        _WRITTEN[key] = write_run_dir(store, **kwargs)
+    source = _WRITTEN[key]
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copytree(source, root / source.name))
+
+
+def write_run_dir(
     root: Path,
     *,
     run_id: str = "20261130-120000-pod-a-torch",

@@ -16,10 +16,10 @@ from helpers.lab import (
     needs_fuse,
 )
 
-from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import manage, state
 from iobench.lab.options import VolumeOptions
+from iobench.system import procfs
 
 
 @pytest.mark.lab

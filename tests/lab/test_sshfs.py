@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from helpers.lab import assert_nothing_left, make_wheel, needs_sshfs, venv_and_pip
 
-from iobench.system import procfs
 from iobench.errors import LabError
 from iobench.lab import manage
 from iobench.lab.options import VolumeOptions
+from iobench.system import procfs
 
 pytestmark = pytest.mark.lab
 

@@ -114,3 +114,14 @@ def test_the_timeline_shows_the_median_trial_even_of_two(tmp_path: Path) -> None
         times = trials[(trials["config"] == config) & (trials["status"] == "ok")]
         times = times["time_to_ready_s"].sort_values()
         assert trial_id == times.index[0], (config, times)  # of two: the faster middle one
+
+
+def test_a_report_without_charts_writes_every_file_but_the_pictures(run_dir: Path) -> None:
+    result = build_report(run_dir, charts=False)
+    assert not list(run_dir.glob("*.png")) and not any(
+        p.suffix == ".png" for p in result.paths.values()
+    )
+    assert (run_dir / "summary.json").is_file() and "<img" not in (
+        run_dir / "report.html"
+    ).read_text()
+    assert result.summary.verdict.kind == build_report(run_dir).summary.verdict.kind

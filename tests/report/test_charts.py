@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from iobench.report.charts import _fit_texts
-from iobench.report.timeline_chart import _rate_top, _rate_width
 from iobench.report.load import PHASES
+from iobench.report.timeline_chart import _rate_top, _rate_width
 
 
 def test_timeline_axis_clips_one_off_peaks_but_not_plateaus() -> None:

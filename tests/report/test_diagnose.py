@@ -27,7 +27,7 @@ FUSE_LIKE = dict(download_s=3.8, install_s=5.2, cpu_s=2.8, write_bytes=37.6e6, w
 
 
 def test_diagnosis_of_the_synthetic_profiles(run_dir: Path) -> None:
-    result = build_report(run_dir)
+    result = build_report(run_dir, charts=False)
     t = result.summary.table.set_index("config")
     assert t.loc["naive", "bottleneck"] == "latency/metadata bound"
     assert "write rate fell" in t.loc["naive", "why"] and "stall" in t.loc["naive", "why"]

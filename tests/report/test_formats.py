@@ -10,7 +10,7 @@ from iobench.report import build_report
 
 
 def test_formats(run_dir: Path) -> None:
-    result = build_report(run_dir, CostOptions(gpu="H100"))
+    result = build_report(run_dir, CostOptions(gpu="H100"), charts=False)
     md = "\n".join(result.format("markdown"))
     assert md.startswith("### iobench: torch on pod-a")
     assert "| **uv-local** |" in md and "```sh" in md and "```dockerfile" in md

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from helpers import runs as rf
-from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
+from helpers.files import DATA, STOCK_PYTHON3, python3_shim, stock_python3
 
-from iobench.trial.installers import uv_binary
 from iobench.report import build_report
 from iobench.report.recommend import Recommendation, recommend
 from iobench.report.script import SCRIPT_NAME, env_for, user_path
+from iobench.trial.installers import uv_binary
 from iobench.wheels.profile import load_profile
 from iobench.wheels.synth import synthesize
 
@@ -44,7 +44,7 @@ def test_env_for_each_installer_and_placement() -> None:
 
 # --- the printed start scripts, pasted into a clean shell -----------------------------------------
 
-TINY_PROFILE = Path(__file__).parents[1] / "data" / "tiny-profile.toml"
+TINY_PROFILE = DATA / "tiny-profile.toml"
 FAST = {"venv": 1.2, "download": 9.0, "install": 38.0, "compile": 12.0, "import": 4.0}
 KINDS = {
     # a pip venv on a tmpfs tmp role, a warm pip cache on the volume
@@ -77,7 +77,7 @@ def advice_for(tmp_path: Path, spec: rf.ConfigSpec, own: Path | None = None) -> 
     meta["roles"]["tmp"]["fstype"] = "tmpfs"
     meta["versions"]["venv"] = {"python": "3.11.7", "virtualenv": "21.15.11", "pip": "26.3"}
     (run / "meta.json").write_text(json.dumps(meta))
-    summary = build_report(run).summary
+    summary = build_report(run, charts=False).summary
     assert summary.verdict.kind == "advice" and summary.winner == spec.name
     rec = recommend(summary, meta, own=own)
     assert rec is not None
@@ -118,6 +118,7 @@ def paste(
     return subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.venv
 @pytest.mark.parametrize("machine", ["stock", "measured"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_of_printed_script_builds_a_working_venv_in_a_clean_shell(
@@ -163,6 +164,7 @@ def test_each_kind_of_printed_script_builds_a_working_venv_in_a_clean_shell(
         assert "tmpfs" not in text
 
 
+@pytest.mark.venv
 def test_a_uv_script_stops_before_making_anything_when_uv_is_missing(tmp_path: Path) -> None:
     if not STOCK_PYTHON3.is_file():
         pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
@@ -172,6 +174,7 @@ def test_a_uv_script_stops_before_making_anything_when_uv_is_missing(tmp_path: P
     assert not (tmp_path / "roles" / "local" / "venv").exists()
 
 
+@pytest.mark.venv
 def test_the_dockerfile_fragment_makes_the_venv_at_start_and_runs_the_command(
     tmp_path: Path,
 ) -> None:
@@ -229,7 +232,7 @@ def test_no_script_without_advice(run_dir: Path) -> None:
     trials = (run_dir / "trials.csv").read_text().splitlines()
     keep = [trials[0], *[t for t in trials[1:] if ",naive-r1," in t or ",uv-local-r1," in t]]
     (run_dir / "trials.csv").write_text("\n".join(keep) + "\n")
-    result = build_report(run_dir)
+    result = build_report(run_dir, charts=False)
     assert result.summary.verdict.kind == "too-few" and result.recommendation is None
     assert "Set (start script" not in "\n".join(result.lines)
     assert "<h2>What to set</h2>" not in (run_dir / "report.html").read_text()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers import runs as rf
-from helpers.files import STOCK_PYTHON3, python3_shim, stock_python3
+from helpers.files import DATA, STOCK_PYTHON3, python3_shim, stock_python3
 
 from iobench.cost.idle import CostOptions
 from iobench.report import build_report
@@ -30,7 +30,7 @@ from iobench.report.script import (
 from iobench.wheels.profile import load_profile
 from iobench.wheels.synth import synthesize
 
-TINY_PROFILE = Path(__file__).parents[1] / "data" / "tiny-profile.toml"
+TINY_PROFILE = DATA / "tiny-profile.toml"
 RUN_ID = "20261130-120000-pod-a-torch"
 #: first start and restart (s) of each strategy, and what it keeps (the numbers of
 #: tests/test_lifecycle.py): reinstall wins at 1 start a month, packed-venv from 2.3 on
@@ -104,7 +104,7 @@ def strategy_run(tmp_path: Path, creator: str = "virtualenv") -> Path:
 
 
 def advice(run: Path, starts: float) -> Recommendation:
-    result = build_report(run, CostOptions(gpu_price=3.6, starts_per_month=starts))
+    result = build_report(run, CostOptions(gpu_price=3.6, starts_per_month=starts), charts=False)
     assert result.recommendation is not None
     return result.recommendation
 
@@ -131,7 +131,7 @@ def test_the_advice_is_the_cheapest_month_at_the_users_starts(tmp_path: Path) ->
     assert line.endswith(" reinstall is cheaper below 1.3 starts a month.")
     assert "which beat" not in at_100.why
     # the main table ranks by first start and shows the restart beside it
-    table = "\n".join(build_report(run, CostOptions(gpu_price=3.6)).lines)
+    table = "\n".join(build_report(run, CostOptions(gpu_price=3.6), charts=False).lines)
     head = next(x for x in table.splitlines() if x.startswith("config"))
     assert "first start" in head and "restart" in head
     order = [x.split()[0] for x in table.splitlines() if x.split()[:1] and x.split()[0] in LIFE]
@@ -198,6 +198,7 @@ def _machine(tmp_path: Path, machine: str) -> Path:
 @pytest.mark.parametrize(
     ("creator", "machine"), [("virtualenv", "stock"), ("virtualenv", "measured"), ("venv", "stock")]
 )
+@pytest.mark.venv
 def test_the_pasted_script_packs_at_the_first_start_and_restores_at_a_restart(
     tmp_path: Path, tiny_wheels: Path, creator: str, machine: str
 ) -> None:
@@ -227,6 +228,7 @@ def test_the_pasted_script_packs_at_the_first_start_and_restores_at_a_restart(
     assert "Collecting" not in again.stdout + again.stderr  # nothing installed at the restart
 
 
+@pytest.mark.venv
 @pytest.mark.parametrize("machine", ["stock", "measured"])
 def test_a_persistent_venv_script_makes_the_venv_once_and_reuses_it(
     tmp_path: Path, tiny_wheels: Path, machine: str

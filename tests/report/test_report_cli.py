@@ -11,8 +11,8 @@ import pytest
 from helpers import runs as rf
 from helpers.reports import run_cli
 
-from iobench.errors import RunDirError, UsageError
 from iobench.cli.report import register
+from iobench.errors import RunDirError, UsageError
 from iobench.report.load import load_run
 
 

@@ -14,14 +14,14 @@ from helpers.reports import PHASES, check_summary_against_trials
 
 from iobench.cost.idle import CostOptions
 from iobench.cost.prices import find_preset
-from iobench.rundir.meta import GpuInfo
 from iobench.report import build_report
 from iobench.report.load import load_run
 from iobench.report.summary import median, percentile, speedup, target_bytes
+from iobench.rundir.meta import GpuInfo
 
 
 def test_summary_figures_match_trials_csv(run_dir: Path) -> None:
-    result = build_report(run_dir)
+    result = build_report(run_dir, charts=False)
     price = 2 * find_preset("H100 SXM").usd_per_hour  # detected 2x H100 80GB HBM3
     summary = check_summary_against_trials(run_dir, price, 30.0)
     expected_cols = {
@@ -51,7 +51,7 @@ def test_summary_figures_match_trials_csv(run_dir: Path) -> None:
 
 def test_explicit_price_gpus_starts_and_storage(run_dir: Path) -> None:
     opts = CostOptions(gpu_price=1.5, gpus=4, starts_per_month=200, storage_usd_per_gb=0.05)
-    build_report(run_dir, opts)
+    build_report(run_dir, opts, charts=False)
     check_summary_against_trials(run_dir, 6.0, 200.0, 0.05)
 
 
@@ -62,7 +62,7 @@ def test_instance_preset_and_failures_counted(tmp_path: Path) -> None:
                       phases={"venv": 1, "download": 9, "install": 38, "compile": 12, "import": 4}),
     )  # fmt: skip
     run = rf.make_run_dir(tmp_path, configs=specs, repeats=4)
-    result = build_report(run, CostOptions(gpu="p4d.24xlarge"))
+    result = build_report(run, CostOptions(gpu="p4d.24xlarge"), charts=False)
     summary = check_summary_against_trials(run, find_preset("p4d.24xlarge").usd_per_hour, 30.0)
     row = summary.set_index("config").loc["venv-local"]
     assert (row["n_ok"], row["n_failed"]) == (3, 1)
@@ -71,7 +71,7 @@ def test_instance_preset_and_failures_counted(tmp_path: Path) -> None:
 
 def test_without_a_price_costs_are_empty_and_the_report_says_what_to_do(tmp_path: Path) -> None:
     run = rf.make_run_dir(tmp_path, gpu=None)
-    result = build_report(run)
+    result = build_report(run)  # with its charts: no cost chart without a price
     summary = check_summary_against_trials(run, None, 30.0)
     assert summary["gpu_idle_cost_usd"].isna().all() and summary["monthly_cost_usd"].isna().all()
     assert "cost_png" not in result.paths
@@ -102,7 +102,7 @@ def test_target_bytes_does_not_double_count_a_shared_filesystem() -> None:
 def test_baseline_falls_back_to_the_first_config(tmp_path: Path) -> None:
     specs = tuple(rf.ConfigSpec(c.name, venv=c.venv, tmpdir=c.tmpdir, cache=c.cache, profile=c.profile,
                                 phases=c.phases) for c in rf.DEFAULT_CONFIGS[1:])  # fmt: skip
-    result = build_report(rf.make_run_dir(tmp_path, configs=specs))
+    result = build_report(rf.make_run_dir(tmp_path, configs=specs), charts=False)
     assert result.summary.baseline == "tmp-cache-advice"
     assert any("no config named 'naive'" in n for n in result.summary.notes)
     t = result.summary.table.set_index("config")
@@ -122,7 +122,7 @@ def test_a_config_whose_every_trial_failed_is_listed_not_averaged(tmp_path: Path
         rf.DEFAULT_CONFIGS[2],
     )
     run = rf.make_run_dir(tmp_path, configs=specs)
-    result = build_report(run, CostOptions(gpu="H100"))
+    result = build_report(run, CostOptions(gpu="H100"))  # with its charts: no timeline of it
     row = result.summary.table.set_index("config").loc["broken"]
     assert (row["n_ok"], row["n_failed"]) == (0, 3)
     assert math.isnan(row["median_time_to_ready_s"]) and math.isnan(row["gpu_idle_cost_usd"])
@@ -139,7 +139,7 @@ def test_a_config_whose_every_trial_failed_is_listed_not_averaged(tmp_path: Path
 
 
 def test_fswait_frac_in_summary_csv_json_and_html(run_dir: Path) -> None:
-    build_report(run_dir, CostOptions(gpu="H100"))
+    build_report(run_dir, CostOptions(gpu="H100"), charts=False)
     summary = check_summary_against_trials(run_dir, find_preset("H100 SXM").usd_per_hour, 30.0)
     t = summary.set_index("config")
     assert t.loc["naive", "fswait_frac"] > 0.5 > t.loc["venv-local", "fswait_frac"]
@@ -155,7 +155,7 @@ def test_fswait_frac_in_summary_csv_json_and_html(run_dir: Path) -> None:
 def test_old_run_without_fswait_columns_still_reports(tmp_path: Path) -> None:
     run = rf.make_run_dir(tmp_path, fswait=False)
     assert "fswait_frac" not in (run / "trials.csv").read_text().splitlines()[0]
-    result = build_report(run, CostOptions(gpu="H100"))
+    result = build_report(run, CostOptions(gpu="H100"), charts=False)
     assert not result.warnings
     summary = check_summary_against_trials(run, find_preset("H100 SXM").usd_per_hour, 30.0)
     assert summary["fswait_frac"].isna().all()
@@ -172,7 +172,7 @@ def test_resumed_trial_counts_once_as_ok(run_dir: Path) -> None:
     raw = pd.read_csv(run_dir / "trials.csv")
     assert len(raw) == len(before) + 2
     assert list(raw[raw["trial_id"] == "naive-r2"]["status"]) == ["interrupted", "ok"]
-    result = build_report(run_dir, CostOptions(gpu="H100"))
+    result = build_report(run_dir, CostOptions(gpu="H100"), charts=False)
     t = result.summary.table.set_index("config")
     for config in ("naive", "venv-local"):
         assert (t.loc[config, "n_ok"], t.loc[config, "n_failed"]) == (3, 0), config
@@ -191,5 +191,5 @@ def test_an_interrupted_trial_never_resumed_still_counts_as_not_ok(tmp_path: Pat
     raw = pd.read_csv(run / "trials.csv")
     raw.loc[raw["trial_id"] == "naive-r3", ["status", "time_to_ready_s"]] = ["interrupted", np.nan]
     raw.to_csv(run / "trials.csv", index=False)
-    row = build_report(run).summary.table.set_index("config").loc["naive"]
+    row = build_report(run, charts=False).summary.table.set_index("config").loc["naive"]
     assert (row["n_ok"], row["n_failed"]) == (2, 1)

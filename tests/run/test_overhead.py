@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from iobench.report.formats import overhead_line as summary_line
+from iobench.run.overhead import Clock
 from iobench.rundir.meta import OVERHEAD_CAUSES as CAUSES
 from iobench.rundir.meta import overhead_ratio as ratio
-from iobench.run.overhead import Clock
 
 ACCOUNT = {
     "wall_s": 100.0,

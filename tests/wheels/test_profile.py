@@ -13,16 +13,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.files import DATA
 
 import iobench
 from iobench.__main__ import main
 from iobench.errors import UsageError
-from iobench.wheels.profile import load_profile
 from iobench.wheels.cache import cached_wheels
-from iobench.wheels.synth import synthesize
 from iobench.wheels.measure import profile_of_wheels, profile_to_toml
+from iobench.wheels.profile import load_profile
+from iobench.wheels.synth import synthesize
 
-TINY = Path(__file__).parent / "data" / "tiny-profile.toml"
+TINY = DATA / "tiny-profile.toml"
 
 
 def test_deterministic_and_record_valid(tmp_path: Path) -> None:
@@ -63,6 +64,7 @@ def test_shape_matches_profile(tmp_path: Path) -> None:
     assert load_profile("torch-cpu-like").file_count > 12000
 
 
+@pytest.mark.venv
 def test_installable_and_importable(tmp_path: Path) -> None:
     synthesize(load_profile(str(TINY)), tmp_path / "wh")
     venv = tmp_path / "v"

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_strategies import HERMETIC_ENV, build_wheel, make_venv
+from helpers.venvs import HERMETIC_ENV, build_wheel, make_venv
 
+from iobench.errors import UsageError
 from iobench.trial import coldcache
 from iobench.trial.coldcache import ColdCacheUnavailable
-from iobench.errors import UsageError
 
 _libc = ctypes.CDLL(None, use_errno=True)
 # the package, and enough of the venv's own pip to read a few hundred files from the volume

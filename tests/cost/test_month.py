@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from iobench.cost import month, prices
-from iobench.errors import UsageError
 from iobench.cost.month import LifeFigures
 from iobench.cost.prices import Prices
+from iobench.errors import UsageError
 
 # $3.60 an hour is $0.001 a second; storage $0.30/GB-month
 P = Prices(gpu_usd_per_hour=3.6, storage_usd_per_gb_month=0.30)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from helpers.lab import assert_nothing_left, needs_fuse
 
-from iobench.errors import UsageError
 from iobench.cli import lab as lab_cli
+from iobench.errors import UsageError
 from iobench.lab import manage, state
 from iobench.lab.options import VolumeOptions
 

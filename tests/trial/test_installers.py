@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from helpers.files import DATA, TINY_PROFILE, only_run_dir, read_csv
 
-from iobench.scenario import axes
-from iobench.trial import installers
 from iobench.__main__ import main
 from iobench.errors import UsageError
-from iobench.trial.installers import IndexSpec, Pip, Uv
 from iobench.run.facts import fstype_of
+from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
-from iobench.wheels.profile import load_profile
+from iobench.trial import installers
+from iobench.trial.installers import IndexSpec, Pip, Uv
 from iobench.wheels.cache import cached_wheels
+from iobench.wheels.profile import load_profile
 
 TINY = DATA / "tiny.toml"
 

@@ -18,9 +18,15 @@ from pathlib import Path
 
 import pytest
 from helpers import runs
+from helpers.files import DATA
 
 from iobench.__main__ import main
 from iobench.errors import RunDirError
+from iobench.report import build_compare, build_report
+from iobench.report.load import load_run
+from iobench.run.resume import resume_state
+from iobench.rundir.folder import SCHEMA_VERSION, RunDir, latest_rows, readme_tables
+from iobench.rundir.meta import RoleInfo, RunMeta, load_meta
 from iobench.rundir.records import (
     SAMPLE_COLUMNS,
     STALL_COLUMNS,
@@ -30,16 +36,10 @@ from iobench.rundir.records import (
     Stall,
     TrialRow,
 )
-from iobench.report import build_compare, build_report
-from iobench.report.load import load_run
-from iobench.rundir.folder import SCHEMA_VERSION, RunDir, latest_rows, readme_tables
-from iobench.rundir.meta import RoleInfo, RunMeta, load_meta
-from iobench.run.resume import resume_state
 
-DATA = Path(__file__).parent / "data"
 OLD = DATA / "run-d8a1c15"
 OLD_INTERRUPTED = DATA / "run-d8a1c15-interrupted"
-README = Path(__file__).parents[1] / "results" / "README.md"
+README = Path(__file__).parents[2] / "results" / "README.md"
 #: trials.csv's header as d8a1c15 wrote it
 OLD_HEADER = OLD.joinpath("trials.csv").read_text().splitlines()[0].split(",")
 

@@ -204,8 +204,7 @@ def test_a_tree_on_tmpfs_is_removed_by_one_thread_elsewhere_by_several(
 ) -> None:
     """On a memory-backed filesystem threads only contend for Python's lock (a smoke venv:
     0.13 s with 8, 0.03 s with one); elsewhere the unlinks' waits overlap."""
-    from iobench.system import procfs
-    from iobench.system import removal
+    from iobench.system import procfs, removal
 
     seen: list[int] = []
     real = removal.remove_tree

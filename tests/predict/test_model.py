@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.predict import opmix
-from iobench.predict import model
+from iobench.predict import model, opmix
 from iobench.predict.probe import probe, probe_roles, result_to_dict
 from iobench.scenario.load import load_scenario
 

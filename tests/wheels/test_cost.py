@@ -16,9 +16,9 @@ import pytest
 
 from iobench.wheels.codegen import compile_rate, module_source
 from iobench.wheels.cost import check, default_ready, with_costs
+from iobench.wheels.measure import profile_of_wheels, profile_to_toml
 from iobench.wheels.profile import load_profile
 from iobench.wheels.synth import synthesize
-from iobench.wheels.measure import profile_of_wheels, profile_to_toml
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 # real code: packages of the standard library, copied under one top-level package

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from helpers.files import TINY_PROFILE, only_run_dir, read_csv
 
-from iobench.run import plan as run_plan
 from iobench.__main__ import main
 from iobench.cli import build_parser
 from iobench.cli.run import run_request
+from iobench.run import plan as run_plan
 
 pytestmark = [pytest.mark.e2e]
 

@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers.files import only_run_dir, read_csv
-from test_run_e2e import TINY_PROFILE, _wheel_bytes
+from helpers.files import TINY_PROFILE, only_run_dir, read_csv, wheel_bytes
 
 from iobench.__main__ import main
 
@@ -52,7 +51,7 @@ def test_tmpdir_and_cache_really_used(tmpfs, tmp_path: Path, monkeypatch) -> Non
     monkeypatch.setenv("HOME", str(home))  # pip's default cache would land here if used
     scenario = tmp_path / "paths.toml"
     scenario.write_text(SCENARIO)
-    whl_bytes, _ = _wheel_bytes()
+    whl_bytes, _ = wheel_bytes()
     cache_before = _used(cachefs)
     rc = main(
         [
@@ -124,7 +123,7 @@ def test_uv_installer_cold_and_warm(tmp_path: Path) -> None:
     )
     assert rc == 0
     rows = {r["config"]: r for r in read_csv(only_run_dir(tmp_path / "r") / "trials.csv")}
-    whl_bytes, _ = _wheel_bytes()
+    whl_bytes, _ = wheel_bytes()
     assert rows["cold"]["installer"] == rows["warm"]["installer"] == "uv"
     assert int(rows["cold"]["index_bytes"]) == whl_bytes and int(rows["warm"]["index_bytes"]) == 0
     for r in rows.values():

@@ -8,6 +8,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers.files import DATA
 
 from iobench.errors import UsageError
 from iobench.trial.index import LocalIndex
@@ -129,8 +130,8 @@ def test_serves_wheels_and_their_metadata_only(tmp_path: Path) -> None:
 
 
 def test_index_and_lab_share_one_token_bucket() -> None:
-    from iobench.trial import index
     from iobench.system import shaping
+    from iobench.trial import index
 
     assert not hasattr(index, "_Bucket")
     assert isinstance(index._Link(8.0).bucket, shaping.TokenBucket)
@@ -154,7 +155,7 @@ def test_a_huge_cap_is_refused_before_the_run_starts(
 ) -> None:
     from iobench.__main__ import main
 
-    tiny = Path(__file__).parent / "data" / "tiny.toml"
+    tiny = DATA / "tiny.toml"
     rc = main(
         [
             "run",

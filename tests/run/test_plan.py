@@ -7,16 +7,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers.files import DATA
 
-from iobench.trial import installers
-from iobench.run import plan as run_plan
 from iobench.cli import build_parser
 from iobench.cli.run import run_request
 from iobench.errors import UsageError
+from iobench.run import plan as run_plan
 from iobench.rundir.meta import RunMeta
 from iobench.scenario.load import load_scenario
+from iobench.trial import installers
 
-DATA = Path(__file__).parent / "data"
 TINY = DATA / "tiny.toml"
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench.predict import doctor, netcheck
 from iobench.__main__ import main
 from iobench.cli.doctor import doctor_lines
+from iobench.predict import doctor, netcheck
 from tests.helpers import fake_nvidia_smi as fake
 
 TOP_KEYS = {

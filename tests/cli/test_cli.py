@@ -523,6 +523,7 @@ def test_broken_report_library_is_one_line_not_a_vanished_command(tmp_path: Path
     )
 
 
+@pytest.mark.run
 def test_missing_report_library_refuses_exports_before_any_trial(tmp_path: Path) -> None:
     fake = tmp_path / "site"
     fake.mkdir()
@@ -554,7 +555,7 @@ def test_missing_report_library_refuses_exports_before_any_trial(tmp_path: Path)
 
 
 def test_the_readme_test_command_is_what_ci_runs():
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     if not (root / ".ci").is_dir():
         pytest.skip("an sdist carries no .ci/ (the package session runs this file from one)")
     readme = [

@@ -5,33 +5,20 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import zipfile
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from helpers.files import DATA, only_run_dir, read_csv
+from helpers.files import DATA, only_run_dir, read_csv, wheel_bytes
 
 from iobench.__main__ import main
 from iobench.run.facts import fstype_of
 from iobench.rundir.folder import SAMPLE_COLUMNS, SCHEMA_VERSION, TRIAL_COLUMNS
 from iobench.stats import percentile
-from iobench.wheels.profile import load_profile
-from iobench.wheels.cache import cached_wheels
 
 TINY = DATA / "tiny.toml"
 
 pytestmark = pytest.mark.e2e
-
-TINY_PROFILE = Path(__file__).parent / "data" / "tiny-profile.toml"
-
-
-def _wheel_bytes() -> tuple[int, int]:
-    """(total .whl bytes, files in the wheels) of the tiny profile as the index serves them."""
-    house = cached_wheels(load_profile(str(TINY_PROFILE)))
-    wheels = sorted(house.glob("*.whl"))
-    files = sum(len(zipfile.ZipFile(w).infolist()) for w in wheels)
-    return sum(w.stat().st_size for w in wheels), files
 
 
 def _run(argv: list[str]) -> int:
@@ -68,7 +55,7 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
         ["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"]
     )
     assert [int(r["position"]) for r in rows] == [0, 1, 2, 3]  # one round, in its shuffled order
-    whl_bytes, whl_files = _wheel_bytes()
+    whl_bytes, whl_files = wheel_bytes()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["schema_version"] == SCHEMA_VERSION and meta["status"] == "complete"
     assert meta["roles"]["target"]["fstype"] == "tmpfs"

@@ -15,8 +15,8 @@ import pytest
 from rich.console import Console
 
 from iobench.cli.live import LiveProgress, fmt_duration
-from iobench.trial.progress import PlainProgress, trial_line
 from iobench.rundir.records import TrialRow
+from iobench.trial.progress import PlainProgress, trial_line
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 

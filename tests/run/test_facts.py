@@ -49,6 +49,7 @@ def test_recorded_environment_is_allow_listed_and_redacted(monkeypatch: pytest.M
     }
 
 
+@pytest.mark.venv
 def test_pip_config_hides_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     conf = tmp_path / "pip.conf"
     conf.write_text(
@@ -88,6 +89,7 @@ def test_redact_file_rewrites_a_kept_log(tmp_path: Path) -> None:
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
+@pytest.mark.venv
 def test_pip_host_is_what_pip_version_prints_and_prefetch_gives_the_same_facts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +113,7 @@ def test_pip_host_is_what_pip_version_prints_and_prefetch_gives_the_same_facts(
     assert any("'9'" in line for line in facts.pip_config(isolated=False)["config_list"])
 
 
+@pytest.mark.venv
 def test_facts_not_ready_when_meta_json_is_written_come_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

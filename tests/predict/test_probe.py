@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from iobench.predict import probe, probes
 from iobench.__main__ import main
+from iobench.predict import probe, probes
 
 RATES = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir")
 

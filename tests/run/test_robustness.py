@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.files import DATA, only_run_dir, read_csv
-from test_run_e2e import TINY_PROFILE
+from helpers.files import DATA, TINY_PROFILE, only_run_dir, read_csv
 
 from iobench.__main__ import main
 
@@ -536,9 +535,9 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
     from iobench.cli.run import run_request
     from iobench.errors import LockLostError
     from iobench.run import plan as run_plan
+    from iobench.run.runner import Runner
     from iobench.system.lock import TargetLock, read_lock
     from iobench.trial.progress import PlainProgress
-    from iobench.run.runner import Runner
 
     target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
     target.mkdir()

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from iobench.trial import installers
-from iobench.trial.installers import IndexSpec, Pip, Uv
-from iobench.trial.process import PhaseResult
-from iobench.trial.progress import PlainProgress
 from iobench.rundir.records import TrialRow
-from iobench.trial.sampler import SamplerResult
 from iobench.scenario.load import Config
 from iobench.system.scratch import Scratch
+from iobench.trial import installers
 from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.install import Install, label_download
+from iobench.trial.installers import IndexSpec, Pip, Uv
 from iobench.trial.outcome import Stop, check
+from iobench.trial.process import PhaseResult
+from iobench.trial.progress import PlainProgress
+from iobench.trial.sampler import SamplerResult
 from iobench.trial.steps import Trial, set_derived_fields
 from iobench.trial.workloads import run_trial
 
@@ -48,6 +48,7 @@ def _ctx(tmp_path: Path, python: str | None = None) -> TrialContext:
 CFG = Config("naive", "target", "tmp", "off", compile="off")
 
 
+@pytest.mark.venv
 def test_a_failing_venv_creator_gives_a_failed_row(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path, python=str(tmp_path / "no-such-python"))
     result = run_trial(ctx, TrialSpec(CFG, repeat=2, round=2, position=1))

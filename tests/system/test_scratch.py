@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.files import DATA
 
 from iobench.__main__ import main
 from iobench.errors import SafetyError, UsageError
@@ -253,6 +254,7 @@ def test_clean_spares_folders_a_live_process_works_in(tmp_path: Path) -> None:
     assert kept == [] and not crashed.root.exists()
 
 
+@pytest.mark.lab
 def test_removal_never_descends_into_a_mount(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to mount")
@@ -300,7 +302,7 @@ def test_iobench_run_refuses_a_tmp_scratch_planted_by_another_user(
     subprocess.run(argv, capture_output=True, text=True, check=True)
     target = tmp_path / "target"
     target.mkdir()
-    tiny = Path(__file__).parent / "data" / "tiny.toml"
+    tiny = DATA / "tiny.toml"
     rc = main(
         [
             "run",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from iobench.cli.cost import add_cost_arguments, cost_options_from_args
 from iobench.cost import prices
-from iobench.system import gpu
 from iobench.cost.idle import (
     CostOptions,
     idle_cost_usd,
@@ -22,11 +22,11 @@ from iobench.cost.idle import (
     resolve_price,
     storage_cost_usd,
 )
-from iobench.cli.cost import add_cost_arguments, cost_options_from_args
 from iobench.cost.prices import find_preset, format_usd, load_presets, match_detected
 from iobench.errors import IOBenchError, UsageError
-from iobench.system.gpu import detect_gpus, ec2_instance_type, parse_nvidia_smi
 from iobench.rundir.meta import GpuInfo
+from iobench.system import gpu
+from iobench.system.gpu import detect_gpus, ec2_instance_type, parse_nvidia_smi
 
 # --- the price table ---------------------------------------------------------------------------
 
