@@ -130,15 +130,16 @@ def lab_deps(session: nox.Session) -> None:
 
 
 #: the quick tier: every test without a marker of the heavier tiers (tests/conftest.py)
-QUICK = "not (e2e or lab or slow or timing or venv or run)"
+QUICK = "not (e2e or lab or slow or timing or venv or run or charts)"
 
 
 @nox.session(python=PYTHON)
 def quick(session: nox.Session) -> None:
-    """The quick tier while editing (under a minute): the unmarked tests, pytest's cache on
-    (``nox -s quick -- --lf`` runs the last failures first)."""
+    """The quick tier while editing (under a minute): the unmarked tests, on every core
+    (pytest-xdist: none of them asserts a duration), pytest's cache on (``nox -s quick --
+    --lf`` runs the last failures first)."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-q", "-m", QUICK, "--durations=5", *session.posargs)
+    session.run("pytest", "-q", "-n", "auto", "-m", QUICK, "--durations=5", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -87,7 +87,7 @@ def disk_dir(tmp_path: Path) -> Path:
 
 # ------------------------------------------------------------------------------- the tiers
 #: the markers of the tiers beyond the quick one (pyproject.toml registers them)
-HEAVY = ("e2e", "lab", "slow", "timing", "venv", "run")
+HEAVY = ("e2e", "lab", "slow", "timing", "venv", "run", "charts")
 #: fixtures whose use marks a test: a mount needs root (lab), a real run is an e2e test
 FIXTURE_MARKS = {"tmpfs": "lab", "volume": "lab", "real_run": "e2e", "tiny_run_dir": "e2e"}
 #: what an unmarked test must not start: (words of the command line) -> the marker it needs

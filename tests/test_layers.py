@@ -8,6 +8,7 @@ import is still a dependency a reader has to follow."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,7 @@ def imports_of(path: Path) -> Iterator[Import]:
     yield from walk(tree, False)
 
 
+@functools.cache
 def all_imports() -> list[Import]:
     return [i for p in sorted(PACKAGE.rglob("*.py")) for i in imports_of(p)]
 

@@ -27,6 +27,7 @@ def test_report_of_a_real_run_matches_its_trials(real_run: Path) -> None:
     assert not result.warnings
 
 
+@pytest.mark.charts
 def test_outputs_exist_and_html_is_self_contained(run_dir: Path) -> None:
     result = build_report(run_dir, CostOptions(gpu="H100"))
     pngs = [p for p in result.paths.values() if p.suffix == ".png"]
@@ -49,6 +50,7 @@ def test_outputs_exist_and_html_is_self_contained(run_dir: Path) -> None:
     assert len(data["configs"]) == 4
 
 
+@pytest.mark.charts
 def test_the_winner_s_measured_uv_link_mode_reaches_its_start_script(tmp_path: Path) -> None:
     configs = tuple(
         dataclasses.replace(c, link_mode="symlink") if c.name == "uv-local" else c
@@ -63,6 +65,7 @@ def test_the_winner_s_measured_uv_link_mode_reaches_its_start_script(tmp_path: P
     assert "the venv breaks when that cache is cleaned" in json.dumps(data["recommendation"])
 
 
+@pytest.mark.charts
 def test_out_dir_and_missing_or_corrupt_samples(run_dir: Path, tmp_path: Path) -> None:
     (run_dir / "samples" / "naive-r1.csv").unlink()
     (run_dir / "samples" / "naive-r2.csv").write_bytes(b"\x00\xff garbage \x00\n\x01")
@@ -74,14 +77,7 @@ def test_out_dir_and_missing_or_corrupt_samples(run_dir: Path, tmp_path: Path) -
     assert "warning:" in "\n".join(result.lines)
 
 
-def test_report_package_never_imports_the_runner_or_sampler() -> None:
-    import iobench.report as pkg
-
-    for path in Path(pkg.__file__).parent.glob("*.py"):
-        text = path.read_text()
-        assert not re.search(r"^\s*(from|import)\s+iobench\.(runner|sampler)\b", text, re.M), path
-
-
+@pytest.mark.charts
 def test_recorded_stalls_are_read_and_bad_stall_files_only_warn(run_dir: Path) -> None:
     run = load_run(run_dir)
     stalls = run.trial_stalls("naive-r1")
@@ -97,6 +93,7 @@ def test_recorded_stalls_are_read_and_bad_stall_files_only_warn(run_dir: Path) -
     assert load_run(run_dir).trial_stalls("naive-r1") is None
 
 
+@pytest.mark.charts
 def test_a_report_rebuilt_without_a_price_drops_the_old_cost_chart(tmp_path: Path) -> None:
     run_dir = rf.make_run_dir(tmp_path, gpu=None)  # no detected GPU: no price unless given
     build_report(run_dir, CostOptions(gpu="H100"))
@@ -106,6 +103,7 @@ def test_a_report_rebuilt_without_a_price_drops_the_old_cost_chart(tmp_path: Pat
     assert (run_dir / "time_to_ready.png").is_file()
 
 
+@pytest.mark.charts
 def test_the_timeline_shows_the_median_trial_even_of_two(tmp_path: Path) -> None:
     run = rf.make_run_dir(tmp_path, repeats=2)
     result = build_report(run)
@@ -116,6 +114,7 @@ def test_the_timeline_shows_the_median_trial_even_of_two(tmp_path: Path) -> None
         assert trial_id == times.index[0], (config, times)  # of two: the faster middle one
 
 
+@pytest.mark.charts
 def test_a_report_without_charts_writes_every_file_but_the_pictures(run_dir: Path) -> None:
     result = build_report(run_dir, charts=False)
     assert not list(run_dir.glob("*.png")) and not any(

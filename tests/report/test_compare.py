@@ -24,6 +24,7 @@ H100_META = {
 }
 
 
+@pytest.mark.charts
 def test_compare_two_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = rf.make_run_dir(
         tmp_path / "r", run_id="20261130-120000-pod-a-torch", label="pod A", gpu=H100_META
@@ -63,6 +64,7 @@ def test_compare_two_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "| config | pod A median | pod B median | pod B vs pod A |" in capsys.readouterr().out
 
 
+@pytest.mark.charts
 def test_compare_needs_two_runs_and_labels_stay_unique(tmp_path: Path) -> None:
     a = rf.make_run_dir(tmp_path)
     with pytest.raises(UsageError, match="at least two"):
@@ -73,6 +75,7 @@ def test_compare_needs_two_runs_and_labels_stay_unique(tmp_path: Path) -> None:
     assert len(set(result.labels)) == 2
 
 
+@pytest.mark.charts
 def test_compare_never_writes_into_a_results_folder_it_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -91,6 +94,7 @@ def test_compare_never_writes_into_a_results_folder_it_reads(
     assert result.out_dir.parent == tmp_path and result.out_dir.name.startswith("iobench-compare-")
 
 
+@pytest.mark.charts
 def test_compare_warns_about_contended_and_single_trial_runs(tmp_path: Path) -> None:
     a = rf.make_run_dir(tmp_path / "a", run_id="20261130-120000-pod-a-torch")
     b = rf.make_run_dir(tmp_path / "b", run_id="20261130-150000-pod-b-torch", repeats=1, seed=7)

@@ -25,6 +25,7 @@ def test_cli_report_of_a_real_run(real_run: Path, capsys: pytest.CaptureFixture[
     }
 
 
+@pytest.mark.charts
 def test_cli_report_ok(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["report", str(run_dir), "--gpu", "H200", "--starts-per-month", "100"]) == (
         0,

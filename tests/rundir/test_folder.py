@@ -408,6 +408,7 @@ def test_a_d8a1c15_run_loads_through_the_new_loader() -> None:
     assert set(state.roles) == {"target", "tmp"} and state.scenario.name == "tiny"
 
 
+@pytest.mark.charts
 def test_a_d8a1c15_run_still_reports_and_compares(tmp_path: Path) -> None:
     a, b = tmp_path / "results" / "a", tmp_path / "results" / "b"
     shutil.copytree(OLD, a)
