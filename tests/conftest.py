@@ -94,7 +94,6 @@ FIXTURE_MARKS = {"tmpfs": "lab", "volume": "lab", "real_run": "e2e", "tiny_run_d
 _PROGRAMS = {
     "pip": "venv", "pip3": "venv", "uv": "venv", "virtualenv": "venv",
     "mount": "lab", "umount": "lab", "fusermount3": "lab", "sshfs": "lab", "sshd": "lab",
-    "mksquashfs": "venv", "squashfuse": "lab",
 }  # fmt: skip
 _MODULES = {"pip": "venv", "virtualenv": "venv", "venv": "venv", "iobench.lab.daemon": "lab"}
 

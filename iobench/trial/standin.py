@@ -4,7 +4,8 @@ tests (as hyperfine tests its runner on a mock executor and pyperf on a fake tim
 Each timed step is a real process run through the same phase runner, sampler and watchdog as
 an install's: ``mkdir`` makes the folder (the "venv" phase), a small Python writer writes N
 files of a set size at a set rate into it from one pre-made buffer (the "install" phase),
-and ``test -e`` checks the first file (the "import" phase). Its ``[workload]`` table sets
+and ``test -e`` checks the first file (the "import" phase); a ``pyvenv.cfg`` marks the folder
+as the venv it stands for, which a start-up strategy will pack. Its ``[workload]`` table sets
 the rest, and ``[workload.by_config.NAME]`` changes any of it for one config:
 
 - ``files`` (40), ``kb`` (4): how many files, how large;
@@ -39,6 +40,8 @@ import os, sys, time
 folder, n, size, rate, delay, pause, code = sys.argv[1:8]
 n, size, rate, delay, pause = int(n), int(size), float(rate), float(delay), float(pause)
 buf = b"x" * size
+with open(os.path.join(folder, "pyvenv.cfg"), "w") as fh:  # what a strategy packs is a venv
+    fh.write("home = (iobench's stand-in workload)\\n")
 t0 = time.monotonic()
 for i in range(n):
     if pause and i == n // 2:
@@ -181,7 +184,7 @@ class StandIn:
         return check(r, "ready check")
 
     def measured(self, t: Trial, result: SamplerResult) -> None:
-        t.row.files_installed = sum(1 for _ in self.built.iterdir())
+        t.row.files_installed = sum(1 for _ in self.built.glob("f*"))
 
     def after(self, t: Trial, stop: Stop | None) -> None:
         if stop is None and t.ctx.lifecycle:

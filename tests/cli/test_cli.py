@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import standin
 from helpers.files import DATA, only_run_dir
 
 from iobench import __version__
@@ -260,52 +261,34 @@ def _quiet_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def exported_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """One tiny trial run with every export: JSON on stdout, Markdown and CSV to files."""
+    """One stand-in run (its report built) with every export: JSON on stdout, Markdown and
+    CSV to files; `iobench run` as a process of its own, as a user starts it."""
     base = tmp_path_factory.mktemp("exported")
-    target, tmp = base / "target", base / "tmp"
-    target.mkdir()
-    tmp.mkdir()
     md, table = base / "summary.md", base / "summary.csv"
-    argv = [
-        IOBENCH,
-        "run",
-        "--scenario",
-        str(TINY),
-        "--configs",
-        "naive,venv-on-tmp",
-        "--target",
-        str(target),
-        "--tmp",
-        str(tmp),
-        "--results",
-        str(base / "results"),
-        "--label",
-        "exports",
-        "--export-json",
-        "-",
-        "--export-markdown",
-        str(md),
-        "--export-csv",
-        str(table),
-    ]
+    path = standin.scenario(base, "rate = 200\n")
+    argv = [IOBENCH, *standin.argv(base, path, "--label", "exports", "--export-json", "-",
+            "--export-markdown", str(md), "--export-csv", str(table))]  # fmt: skip
+    argv.remove("--no-report")  # the exports come from the report
     proc = subprocess.run(
         argv, capture_output=True, text=True, cwd=base, env=_quiet_env(), timeout=300
     )
     return {"proc": proc, "base": base, "md": md, "csv": table}
 
 
-@pytest.mark.e2e
+@pytest.mark.run
+@pytest.mark.charts
 def test_run_ok_exits_0_and_stdout_is_the_json_export(exported_run: dict) -> None:
     proc = exported_run["proc"]
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)  # stdout holds the export alone; the console went to stderr
-    assert data["format"] and data["label"] == "exports" and data["scenario"] == "tiny"
+    assert data["format"] and data["label"] == "exports" and data["scenario"] == "standin"
     assert {c["config"] for c in data["configs"]} == {"naive", "venv-on-tmp"}
     assert data["winner"] in ("naive", "venv-on-tmp")
     assert "results: " in proc.stderr and "export markdown: " in proc.stderr
 
 
-@pytest.mark.e2e
+@pytest.mark.run
+@pytest.mark.charts
 def test_markdown_and_csv_exports_parse_back(exported_run: dict) -> None:
     run_dir = only_run_dir(exported_run["base"] / "results")
     rows = list(csv.DictReader(io.StringIO(exported_run["csv"].read_text())))
@@ -320,7 +303,8 @@ def test_markdown_and_csv_exports_parse_back(exported_run: dict) -> None:
     assert any("naive" in line for line in table) and any("venv-on-tmp" in line for line in table)
 
 
-@pytest.mark.e2e
+@pytest.mark.run
+@pytest.mark.charts
 def test_list_shows_the_stored_run(exported_run: dict, capsys) -> None:
     results = exported_run["base"] / "results"
     assert main(["list", str(results)]) == 0
@@ -328,20 +312,21 @@ def test_list_shows_the_stored_run(exported_run: dict, capsys) -> None:
     assert out[0].split() == ["run", "label", "scenario", "status", "ok/all", "winner"]
     winner = json.loads(exported_run["proc"].stdout)["winner"]
     status = json.loads(next(results.glob("*/meta.json")).read_text())["status"]
-    assert len(out) == 2 and out[1].split()[1:] == ["exports", "tiny", status, "2/2", winner]
+    assert len(out) == 2 and out[1].split()[1:] == ["exports", "standin", status, "4/4", winner]
     assert main(["list", str(results), "--format", "json"]) == 0
     [entry] = json.loads(capsys.readouterr().out)
-    assert entry["label"] == "exports" and entry["winner"] == winner and entry["ok"] == 2
+    assert entry["label"] == "exports" and entry["winner"] == winner and entry["ok"] == 4
 
 
-@pytest.mark.e2e
+@pytest.mark.run
+@pytest.mark.charts
 def test_resume_of_a_finished_run_has_nothing_to_do_and_keeps_it(
     exported_run: dict, capsys
 ) -> None:
     run_dir = only_run_dir(exported_run["base"] / "results")
     before = {p.name: p.read_bytes() for p in (run_dir / "meta.json", run_dir / "trials.csv")}
     assert main(["run", "--resume", str(run_dir), "--no-report"]) == 0
-    assert capsys.readouterr().out.startswith(f"nothing to do: all 2 trials of {run_dir} are done")
+    assert capsys.readouterr().out.startswith(f"nothing to do: all 4 trials of {run_dir} are done")
     assert {p: (run_dir / p).read_bytes() for p in before} == before  # ended_at kept
 
 
@@ -353,26 +338,11 @@ def test_list_env_default_and_empty_and_bad(tmp_path: Path, capsys, monkeypatch)
     assert "is not a folder" in _one_error(_err(capsys))
 
 
-@pytest.mark.e2e
 def test_failed_trials_exit_1_even_with_allow_failures_when_a_config_has_none(
-    tmp_path: Path, capsys
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = [
-        "run",
-        "--scenario",
-        str(TINY),
-        "--configs",
-        "naive",
-        "--target",
-        str(tmp_path),
-        "--results",
-        str(tmp_path / "r"),
-        "--quiet",
-        "--allow-failures",
-        "--package",
-        "tiny-core @ http://127.0.0.1:9/nothing-here/tiny_core-1.0-py3-none-any.whl",
-    ]
-    assert main(argv) == 1
+    path = standin.scenario(tmp_path, "exit = 1\n", configs=standin.NAIVE, repeats=1)
+    assert main(standin.argv(tmp_path, path, "--quiet", "--allow-failures")) == 1
     err = capsys.readouterr().err
     assert "1 trial(s) did not succeed: naive-r1" in err and "Traceback" not in err
 

@@ -1,0 +1,82 @@
+"""Runs of the stand-in workload (iobench/trial/standin.py): the runner's plumbing at about
+a second a run, through the same `iobench run` a user types, in-process or as a process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.files import only_run_dir
+from iobench.__main__ import main
+
+#: one config, writing on the target
+NAIVE = """
+[configs.naive]
+venv = "target"
+tmpdir = "target"
+cache = "off"
+"""
+#: two configs: naive writes on the target, venv-on-tmp on tmp
+CONFIGS = (
+    NAIVE
+    + """
+[configs.venv-on-tmp]
+venv = "tmp"
+tmpdir = "tmp"
+cache = "off"
+"""
+)
+
+
+def scenario(tmp_path: Path, workload: str = "", configs: str = CONFIGS, repeats: int = 2) -> Path:
+    """A stand-in scenario file: its ``[workload]`` table's lines and its configs."""
+    path = tmp_path / "standin.toml"
+    path.write_text(
+        f'[scenario]\nname = "standin"\nkind = "standin"\nrepeats = {repeats}\n\n'
+        f"[workload]\nfiles = 20\nkb = 4\n{workload}\n{configs}"
+    )
+    return path
+
+
+def roles(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(target, tmp, results) folders under tmp_path (the first two made)."""
+    target, tmp, results = tmp_path / "target", tmp_path / "tmp", tmp_path / "results"
+    target.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    return target, tmp, results
+
+
+def argv(tmp_path: Path, path: Path, *options: str) -> list[str]:
+    """`iobench run` of scenario ``path`` on the roles of :func:`roles`, without a report."""
+    target, tmp, results = roles(tmp_path)
+    return ["run", "--scenario", str(path), "--target", str(target), "--tmp", str(tmp),
+            "--results", str(results), "--no-report", *options]  # fmt: skip
+
+
+def run(tmp_path: Path, workload: str = "", *options: str, **kw: object) -> tuple[int, Path]:
+    """Run a stand-in scenario in-process; its exit status and run folder."""
+    path = scenario(tmp_path, workload, **kw)  # type: ignore[arg-type]
+    rc = main(argv(tmp_path, path, *options))
+    return rc, only_run_dir(tmp_path / "results")
+
+
+def process(tmp_path: Path, path: Path, *options: str) -> subprocess.Popen[str]:
+    """`python -m iobench run` of a stand-in scenario as a process of its own (stdout and
+    stderr piped, unbuffered), for what only a real process shows: signals, exit status."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "iobench", *argv(tmp_path, path, *options)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def scratch_left(*folders: Path) -> dict[str, set[str]]:
+    """What is left in each role's scratch folder besides its sentinel (a clean run: nothing)."""
+    out = {}
+    for folder in folders:
+        scratch = folder / ".iobench-scratch"
+        names = {p.name for p in scratch.iterdir()} if scratch.exists() else set()
+        out[str(folder)] = names - {".iobench-sentinel"}
+    return out
