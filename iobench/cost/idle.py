@@ -1,4 +1,5 @@
-"""GPU price presets and the idle-cost model: what a slow cold start costs in rented GPUs.
+"""The idle-cost model: what a slow cold start costs in rented GPUs, from the price the user
+gave or the preset of the GPU the run detected (``iobench.cost.prices``).
 
 The model is deliberately plain so that anyone can redo it by hand:
 
@@ -8,9 +9,8 @@ The model is deliberately plain so that anyone can redo it by hand:
   (optional: metered volumes make "faster" and "cheaper" two different questions);
 * per month            = (GPU idle + storage) per start x starts per month.
 
-Presets live in ``iobench/cost/gpu_prices.csv``: one row per GPU or whole instance, with
-the provider, the page the price came from and its date. Prices drift; every report prints
-the preset it used, and ``--gpu-price`` overrides any of them.
+Every report prints the price it used and where it came from; ``--gpu-price`` overrides any
+preset.
 """
 
 from __future__ import annotations
