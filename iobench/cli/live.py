@@ -33,8 +33,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from iobench.rundir.records import TrialRow
-from iobench.trial.progress import fmt_bytes, trial_line
+from iobench.rundir.records import STALL_WORDS, TrialRow
+from iobench.trial.progress import trial_line
+from iobench.units import fmt_bytes
 
 _RATE_WINDOW_S = 1.0  # write rate: bytes advanced over the newest second of samples
 _BAD = {"failed": "red", "stalled": "bold red", "interrupted": "yellow"}
@@ -206,7 +207,7 @@ class LiveProgress:
     @staticmethod
     def stall_text(t: _Trial) -> str:
         return (
-            f" STALL: no read or write progress for {t.stall_s:.0f} s in {t.phase}"
+            f" STALL: {STALL_WORDS} for {t.stall_s:.0f} s in {t.phase}"
             f" (D-state {t.dstate or 0}, iowait {t.iowait_pct or 0:.0f} %) "
         )
 
@@ -259,7 +260,7 @@ class LiveProgress:
             t.stall_warned = True
             self._print(
                 Text(
-                    f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)",
+                    f"  {trial_id}: {STALL_WORDS} for {stall_s:.0f} s in {phase} (stall)",
                     style="red",
                 )
             )

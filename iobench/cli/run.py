@@ -111,13 +111,13 @@ def _add_what(p: argparse.ArgumentParser) -> None:
     what.add_argument("--index-url", metavar="URL", help="install from this package index instead")
     what.add_argument(
         "--index-mbit",
-        dest="index_mbps",
+        dest="index_mbit",
         type=positive_float,
         metavar="MBIT",
         help="cap the loopback index at this many megabits/s",
     )
     what.add_argument(
-        "--index-mbps", dest="index_mbps", type=positive_float, help=argparse.SUPPRESS
+        "--index-mbps", dest="index_mbit", type=positive_float, help=argparse.SUPPRESS
     )  # deprecated spelling of --index-mbit (same unit)
     what.add_argument(
         "--python",
@@ -337,6 +337,8 @@ def run_request(args: argparse.Namespace) -> Any:
 
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunRequest)
              if f.name not in ("cost", "command") and getattr(args, f.name, None) is not None}  # fmt: skip
+    if isinstance(given.get("repeats"), tuple):  # --repeats auto[:N], parsed as ("auto", N)
+        given["repeats"], given["repeats_auto"] = given["repeats"][1], True
     return RunRequest(
         **given, cost=cost_options_from_args(args), command=["iobench", *sys.argv[1:]]
     )

@@ -32,6 +32,7 @@ from typing import Any
 
 from iobench.errors import UsageError
 from iobench.predict.opmix import OPS
+from iobench.rundir.records import PHASES
 from iobench.wheels.profile import load_profile
 
 if sys.version_info >= (3, 11):
@@ -40,7 +41,6 @@ else:  # Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]  # not in every lint venv
 
 OPMIX_FILE = Path(__file__).parent / "opmix.toml"
-PHASES = ("venv", "download", "install", "compile", "import")
 #: how long a client trusts cached attributes: libfuse's and the lab's default (NFS: acregmin 3 s)
 ATTR_CACHE_S = 1.0
 #: a measured config gives F only when the model's storage part is at most this share of it

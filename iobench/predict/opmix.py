@@ -20,13 +20,15 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from iobench.rundir.folder import RunDir
+from iobench.rundir.records import PHASES
 from iobench.trial.warmcache import PREFIX as WARM_PREFIX  # a warm cache lives outside any trial
 
 #: operations, named as the probe names its micro-probes
 OPS = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir", "fsync")
-ROLES = ("venv", "tmpdir", "cache")
 _ROLE_DIRS = {"venv": "venv", "tmp": "tmpdir", "cache": "cache"}
 
 _HEAD = re.compile(r"^(\d+)\s+(?:(\d\d):(\d\d):(\d\d(?:\.\d+)?)\s+)?(.*)$")
@@ -296,16 +298,17 @@ def _median(values: list[float]) -> float:
 
 
 def fast_times(trials_csv: str) -> dict[str, dict[str, float]]:
-    """Median phase seconds per cache state of a run whose roles were all on tmpfs."""
-    import csv
-
-    phases = ("venv", "download", "install", "compile", "import")
-    rows = [r for r in csv.DictReader(open(trials_csv, encoding="utf-8")) if r["status"] == "ok"]
+    """Median phase seconds per cache state of a run whose roles were all on tmpfs (its
+    trials.csv read through the run directory's own reader)."""
+    rows = [r for r in RunDir(Path(trials_csv).parent).trials(latest_only=True) if r.status == "ok"]
     out: dict[str, dict[str, float]] = {}
     for state in ("cold", "warm"):
-        mine = [r for r in rows if (r["cache_state"] == "warm") == (state == "warm")]
+        mine = [r for r in rows if (r.cache_state == "warm") == (state == "warm")]
         if mine:
-            out[state] = {p: round(_median([float(r[f"{p}_s"]) for r in mine]), 3) for p in phases}
+            out[state] = {
+                p: round(_median([float(getattr(r, f"{p}_s") or 0.0) for r in mine]), 3)
+                for p in PHASES
+            }
     return out
 
 

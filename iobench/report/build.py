@@ -22,6 +22,7 @@ from iobench.report.load import Run, load_run
 from iobench.report.parallel import fork_map
 from iobench.report.recommend import Recommendation, recommend
 from iobench.report.summary import Summary, collect_sample_figures, summarize
+from iobench.rundir.meta import RunMeta
 from iobench.units import fmt_s
 
 
@@ -33,7 +34,7 @@ class ReportResult:
     out_dir: Path
     summary: Summary
     recommendation: Recommendation | None
-    meta: dict
+    meta: RunMeta
     paths: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     lifecycle: list[str] = field(
@@ -218,7 +219,7 @@ def build_report(
     summary.notes[:0] = price_notes + run.notes
     if cost_line := formats.overhead_line(run.info.overhead):  # iobench's own cost
         summary.notes.append(cost_line)
-    meta = run.info.to_json()  # meta.json as written: what recommend, formats and html read
+    meta = run.info
     rec = recommend(summary, meta)
     out = Path(out_dir) if out_dir is not None else run.path
     try:

@@ -23,6 +23,7 @@ from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
 from iobench.rundir.meta import (
     OVERHEAD_CAUSES,
     OVERHEAD_LABELS,
+    RunMeta,
     overhead_figure,
     overhead_ratio,
 )
@@ -121,7 +122,7 @@ def fastest_first(summary: Summary) -> pd.DataFrame:
 
 def summary_dict(
     summary: Summary,
-    meta: dict[str, Any],
+    meta: RunMeta,
     rec: Recommendation | None,
     warnings: list[str],
 ) -> dict[str, Any]:
@@ -131,14 +132,14 @@ def summary_dict(
         {
             "format": SUMMARY_FORMAT,
             "format_version": SUMMARY_FORMAT_VERSION,
-            "run_id": meta.get("run_id"),
-            "label": meta.get("label"),
-            "scenario": (meta.get("scenario") or {}).get("name"),
-            "status": meta.get("status"),
-            "started_at": meta.get("started_at"),
-            "ended_at": meta.get("ended_at"),
-            "host": meta.get("host"),
-            "gpu": meta.get("gpu"),
+            "run_id": meta.run_id,
+            "label": meta.label,
+            "scenario": meta.scenario.get("name"),
+            "status": meta.status,
+            "started_at": meta.started_at,
+            "ended_at": meta.ended_at,
+            "host": meta.to_json()["host"],
+            "gpu": meta.gpu,
             "baseline": summary.baseline,
             "winner": summary.winner,
             "cheapest": summary.cheapest,
@@ -193,14 +194,13 @@ def price_basis(summary: Summary) -> str:
     return label
 
 
-def table_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | None) -> list[str]:
+def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> list[str]:
     """An aligned plain-text table plus the answer, for a terminal or a log."""
-    host = (meta.get("host") or {}).get("hostname", "?")
-    scenario = (meta.get("scenario") or {}).get("name", "?")
+    host, scenario = meta.hostname or "?", meta.scenario_name
     n_trials = int(summary.table[["n_ok", "n_failed", "n_censored"]].to_numpy().sum())
     lines = [
-        f"iobench report: {scenario} on {host} (run {meta.get('run_id', '?')}, "
-        f"{n_trials} trials, {meta.get('status', '?')})",
+        f"iobench report: {scenario} on {host} (run {meta.run_id or '?'}, "
+        f"{n_trials} trials, {meta.status})",
         *summary.same_storage,
         "",
     ]
@@ -289,16 +289,15 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def markdown_lines(summary: Summary, meta: dict[str, Any], rec: Recommendation | None) -> list[str]:
+def markdown_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> list[str]:
     """A Markdown section (table, answer, code blocks) to paste into an issue or a wiki."""
-    host = (meta.get("host") or {}).get("hostname", "?")
-    scenario = (meta.get("scenario") or {}).get("name", "?")
+    host, scenario = meta.hostname or "?", meta.scenario_name
     lines = [
         f"### iobench: {scenario} on {host}",
         "",
         *[f"> **{x}**" for x in summary.same_storage],
         *([""] if summary.same_storage else []),
-        f"Run `{meta.get('run_id', '?')}` ({meta.get('status', '?')}). Medians over successful "
+        f"Run `{meta.run_id or '?'}` ({meta.status}). Medians over successful "
         f"trials; {spread_name(summary)} spread.",
         "",
         "| config | placement | ok | median time-to-ready | spread | vs "

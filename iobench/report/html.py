@@ -22,6 +22,8 @@ from iobench.report.load import PHASES
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
 from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word
+from iobench.rundir.meta import RunMeta
+from iobench.rundir.records import STALL_WORDS
 from iobench.stats import CONFIDENCE, MIN_EFFECT, MIN_TRIALS
 from iobench.units import fmt_bytes, fmt_s, fmt_share, fmt_speed, run_key
 
@@ -180,21 +182,19 @@ def diagnosis_html(summary: Summary) -> str:
     return table_html(headers, rows, num={2, 3})
 
 
-def roles_html(meta: dict[str, Any]) -> str:
+def roles_html(meta: RunMeta) -> str:
     """The places under test with their filesystem facts."""
-    roles = meta.get("roles") or {}
     rows = []
-    for name, r in roles.items():
-        r = r if isinstance(r, dict) else {}
+    for name, r in meta.roles.items():
         rows.append(
             [
                 f"<b>{esc(name)}</b>",
-                f"<code>{esc(r.get('path'))}</code>",
-                esc(r.get("fstype")),
-                esc(r.get("device")),
-                esc(r.get("mountpoint")),
-                esc(r.get("mount_options")),
-                esc(fmt_bytes(r.get("free_bytes"))) + " of " + esc(fmt_bytes(r.get("total_bytes"))),
+                f"<code>{esc(r.path)}</code>",
+                esc(r.fstype),
+                esc(r.device),
+                esc(r.mountpoint),
+                esc(r.mount_options),
+                esc(fmt_bytes(r.free_bytes)) + " of " + esc(fmt_bytes(r.total_bytes)),
             ]
         )
     return table_html(
@@ -202,26 +202,21 @@ def roles_html(meta: dict[str, Any]) -> str:
     )
 
 
-def host_html(meta: dict[str, Any]) -> str:
+def host_html(meta: RunMeta) -> str:
     """Host, GPU, versions and index: enough to tell two pods apart."""
-    host = meta.get("host") or {}
-    versions = meta.get("versions") or {}
-    gpu = meta.get("gpu") or {}
-    index = meta.get("index") or {}
+    host, gpu, index = meta.host, meta.gpu_info, meta.index
     items = [
-        ("host", host.get("hostname")),
-        ("platform", host.get("platform")),
-        ("CPU", f"{host.get('cpu_count', '?')} x {host.get('cpu_model', '?')}"),
-        ("memory", fmt_bytes(host.get("memory_bytes"))),
+        ("host", host.hostname),
+        ("platform", host.platform),
+        ("CPU", f"{host.cpu_count or '?'} x {host.cpu_model or '?'}"),
+        ("memory", fmt_bytes(host.memory_bytes)),
         (
             "GPU",
-            f"{gpu.get('count', 1)} x {gpu.get('name')} (driver {gpu.get('driver') or '?'})"
-            if gpu
-            else "none detected",
+            f"{gpu.count} x {gpu.name} (driver {gpu.driver or '?'})" if gpu else "none detected",
         ),
-        ("versions", versions_text(versions)),
-        ("package index", f"{index.get('kind', '?')} {index.get('url') or ''}".strip()),
-        ("sampling", f"{meta.get('sample_hz', '?')} Hz"),
+        ("versions", versions_text(meta.versions)),
+        ("package index", f"{index.kind} {index.url}".strip() if index else "?"),
+        ("sampling", f"{meta.sample_hz if meta.sample_hz is not None else '?'} Hz"),
     ]
     rows = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in items)
     return f"<table><tbody>{rows}</tbody></table>"
@@ -238,13 +233,11 @@ def versions_text(versions: dict[str, Any]) -> str:
     return "; ".join([", ".join(flat), *nested]) if nested else ", ".join(flat)
 
 
-def roles_line(meta: dict[str, Any]) -> str:
+def roles_line(meta: RunMeta) -> str:
     """``target = /workspace (nfs4) · tmp = /tmp (overlay)``: the words the tables use."""
-    roles = meta.get("roles") or {}
     bits = [
-        f"<b>{esc(n)}</b> = <code>{esc((r or {}).get('path'))}</code> ({esc((r or {}).get('fstype'))})"
-        for n, r in roles.items()
-        if isinstance(r, dict)
+        f"<b>{esc(n)}</b> = <code>{esc(r.path)}</code> ({esc(r.fstype)})"
+        for n, r in meta.roles.items()
     ]
     return "Roles: " + " · ".join(bits) if bits else ""
 
@@ -351,7 +344,7 @@ def method_html(summary: Summary) -> str:
         "(from at least "
         f"{rules.MIN_DROP_MBPS:g} MB/s), found with one least-squares change point; the "
         "timeline marks it and draws both means. A <b>stall</b> is what the run recorded "
-        "(stalls.csv: no read or write progress for <code>--stall-after</code> seconds); a "
+        f"(stalls.csv: {STALL_WORDS} for <code>--stall-after</code> seconds); a "
         f"<b>write gap</b> is a stretch of {rules.WRITE_GAP_MIN_S:g} s or more without installer "
         "writes, drawn on timelines of runs that recorded no stalls.</li></ul>"
     )
@@ -380,16 +373,14 @@ def bottleneck_rules_html() -> str:
 
 def render_report(
     summary: Summary,
-    meta: dict[str, Any],
+    meta: RunMeta,
     rec: Recommendation | None,
     charts: dict[str, Path | None],
     timelines: dict[str, Path],
     warnings: list[str],
 ) -> str:
     """The whole report page as a string."""
-    host = (meta.get("host") or {}).get("hostname", "?")
-    scenario = meta.get("scenario") or {}
-    title = f"iobench: {scenario.get('name', '?')} on {host}"
+    title = f"iobench: {meta.scenario_name} on {meta.hostname or '?'}"
     body = [f"<h1>{esc(title)}</h1>", *_head_html(summary, meta)]
     body.append(answer_html(summary, rec))
     body.append(recommendation_html(rec))
@@ -410,19 +401,18 @@ def render_report(
     return page(title, "\n".join(body))
 
 
-def _head_html(summary: Summary, meta: dict[str, Any]) -> list[str]:
+def _head_html(summary: Summary, meta: RunMeta) -> list[str]:
     """The line under the title (run, status, trials, times, roles) and what to read first."""
     n = int(summary.table[["n_ok", "n_failed", "n_censored"]].to_numpy().sum())
     sub = (
-        f"Run <code>{esc(meta.get('run_id'))}</code> · {esc(meta.get('status'))} · {n} trials "
-        f"({esc(summary.trials_per_config())}) · {esc(meta.get('started_at'))} → "
-        f"{esc(meta.get('ended_at'))}"
-        + (f" · label {esc(meta.get('label'))}" if meta.get("label") else "")
+        f"Run <code>{esc(meta.run_id)}</code> · {esc(meta.status)} · {n} trials "
+        f"({esc(summary.trials_per_config())}) · {esc(meta.started_at)} → {esc(meta.ended_at)}"
+        + (f" · label {esc(meta.label)}" if meta.label else "")
     )
     out = [f'<p class="sub">{sub}<br>{roles_line(meta)}</p>', same_storage_html(summary)]
-    if meta.get("status") not in (None, "complete"):
+    if meta.status != "complete":
         out.append(
-            f'<div class="warn">This run is {esc(meta.get("status"))}: figures cover the trials '
+            f'<div class="warn">This run is {esc(meta.status)}: figures cover the trials '
             "finished so far.</div>"
         )
     return out

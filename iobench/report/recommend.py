@@ -20,10 +20,8 @@ iobench's clone is replaced by the clone's parent.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from iobench.cost.month import crossings, monthly
 from iobench.cost.prices import format_usd as usd
@@ -41,6 +39,7 @@ from iobench.report.script import (
     venv_lines,
 )
 from iobench.report.summary import Summary
+from iobench.rundir.meta import RunMeta
 from iobench.units import fmt_s
 
 
@@ -91,9 +90,7 @@ class Recommendation:
         return text + "."
 
 
-def recommend(
-    summary: Summary, meta: Mapping[str, Any], own: Path | None = None
-) -> Recommendation | None:
+def recommend(summary: Summary, meta: RunMeta, own: Path | None = None) -> Recommendation | None:
     """The start script for a verdict that earned one (kind ``advice``), else None; in a run
     with start-up strategies, the cheapest strategy's over a month (:func:`lifecycle_advice`)."""
     if summary.has_restarts:
@@ -101,7 +98,7 @@ def recommend(
     verdict = summary.verdict
     if not verdict.advise or verdict.advised is None:
         return None
-    roles = meta.get("roles") or {}
+    roles = meta.roles
     table = summary.table.set_index("config")
     win = table.loc[verdict.advised].to_dict()
     installer = str(win.get("installer") or "pip")
@@ -200,7 +197,7 @@ def _where_advice_changes(section: LifecycleSection) -> str:
 
 
 def lifecycle_advice(
-    summary: Summary, meta: Mapping[str, Any], own: Path | None = None
+    summary: Summary, meta: RunMeta, own: Path | None = None
 ) -> Recommendation | None:
     """The start script of the cheapest config over a month at the user's starts a month."""
     section = summary.lifecycle
@@ -210,7 +207,7 @@ def lifecycle_advice(
     row, table = section.row(config) or {}, summary.table.set_index("config")
     win = table.loc[config].to_dict()
     strategy = str(row.get("strategy") or win.get("strategy") or "reinstall")
-    roles = meta.get("roles") or {}
+    roles = meta.roles
     installer, creator = str(win.get("installer") or "pip"), creator_of(win)
     pairs, place_notes = env_for(win, roles, own)
     lost, redo = TRADE_OFFS.get(strategy, ("", ""))

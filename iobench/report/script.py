@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from iobench.report.verdict import same_filesystem
+from iobench.rundir.meta import RoleInfo, RunMeta
 from iobench.units import fmt_s
 
 SCRATCH = ".iobench-scratch"
@@ -29,14 +30,7 @@ DOCKER_SHM_MB = 64
 
 
 SCRATCH = ".iobench-scratch"
-
-
 DOCKER_SHM_MB = 64
-
-
-def _role(roles: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = roles.get(name)
-    return value if isinstance(value, Mapping) else {}
 
 
 def iobench_clone(path: str) -> Path | None:
@@ -54,14 +48,14 @@ def iobench_clone(path: str) -> Path | None:
 
 
 def user_path(
-    roles: Mapping[str, Any], name: str, own: Path | None = None
+    roles: Mapping[str, RoleInfo], name: str, own: Path | None = None
 ) -> tuple[str, str | None]:
     """A role's folder for the script, and a note when it had to be moved out of iobench's own.
 
     A path inside a ``.iobench-scratch`` folder becomes the folder holding it; a path inside
     iobench's clone (``own``) becomes the clone's parent (the same filesystem, the user's).
     """
-    raw = _role(roles, name).get("path")
+    raw = roles[name].path if name in roles else ""
     if not raw:
         return "/" + name, f"meta.json records no path for role '{name}'; the script uses /{name}"
     path = posixpath.normpath(str(raw))
@@ -84,7 +78,7 @@ def _q(path: str) -> str:
 
 
 def env_for(
-    config: Mapping[str, Any], roles: Mapping[str, Any], own: Path | None = None
+    config: Mapping[str, Any], roles: Mapping[str, RoleInfo], own: Path | None = None
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """(variable, value) pairs for one config's placement, and notes about them."""
     installer = str(config.get("installer") or "pip")
@@ -139,15 +133,15 @@ def env_for(
     return pairs, notes
 
 
-def caveats(config: Mapping[str, Any], roles: Mapping[str, Any]) -> list[str]:
+def caveats(config: Mapping[str, Any], roles: Mapping[str, RoleInfo]) -> list[str]:
     """What a user must know about the places the script uses (one sentence each)."""
     out = []
     used = {str(config.get(c) or "") for c in ("venv_role", "tmpdir_role", "cache_role")}
     for name in sorted(used - {"", "off"}):
-        role = _role(roles, name)
-        if role.get("fstype") == "tmpfs":
+        role = roles.get(name)
+        if role is not None and role.fstype == "tmpfs":
             out.append(
-                f"{role.get('path') or name} is tmpfs: it is RAM (it counts against the pod's "
+                f"{role.path or name} is tmpfs: it is RAM (it counts against the pod's "
                 "memory), it is emptied at every restart, and in a Docker container /dev/shm "
                 f"holds only {DOCKER_SHM_MB} MB unless started with --shm-size (e.g. --shm-size=16g)"
             )
@@ -159,7 +153,8 @@ def caveats(config: Mapping[str, Any], roles: Mapping[str, Any]) -> list[str]:
         )
     venv_role = str(config.get("venv_role") or "")
     restored = str(config.get("strategy") or "") in ("packed-venv", "copied-venv")
-    if not restored and (venv_role == "tmp" or _role(roles, venv_role).get("fstype") == "tmpfs"):
+    venv_fs = roles[venv_role].fstype if venv_role in roles else ""
+    if not restored and (venv_role == "tmp" or venv_fs == "tmpfs"):
         out.append(
             "the venv lives on tmp, which does not survive a restart: the start script must "
             "rebuild it (and reinstall every package) at every start"
@@ -238,12 +233,10 @@ def stock_difference(table: pd.DataFrame, config: Mapping[str, Any], creator: st
     )
 
 
-def venv_lines(
-    meta: Mapping[str, Any], creator: str = "virtualenv", difference: str = ""
-) -> list[str]:
+def venv_lines(meta: RunMeta, creator: str = "virtualenv", difference: str = "") -> list[str]:
     """Make the venv the way the trials did where this machine can, else as a stock python3
     does (``python3 -m venv``), saying which the trials used and how the other compared."""
-    venv = (meta.get("versions") or {}).get("venv") or {}
+    venv = meta.versions.get("venv") or {}
     venv = venv if isinstance(venv, Mapping) else {}
     made = _CREATOR_NAMES[creator]
     if creator == "virtualenv" and venv.get("virtualenv"):
@@ -307,7 +300,7 @@ def _comments(texts: list[str], width: int = 92) -> list[str]:
 def shell_lines(
     pairs: list[tuple[str, str]],
     installer: str,
-    meta: Mapping[str, Any],
+    meta: RunMeta,
     comments: list[str],
     creator: str = "virtualenv",
     difference: str = "",
@@ -358,11 +351,11 @@ def dockerfile_lines(pairs: list[tuple[str, str]], comments: list[str]) -> list[
 _ANY_SCRATCH = re.compile(r"/\.iobench-scratch/[^/\s'\"]+/[^/\s'\"]+")
 
 
-def user_command(command: str, roles: Mapping[str, Any], own: Path | None = None) -> str:
+def user_command(command: str, roles: Mapping[str, RoleInfo], own: Path | None = None) -> str:
     """A measured command in the user's folders: each role's trial folder inside iobench's
     scratch becomes the role's folder of the script (:func:`user_path`)."""
     for name in roles:
-        raw = _role(roles, name).get("path")
+        raw = roles[name].path if name in roles else ""
         if not raw:
             continue
         user, _ = user_path(roles, name, own)
@@ -371,7 +364,7 @@ def user_command(command: str, roles: Mapping[str, Any], own: Path | None = None
     return _ANY_SCRATCH.sub("", command)
 
 
-def kept_path(command: str, roles: Mapping[str, Any], own: Path | None = None) -> str | None:
+def kept_path(command: str, roles: Mapping[str, RoleInfo], own: Path | None = None) -> str | None:
     """What the persist step wrote on the target (the archive or the copied tree), user's path."""
     target, _ = user_path(roles, "target", own)
     words = shlex.split(command) if command else []
@@ -379,7 +372,7 @@ def kept_path(command: str, roles: Mapping[str, Any], own: Path | None = None) -
 
 
 def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], install: str,
-                   roles: Mapping[str, Any], own: Path | None = None) -> list[str]:  # fmt: skip
+                   roles: Mapping[str, RoleInfo], own: Path | None = None) -> list[str]:  # fmt: skip
     """The start script's body for one strategy: ``make`` (the venv's lines) and ``install``
     (the user's install, a comment) at the first start, then at every start what the strategy
     measured (restore, or nothing); PATH is set once, after the venv exists."""

@@ -19,7 +19,6 @@ first config and says so.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -418,7 +417,7 @@ def summarize(
     winner = str(usable.loc[usable[by].idxmin(), "config"]) if len(usable) else None
     cheapest = _cheapest(table, lifecycle)
     # the verdict's same-filesystem rule reads each role's device, mount point and fstype
-    roles = {name: dataclasses.asdict(role) for name, role in run.roles.items()}
+    roles = run.roles
     verdict = decide(configs, baseline, roles)
     return Summary(
         table,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iobench.rundir.folder import latest_rows
+from iobench.rundir.meta import RoleInfo
 from iobench.stats import (
     MIN_TRIALS,
     Comparison,
@@ -145,35 +146,32 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
 # --- same storage ------------------------------------------------------------------------------
 
 
-def _fs_key(role: Mapping[str, Any]) -> tuple[str, str] | None:
-    device, mount = role.get("device"), role.get("mountpoint")
-    return (str(device), str(mount)) if device and mount else None
+def _fs_key(role: RoleInfo) -> tuple[str, str] | None:
+    return (role.device, role.mountpoint) if role.device and role.mountpoint else None
 
 
-def same_filesystem(roles: Mapping[str, Any], a: str, b: str) -> bool | None:
+def same_filesystem(roles: Mapping[str, RoleInfo], a: str, b: str) -> bool | None:
     """Whether roles a and b sit on one filesystem (same device and mount point); None = unknown."""
     if a == b:
         return True
     ra, rb = roles.get(a), roles.get(b)
-    if not isinstance(ra, Mapping) or not isinstance(rb, Mapping):
+    if ra is None or rb is None:
         return None
     ka, kb = _fs_key(ra), _fs_key(rb)
     return None if ka is None or kb is None else ka == kb
 
 
-def shared_storage_lines(roles: Mapping[str, Any]) -> list[str]:
+def shared_storage_lines(roles: Mapping[str, RoleInfo]) -> list[str]:
     """One sentence per group of roles that sit on one filesystem (empty when none do)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for name, role in roles.items():
-        key = _fs_key(role) if isinstance(role, Mapping) else None
+        key = _fs_key(role)
         if key is not None:
             groups.setdefault(key, []).append(str(name))
     out = []
     for (device, mount), names in groups.items():
         if len(names) > 1:
-            fstype = next(
-                (str(roles[n].get("fstype")) for n in names if roles[n].get("fstype")), ""
-            )
+            fstype = next((roles[n].fstype for n in names if roles[n].fstype), "")
             where = f"{fstype or 'filesystem'} at {mount}, device {device}"
             out.append(
                 f"Same storage: {' and '.join(names)} are one filesystem ({where}); configs that "
@@ -184,7 +182,7 @@ def shared_storage_lines(roles: Mapping[str, Any]) -> list[str]:
 
 
 def differences(
-    win: Mapping[str, str], base: Mapping[str, str], roles: Mapping[str, Any]
+    win: Mapping[str, str], base: Mapping[str, str], roles: Mapping[str, RoleInfo]
 ) -> tuple[list[str], list[str]]:
     """What the winner does differently from the baseline: (real changes, moot moves).
 
@@ -205,9 +203,9 @@ def differences(
     return real, moot
 
 
-def _where(role: str, roles: Mapping[str, Any]) -> str:
+def _where(role: str, roles: Mapping[str, RoleInfo]) -> str:
     r = roles.get(role)
-    fs = r.get("fstype") if isinstance(r, Mapping) else None
+    fs = r.fstype if r is not None else None
     return f"{role} ({fs})" if fs and role != "off" else role
 
 
@@ -241,7 +239,9 @@ def _label(c: ConfigTimes) -> str:
 
 
 def decide(
-    configs: Sequence[ConfigTimes], baseline: str | None, roles: Mapping[str, Any] | None = None
+    configs: Sequence[ConfigTimes],
+    baseline: str | None,
+    roles: Mapping[str, RoleInfo] | None = None,
 ) -> Verdict:
     """Apply the tie rule to the fastest config, the runner-up and the baseline."""
     roles = roles or {}
@@ -283,7 +283,7 @@ def decide(
 
 
 def _beats_given_up(
-    win: ConfigTimes, base: ConfigTimes, roles: Mapping[str, Any], common: Verdict
+    win: ConfigTimes, base: ConfigTimes, roles: Mapping[str, RoleInfo], common: Verdict
 ) -> Verdict:
     """The baseline's every trial was given up (``--give-up-after``) later than the fastest
     config's slowest trial finished: it is slower beyond any noise, by more than the ratio
@@ -332,7 +332,7 @@ def _slower_beyond_noise(
     win: ConfigTimes,
     win_real: bool,
     k: int,
-    roles: Mapping[str, Any],
+    roles: Mapping[str, RoleInfo],
     common: Verdict,
 ) -> Verdict | None:
     """The fastest measured is not beyond noise: advise a slower config that is, if any."""
@@ -477,7 +477,7 @@ def noise_word(known: bool | None) -> str:
 
 def console_lines(
     rows: Iterable[object],
-    roles: Mapping[str, Any] | None = None,
+    roles: Mapping[str, RoleInfo] | None = None,
     baseline: str = "naive",
     order: Sequence[str] = (),
 ) -> list[str]:
@@ -486,7 +486,7 @@ def console_lines(
     ``rows`` are trials.csv rows (dicts or typed records), ``roles`` meta.json's roles.
     """
     rows = _latest(rows)
-    roles = {name: plain(r) for name, r in (roles or {}).items()}
+    roles = roles or {}
     configs = configs_from_rows(rows)
     rank = {name: i for i, name in enumerate(order)}  # the scenario's order, as the report uses
     configs = sorted(configs, key=lambda c: rank.get(c.name, len(rank)))

@@ -69,7 +69,8 @@ class RunRequest:
     installer: str | None = None
     venv_creator: str | None = None
     matrix: list[tuple[str, list[str]]] = field(default_factory=list)
-    repeats: int | tuple[str, int] | None = None  # ("auto", N) for --repeats auto[:N]
+    repeats: int | None = None  # with repeats_auto: the most rounds (--repeats auto[:N])
+    repeats_auto: bool = False  # --repeats auto[:N]: stop repeating once settled
     give_up_after: float | None = None
     trial_timeout: float | None = None
     sample_hz: float = 10.0
@@ -81,7 +82,7 @@ class RunRequest:
     wheelhouse: Path | None = None
     index_url: str | None = None
     extra_index_url: list[str] = field(default_factory=list)
-    index_mbps: float | None = None
+    index_mbit: float | None = None
     python: str | None = None
     resume: Path | None = None
     order_seed: int | None = None
@@ -108,7 +109,7 @@ class RunPlan:
     wheelhouse: Path | None = None
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)  # --extra-index-url, beside the index
-    index_mbps: float | None = None
+    index_mbit: float | None = None
     python: str | None = None  # interpreter for the venvs (None: the one running iobench)
     resume: Path | None = None
     resume_meta: RunMeta | None = None
@@ -153,7 +154,7 @@ def check(request: RunRequest) -> RunPlan:
         label=req.label,
         wheelhouse=req.wheelhouse,
         index_url=req.index_url,
-        index_mbps=req.index_mbps,
+        index_mbit=req.index_mbit,
         python=req.python,
         resume=req.resume.resolve() if req.resume is not None else None,
         resume_meta=meta,
@@ -241,17 +242,14 @@ def _check_options(req: RunRequest) -> None:
 
 
 def _repeats_auto(req: RunRequest) -> bool:
-    """``--repeats auto[:N]`` (parsed as ``("auto", N)``) becomes ``--repeats N`` plus the
-    rule of docs/early-stop.md; a resumed auto run stays one. ``--give-up-after`` checked."""
+    """``--repeats auto[:N]``: N rounds at most plus the rule of docs/early-stop.md (a resumed
+    auto run stays one); ``--give-up-after`` checked."""
     k = req.give_up_after
     if k is not None and not (math.isfinite(k) and k >= MIN_GIVE_UP):
         raise UsageError(
             f"--give-up-after {k:g}: at least {MIN_GIVE_UP:g} (less ends trials by noise)"
         )
-    if isinstance(req.repeats, tuple):
-        req.repeats = req.repeats[1]
-        return True
-    return False
+    return req.repeats_auto
 
 
 def _scenario(req: RunRequest, state: ResumeState | None) -> tuple[Scenario, int]:
@@ -476,11 +474,11 @@ def check_space(scenario: Scenario, roles: dict[str, Path]) -> None:
 
 def check_index(plan: RunPlan) -> None:
     """Index options that go together, and a remote index that answers."""
-    if plan.index_mbps is not None and not plan.local_index:
+    if plan.index_mbit is not None and not plan.local_index:
         raise UsageError(
             "--index-mbit needs the local index (--wheelhouse or a synthetic scenario)"
         )
-    check_mbit(plan.index_mbps)  # finite and in range, before anything is made
+    check_mbit(plan.index_mbit)  # finite and in range, before anything is made
     if plan.extra_index_urls and plan.local_index:
         raise UsageError(
             "--extra-index-url goes beside a real index (PyPI or --index-url), not iobench's local one"

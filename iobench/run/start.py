@@ -87,8 +87,9 @@ def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, I
         )
         url = redact.redact(plan.index_url or "(pip configuration)")
         return None, remote, {"kind": "remote", "url": url}
-    index = LocalIndex(folder, plan.index_mbps).start()
-    meta = {"kind": "local", "source": source, "url": index.url, "mbps": plan.index_mbps}
+    index = LocalIndex(folder, plan.index_mbit).start()
+    # meta.json keeps its key "mbps" (megabits/s): renaming a key is a format version
+    meta = {"kind": "local", "source": source, "url": index.url, "mbps": plan.index_mbit}
     return index, IndexSpec(index.url, local=True), meta
 
 

@@ -26,6 +26,8 @@ from iobench.errors import RunDirError
 
 #: a trial's phases, in order; each has a ``<phase>_s`` column
 PHASES = ("venv", "download", "install", "compile", "import")
+#: what a stall is, in the words every output uses (the sampler opens one after --stall-after s)
+STALL_WORDS = "no read or write progress"
 #: trial statuses; a trial with a final status is not run again by --resume
 FINAL_STATUSES = ("ok", "failed", "stalled", "censored")
 STATUSES = (*FINAL_STATUSES, "interrupted")
@@ -153,7 +155,7 @@ class TrialRow:
     venv_bytes: int | None = column("growth of the venv's filesystem at the end", "bytes")
     files_installed: int | None = column("files in the installed distributions' RECORDs", "count")
     stalls: int | None = column(
-        "stalls the sampler recorded (no read or write progress for `--stall-after` s)", "count"
+        f"stalls the sampler recorded ({STALL_WORDS} for `--stall-after` s)", "count"
     )
     stall_longest_s: float | None = column("the longest of those stalls", "s")
     contended: str = text("other processes doing disk I/O meanwhile (`name:MB;...`)")
@@ -318,7 +320,8 @@ def cell(value: object) -> object:
 
 def to_cells(record: object) -> dict[str, object]:
     """A record as the cells of its CSV line, keyed by column."""
-    return {name: cell(getattr(record, name)) for name in columns_of(type(record))}
+    kind: type = type(record)
+    return {name: cell(getattr(record, name)) for name in columns_of(kind)}
 
 
 R = TypeVar("R", TrialRow, Sample, Stall)

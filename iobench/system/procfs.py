@@ -95,12 +95,6 @@ def mount_of(path: Path | str, table: Sequence[Mount] | None = None) -> Mount | 
     return best
 
 
-def mounts_under(path: Path | str) -> list[Mount]:
-    """Mounts strictly below ``path`` (resolved): a tree walk must not enter them."""
-    real = os.path.realpath(path)
-    return [m for m in mounts() if m.mountpoint != real and is_within(m.mountpoint, real)]
-
-
 def is_within(path: str, folder: str) -> bool:
     """True if ``path`` is ``folder`` or lies below it (string test on clean paths)."""
     return path == folder or folder == "/" or path.startswith(folder.rstrip("/") + "/")

@@ -34,6 +34,7 @@ from pathlib import Path
 import psutil
 
 from iobench import redact
+from iobench.rundir.records import STALL_WORDS
 from iobench.system import procfs
 from iobench.trial.sampler import Sampler, TreeCounters, read_process
 
@@ -209,7 +210,7 @@ def _wait(
             quiet = sampler.since_progress_s()
             if limits.stall_timeout_s is not None and quiet >= limits.stall_timeout_s:
                 return "stalled", (
-                    f"no read or write progress for {quiet:.0f} s (--stall-timeout "
+                    f"{STALL_WORDS} for {quiet:.0f} s (--stall-timeout "
                     f"{limits.stall_timeout_s:g}); its process tree was ended"
                 )
             if limits.deadline is not None and now >= limits.deadline:

@@ -9,18 +9,8 @@ from __future__ import annotations
 import sys
 from typing import Protocol, TextIO
 
-from iobench.rundir.records import PHASES, TrialRow
-
-
-def fmt_bytes(n: float | int | None) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+from iobench.rundir.records import PHASES, STALL_WORDS, TrialRow
+from iobench.units import fmt_bytes
 
 
 def _seconds(value: float | None) -> str:
@@ -98,9 +88,7 @@ class PlainProgress:
     ) -> None:
         if stall_s > 0 and trial_id not in self._warned_stall:
             self._warned_stall.add(trial_id)
-            self._print(
-                f"  {trial_id}: no read or write progress for {stall_s:.0f} s in {phase} (stall)"
-            )
+            self._print(f"  {trial_id}: {STALL_WORDS} for {stall_s:.0f} s in {phase} (stall)")
 
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         if not self.quiet or row.get("status") != "ok":

@@ -15,6 +15,7 @@ from helpers.files import DATA, STOCK_PYTHON3, python3_shim, stock_python3
 from iobench.report import build_report
 from iobench.report.recommend import Recommendation, recommend
 from iobench.report.script import SCRIPT_NAME, env_for, user_path
+from iobench.rundir.meta import RoleInfo, RunMeta
 from iobench.trial.installers import uv_binary
 from iobench.wheels.profile import load_profile
 from iobench.wheels.synth import synthesize
@@ -22,8 +23,8 @@ from iobench.wheels.synth import synthesize
 
 def test_env_for_each_installer_and_placement() -> None:
     roles = {
-        "target": {"path": "/workspace", "device": "nfs:/vol", "mountpoint": "/workspace"},
-        "tmp": {"path": "/tmp", "device": "overlay", "mountpoint": "/"},
+        "target": RoleInfo(path="/workspace", device="nfs:/vol", mountpoint="/workspace"),
+        "tmp": RoleInfo(path="/tmp", device="overlay", mountpoint="/"),
     }
     pairs, notes = env_for({"installer": "pip", "venv_role": "tmp", "tmpdir_role": "tmp",
                             "cache_role": "off", "compile": "off", "cache_state": "cold"}, roles)  # fmt: skip
@@ -79,7 +80,7 @@ def advice_for(tmp_path: Path, spec: rf.ConfigSpec, own: Path | None = None) -> 
     (run / "meta.json").write_text(json.dumps(meta))
     summary = build_report(run, charts=False).summary
     assert summary.verdict.kind == "advice" and summary.winner == spec.name
-    rec = recommend(summary, meta, own=own)
+    rec = recommend(summary, RunMeta.from_json(meta), own=own)
     assert rec is not None
     return rec
 
@@ -246,7 +247,8 @@ def test_a_role_in_any_iobench_clone_or_scratch_folder_is_never_the_script_s_pat
     (clone / "iobench").mkdir(parents=True)
     (clone / "iobench" / "__init__.py").write_text("")
     (clone / "pyproject.toml").write_text('[project]\nname = "iobench"\n')
-    roles = {"target": {"path": str(clone)}, "tmp": {"path": f"{tmp_path}/t/.iobench-scratch/x"}}
+    roles = {"target": RoleInfo(path=str(clone)),
+             "tmp": RoleInfo(path=f"{tmp_path}/t/.iobench-scratch/x")}  # fmt: skip
     path, note = user_path(roles, "target")
     assert path == str(tmp_path / "src") and note and "iobench's own folder" in note
     assert user_path(roles, "tmp") == (f"{tmp_path}/t", None)

@@ -27,6 +27,7 @@ from iobench.report.script import (
     user_command,
     venv_lines,
 )
+from iobench.rundir.meta import RoleInfo, RunMeta
 from iobench.wheels.profile import load_profile
 from iobench.wheels.synth import synthesize
 
@@ -157,7 +158,7 @@ def test_the_script_holds_the_measured_pack_and_restore_lines_in_the_users_folde
 def test_the_script_makes_the_venv_with_the_measured_creator_or_a_stock_python3_s(
     creator: str,
 ) -> None:
-    meta = {"versions": {"venv": {"virtualenv": "21.15.11", "pip": "26.3"}}}
+    meta = RunMeta(versions={"venv": {"virtualenv": "21.15.11", "pip": "26.3"}})
     lines = venv_lines(meta, creator, "measured here: 1.0 s against 0.2 s")
     commands = [x.strip() for x in lines if not x.startswith("#")]
     said = " ".join(x.lstrip("# ") for x in lines)
@@ -174,7 +175,7 @@ def test_the_script_makes_the_venv_with_the_measured_creator_or_a_stock_python3_
 
 
 def test_user_command_moves_each_role_s_scratch_to_the_role_s_folder() -> None:
-    roles = {"target": {"path": "/workspace"}, "tmp": {"path": "/dev/shm"}}
+    roles = {"target": RoleInfo(path="/workspace"), "tmp": RoleInfo(path="/dev/shm")}
     measured = (
         "tar -C /dev/shm/.iobench-scratch/run-1/packed-venv-r1 -I 'zstd -T0' "
         "-cf /workspace/.iobench-scratch/run-1/packed-venv-r1/store/venv.tar.zst venv"
@@ -233,7 +234,7 @@ def test_the_pasted_script_packs_at_the_first_start_and_restores_at_a_restart(
 def test_a_persistent_venv_script_makes_the_venv_once_and_reuses_it(
     tmp_path: Path, tiny_wheels: Path, machine: str
 ) -> None:
-    meta = {"versions": {"venv": {"virtualenv": "21.15.11", "pip": "26.3"}}}
+    meta = RunMeta(versions={"venv": {"virtualenv": "21.15.11", "pip": "26.3"}})
     venv = tmp_path / "roles" / "target" / "venv"
     install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
     lines = [*STRICT, f"export VIRTUAL_ENV={venv}"] + strategy_lines(

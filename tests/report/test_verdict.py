@@ -14,14 +14,15 @@ from iobench.report.verdict import (
     shared_storage_lines,
     spread,
 )
+from iobench.rundir.meta import RoleInfo
 
 DISK_AND_SHM = {
-    "target": {"path": "/srv/data", "device": "/dev/vda", "mountpoint": "/", "fstype": "ext4"},
-    "tmp": {"path": "/dev/shm", "device": "tmpfs", "mountpoint": "/dev/shm", "fstype": "tmpfs"},
+    "target": RoleInfo(path="/srv/data", device="/dev/vda", mountpoint="/", fstype="ext4"),
+    "tmp": RoleInfo(path="/dev/shm", device="tmpfs", mountpoint="/dev/shm", fstype="tmpfs"),
 }
 ONE_DISK = {
-    "target": {"path": "/work/clone", "device": "/dev/vda", "mountpoint": "/", "fstype": "ext4"},
-    "tmp": {"path": "/tmp", "device": "/dev/vda", "mountpoint": "/", "fstype": "ext4"},
+    "target": RoleInfo(path="/work/clone", device="/dev/vda", mountpoint="/", fstype="ext4"),
+    "tmp": RoleInfo(path="/tmp", device="/dev/vda", mountpoint="/", fstype="ext4"),
 }
 NAIVE = {"venv_role": "target", "tmpdir_role": "target", "cache_role": "target",
          "installer": "pip", "cache_state": "cold", "compile": "on"}  # fmt: skip
@@ -86,7 +87,9 @@ def test_moving_things_within_one_filesystem_is_never_advice() -> None:
 def test_filesystems_are_compared_by_device_and_mount_point() -> None:
     assert same_filesystem(ONE_DISK, "target", "tmp") is True
     assert same_filesystem(DISK_AND_SHM, "target", "tmp") is False
-    assert same_filesystem({"target": {"path": "/x"}, "tmp": {}}, "target", "tmp") is None
+    assert (
+        same_filesystem({"target": RoleInfo(path="/x"), "tmp": RoleInfo()}, "target", "tmp") is None
+    )
     real, moot = differences(NAIVE, {**NAIVE, "cache_role": "off"}, ONE_DISK)
     assert real == ["cache on target (ext4) instead of off"] and moot == []
     assert shared_storage_lines(DISK_AND_SHM) == []

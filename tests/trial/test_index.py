@@ -143,9 +143,9 @@ def test_index_flag_names_its_unit() -> None:
 
     parser = build_parser()
     ns = parser.parse_args(["run", "--index-mbit", "40"])
-    assert ns.index_mbps == 40
+    assert ns.index_mbit == 40
     assert (
-        parser.parse_args(["run", "--index-mbps", "40"]).index_mbps == 40
+        parser.parse_args(["run", "--index-mbps", "40"]).index_mbit == 40
     )  # old spelling still works
     assert "--index-mbps" not in parser._subparsers._group_actions[0].choices["run"].format_help()
 
