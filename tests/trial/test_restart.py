@@ -13,9 +13,6 @@ import pytest
 from helpers.files import TINY_PROFILE, only_run_dir, read_csv
 
 from iobench.__main__ import main
-from iobench.cli import build_parser
-from iobench.cli.run import run_request
-from iobench.run import plan as run_plan
 
 pytestmark = [pytest.mark.e2e]
 
@@ -149,48 +146,6 @@ def test_packed_and_copied_venvs_are_restored_ready_and_leave_nothing(
     assert rows["copied-venv"]["persist_method"] == "copy"
     assert rows["copied-venv"]["restore_command"].startswith("cp -a ")
     nothing_left(quick, tmpfs)
-
-
-def test_resume_runs_the_missing_trials_of_every_strategy(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    target, tmp = tmp_path / "target", tmp_path / "tmp"
-    target.mkdir()
-    tmp.mkdir()
-    names = ["reinstall", "copied-venv"]
-    first = run(scenario(tmp_path, names), target, tmp, tmp_path / "r")
-    assert set(first) == set(names) and all(r["status"] == "ok" for r in first.values())
-    assert all(float(r["restart_s"]) > 0 for r in first.values())
-    run_dir = only_run_dir(tmp_path / "r")
-    # an interrupted run: the last trial's row is gone, meta.json says interrupted
-    lines = (run_dir / "trials.csv").read_text().splitlines(keepends=True)
-    dropped = lines[-1].split(",")[1]
-    (run_dir / "trials.csv").write_text("".join(lines[:-1]))
-    meta = json.loads((run_dir / "meta.json").read_text())
-    (run_dir / "meta.json").write_text(json.dumps({**meta, "status": "interrupted"}))
-    assert (meta["cache_mode"], meta["pack_method"]) == ("cold", "auto")
-    # restarts measured warm, or packed otherwise, would not be the run's: refused in one
-    # line, nothing run
-    for flag, value in (("--cache-mode", "warm"), ("--pack-method", "tar")):
-        assert main(["run", "--resume", str(run_dir), "--no-report", flag, value]) != 0
-        assert f"cannot resume {run_dir.name}: {flag} changed" in capsys.readouterr().err
-    assert len(read_csv(run_dir / "trials.csv")) == len(names) - 1
-    # not given, a resume takes the run's from meta.json (a warm run resumes warm)
-    theirs = {**meta, "status": "interrupted", "cache_mode": "warm", "pack_method": "tar"}
-    (run_dir / "meta.json").write_text(json.dumps(theirs))
-    plan = run_plan.check(run_request(build_parser().parse_args(["run", "--resume", str(run_dir)])))
-    assert (plan.cache_mode, plan.pack_method) == ("warm", "tar")
-    # meta.json written before the keys: its restarts were cold, so a cold resume goes on
-    (run_dir / "meta.json").write_text(
-        json.dumps({k: v for k, v in meta.items() if k != "cache_mode"} | {"status": "interrupted"})
-    )
-    assert main(["run", "--resume", str(run_dir), "--no-report", "--no-probe", "--quiet"]) == 0
-    rows = read_csv(run_dir / "trials.csv")
-    assert sorted(r["trial_id"] for r in rows) == sorted(f"{n}-r1" for n in names)
-    again = next(r for r in rows if r["trial_id"] == dropped)
-    assert again["status"] == "ok" and again["strategy"] == dropped.removesuffix("-r1")
-    assert float(again["restart_s"]) > 0
-    nothing_left(target, tmp)
 
 
 def test_a_reinstall_restart_makes_its_venv_with_the_config_s_creator(tmp_path: Path) -> None:

@@ -14,6 +14,9 @@ from helpers import standin
 from helpers.files import read_csv
 
 from iobench.__main__ import main
+from iobench.cli import build_parser
+from iobench.cli.run import run_request
+from iobench.run import plan as run_plan
 from iobench.trial import strategies
 
 #: one config per strategy, on the target and tmp as each strategy puts it
@@ -76,15 +79,45 @@ def test_a_restart_that_cannot_find_what_was_kept_fails_with_restart_in_its_erro
     assert float(row["time_to_ready_s"]) > 0 and float(row["first_start_s"]) > 0
 
 
-def test_resume_runs_the_missing_trials_of_a_strategy_run(tmp_path: Path) -> None:
-    rc, run = standin.run(tmp_path, "", "--quiet", "--pack-method", "tar",
-                          configs=STRATEGY_CONFIGS, repeats=1)  # fmt: skip
-    assert rc == 0
-    trials = run / "trials.csv"
-    lines = trials.read_text().splitlines()
-    trials.write_text("\n".join(lines[:3]) + "\n")  # two of four trials done
-    assert main(["run", "--resume", str(run), "--no-report", "--quiet"]) == 0
-    rows = read_csv(trials)
-    assert sorted(r["config"] for r in rows) == sorted(
-        ["reinstall", "persistent-venv", "packed-venv", "copied-venv"])  # fmt: skip
-    assert all(r["status"] == "ok" and r["restart_s"] for r in rows)
+def test_resume_runs_the_missing_trials_of_every_strategy_with_the_run_s_restart_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An interrupted strategy run resumes its missing trial; a resume keeps the run's
+    --cache-mode and --pack-method (from meta.json when not given, refused when changed)."""
+    configs = STRATEGY_CONFIGS.replace(
+        '["reinstall", "persistent-venv", "packed-venv", "copied-venv"]',
+        '["reinstall", "copied-venv"]',
+    )
+    rc, run_dir = standin.run(tmp_path, "", "--quiet", configs=configs, repeats=1)
+    first = {r["config"]: r for r in read_csv(run_dir / "trials.csv")}
+    assert rc == 0 and all(
+        r["status"] == "ok" and float(r["restart_s"]) > 0 for r in first.values()
+    )
+    # an interrupted run: the last trial's row is gone, meta.json says interrupted
+    lines = (run_dir / "trials.csv").read_text().splitlines(keepends=True)
+    dropped = lines[-1].split(",")[1]
+    (run_dir / "trials.csv").write_text("".join(lines[:-1]))
+    meta = json.loads((run_dir / "meta.json").read_text())
+    (run_dir / "meta.json").write_text(json.dumps({**meta, "status": "interrupted"}))
+    assert (meta["cache_mode"], meta["pack_method"]) == ("cold", "auto")
+    # restarts measured warm, or packed otherwise, would not be the run's: refused, nothing run
+    for flag, value in (("--cache-mode", "warm"), ("--pack-method", "tar")):
+        assert main(["run", "--resume", str(run_dir), "--no-report", flag, value]) != 0
+        assert f"cannot resume {run_dir.name}: {flag} changed" in capsys.readouterr().err
+    assert len(read_csv(run_dir / "trials.csv")) == 1
+    # not given, a resume takes the run's from meta.json (a warm run resumes warm)
+    theirs = {**meta, "status": "interrupted", "cache_mode": "warm", "pack_method": "tar"}
+    (run_dir / "meta.json").write_text(json.dumps(theirs))
+    request = run_request(build_parser().parse_args(["run", "--resume", str(run_dir)]))
+    plan = run_plan.check(request)
+    assert (plan.cache_mode, plan.pack_method) == ("warm", "tar")
+    # meta.json written before the keys: its restarts were cold, so a cold resume goes on
+    (run_dir / "meta.json").write_text(
+        json.dumps({k: v for k, v in meta.items() if k != "cache_mode"} | {"status": "interrupted"})
+    )
+    assert main(["run", "--resume", str(run_dir), "--no-report", "--quiet"]) == 0
+    rows = read_csv(run_dir / "trials.csv")
+    assert sorted(r["trial_id"] for r in rows) == ["copied-venv-r1", "reinstall-r1"]
+    again = next(r for r in rows if r["trial_id"] == dropped)
+    assert again["status"] == "ok" and again["strategy"] == dropped.removesuffix("-r1")
+    assert float(again["restart_s"]) > 0
