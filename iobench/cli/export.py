@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from iobench import files
 from iobench.errors import IOBenchError, UsageError
 
 FORMATS = ("json", "markdown", "csv")
@@ -85,7 +86,7 @@ def write_exports(
             out.flush()
             continue
         try:
-            Path(target).write_text(text, encoding="utf-8")
+            files.write(target, text)
         except OSError as exc:
             raise IOBenchError(
                 f"--export-{fmt} {target}: cannot write ({exc.strerror or exc})"

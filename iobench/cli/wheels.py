@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from iobench import files
 from iobench.cli.common import _Parser, positive_int
 from iobench.errors import UsageError
 
@@ -99,7 +100,10 @@ def cmd_wheels_profile(args: argparse.Namespace) -> int:
         )
     text = profile_to_toml(prof)
     if args.out:
-        args.out.write_text(text)
+        try:
+            files.write(args.out, text, 0o644)  # a profile is shared input, not a report
+        except OSError as exc:
+            raise UsageError(f"--out {args.out}: cannot write ({exc.strerror or exc})") from None
         print("\n".join(describe(prof)))
         print(f"profile written to {args.out}")
     else:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import time
 from collections.abc import Sequence
@@ -12,12 +14,30 @@ from pathlib import Path
 from iobench.errors import LabError
 from iobench.system import procfs
 
+#: where root's tools (ip, tc, sshd, losetup) live: a plain PATH (``env -i PATH=/usr/bin:/bin``,
+#: cron, CI) lacks them, and the lab needs them all the same
+SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21
 
 # Popen objects of daemons started by this process, so that they are reaped (no zombies,
 # no "still running" warnings) when they end; keyed by pid.
 CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def which(name: str) -> str | None:
+    """The program ``name`` on PATH, else in the sbin folders; None when it is in neither."""
+    return shutil.which(name) or shutil.which(name, path=os.pathsep.join(SBIN))
+
+
+def _resolved(cmd: Sequence[str]) -> list[str]:
+    """``cmd`` with its program looked up by :func:`which` (unchanged when not found, so the
+    error names the program)."""
+    argv = list(cmd)
+    if argv and os.sep not in argv[0]:
+        argv[0] = which(argv[0]) or argv[0]
+    return argv
 
 
 def capability(bit: int) -> bool:
@@ -38,7 +58,11 @@ def run(
     """Run a short command; on failure raise LabError with its last line of output."""
     try:
         proc = subprocess.run(
-            list(cmd), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            _resolved(cmd),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
     except FileNotFoundError as e:
         raise LabError(f"{cmd[0]} is not installed ({e.strerror})") from None
@@ -51,9 +75,10 @@ def run(
 
 def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> int:
     """Start ``cmd`` detached (own session, output to ``log_path``); return its pid."""
-    with open(log_path, "ab") as log:
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with open(fd, "ab") as log:  # a link planted at the name is refused, not followed
         proc = subprocess.Popen(
-            cmd,
+            _resolved(cmd),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iobench import files
 from iobench.cost.idle import CostOptions, resolve_price
 from iobench.errors import RunDirError
 from iobench.report import charts, foresight, formats, timeline_chart
@@ -103,10 +104,10 @@ def check_has_successes(run: Run) -> None:
 def write_summary_files(result: ReportResult) -> None:
     """summary.csv (one row per config) and summary.json (the same plus context)."""
     csv_path = result.out_dir / "summary.csv"
-    result.summary.table.to_csv(csv_path, index=False, float_format="%.6g")
+    files.write(csv_path, result.summary.table.to_csv(index=False, float_format="%.6g"))
     json_path = result.out_dir / "summary.json"
     data = formats.summary_dict(result.summary, result.meta, result.recommendation, result.warnings)
-    json_path.write_text(formats.json_text(data) + "\n", encoding="utf-8")
+    files.write(json_path, formats.json_text(data) + "\n")
     result.paths.update({"summary_csv": csv_path, "summary_json": json_path})
 
 
@@ -240,7 +241,7 @@ def build_report(
         page = _with_lifecycle(result, run, page, charts)
         page = foresight.add_to(result, run.trials, page)  # predicted vs measured, censored
         html_path = out / "report.html"
-        html_path.write_text(page, encoding="utf-8")
+        files.write(html_path, page)
         result.paths["html"] = html_path
     except PermissionError as exc:
         raise RunDirError(

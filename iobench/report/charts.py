@@ -12,6 +12,7 @@ Charts stay cheap for big runs: the time-to-ready chart draws one bar per config
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
+from iobench import files
 from iobench.cost.prices import format_usd
 from iobench.report.load import PHASES
 from iobench.report.verdict import SPREAD_MINMAX_BELOW
@@ -70,7 +72,9 @@ def tex_escape(text: str) -> str:
 def save_figure(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
     # zlib level 1: a fifth of the default's encoding time for PNGs about a third larger
-    fig.savefig(path, dpi=DPI, facecolor="white", pil_kwargs={"compress_level": 1})
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI, facecolor="white", pil_kwargs={"compress_level": 1})
+    files.write(path, png.getvalue())
     return path
 
 

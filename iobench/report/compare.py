@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from iobench import files
 from iobench.cost.idle import CostOptions, PriceChoice, resolve_price
 from iobench.errors import RunDirError, UsageError
 from iobench.report import charts, formats
@@ -347,16 +348,16 @@ def build_compare(
             f"{out}: cannot write the comparison there ({exc.strerror}); use --out DIR"
         ) from None
     result = CompareResult(out, labels, long, wide, summaries, runs, notes=notes)
-    long.to_csv(out / "compare.csv", index=False, float_format="%.6g")
-    (out / "compare.json").write_text(
-        json.dumps(compare_dict(result), indent=2, allow_nan=False) + "\n"
+    files.write(out / "compare.csv", long.to_csv(index=False, float_format="%.6g"))
+    files.write(
+        out / "compare.json", json.dumps(compare_dict(result), indent=2, allow_nan=False) + "\n"
     )
     title = "iobench compare: " + " vs ".join(labels)
     chart = charts.compare_chart(long, labels, title, out / "compare.png")
     page = html_page.render_compare(
         title, _runs_rows(result), wide, labels, chart, notes, headlines(long, labels), long
     )
-    (out / "compare.html").write_text(page, encoding="utf-8")
+    files.write(out / "compare.html", page)
     result.paths.update({
         "csv": out / "compare.csv", "json": out / "compare.json",
         "png": chart, "html": out / "compare.html",

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from iobench.cost.month import LifeFigures, crossings, monthly
 from iobench.cost.prices import Prices, format_usd
+from iobench.report.charts import save_figure
 
 _COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000"]
 _STYLES = ["-", "--", "-.", ":"]
@@ -82,8 +82,7 @@ def plot_lifecycle(
     heading = _scales_and_title(ax, prices, positive, lo, hi, title, priced)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=110, facecolor="white")
+    save_figure(fig, path)
     drawn = tuple(n for n, *_ in marked)
     return LifecycleChart(path, tuple(f.strategy for f in figures), drawn, heading)
 

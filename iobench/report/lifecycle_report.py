@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from iobench import files
 from iobench.cost.month import LifeFigures, monthly, recommend, summary_lines
 from iobench.cost.month import Recommendation as LifeRanking
 from iobench.cost.prices import Prices, find_storage_preset
@@ -192,26 +194,27 @@ CSV_COLUMNS = (
 def write_csv(section: LifecycleSection, path: Path) -> Path:
     """lifecycle.csv: a line per config, first start and restart side by side, and its month."""
     prices = section.prices or Prices(1.0)
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_COLUMNS)
-        for r, fig in zip(section.rows, section.figures):
-            month = monthly(fig, section.starts, prices).total_usd
-            w.writerow(
-                [
-                    r["config"],
-                    r["strategy"],
-                    r["n"],
-                    f"{r['first_s']:.4f}",
-                    f"{r['restart_s']:.4f}",
-                    "" if math.isnan(r["stored_bytes"]) else int(r["stored_bytes"]),
-                    "" if math.isnan(r["target_read"]) else int(r["target_read"]),
-                    r["cache_mode"],
-                    r["cold_method"],
-                    f"{month:.6f}",
-                    f"{section.starts:g}",
-                ]
-            )
+    f = io.StringIO(newline="")
+    w = csv.writer(f)
+    w.writerow(CSV_COLUMNS)
+    for r, fig in zip(section.rows, section.figures):
+        month = monthly(fig, section.starts, prices).total_usd
+        w.writerow(
+            [
+                r["config"],
+                r["strategy"],
+                r["n"],
+                f"{r['first_s']:.4f}",
+                f"{r['restart_s']:.4f}",
+                "" if math.isnan(r["stored_bytes"]) else int(r["stored_bytes"]),
+                "" if math.isnan(r["target_read"]) else int(r["target_read"]),
+                r["cache_mode"],
+                r["cold_method"],
+                f"{month:.6f}",
+                f"{section.starts:g}",
+            ]
+        )
+    files.write(path, f.getvalue())  # one atomic write (iobench.files)
     return path
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from iobench import redact
+from iobench import files, redact
 from iobench.errors import IOBenchError, RunDirError
 from iobench.rundir.meta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
 from iobench.rundir.records import (
@@ -118,6 +118,10 @@ class TrialsFile:
         return [self.rows[i] for i in kept], resumed
 
 
+#: blanks kept at the end of meta.json: room for the final update on a full disk
+META_ROOM = 2048
+
+
 class RunDir:
     """One run's folder."""
 
@@ -171,8 +175,9 @@ class RunDir:
         rd = cls(path)
         rd.write_meta(info)
         # the header now: its block then has room for the first rows even if the disk fills mid-trial
-        with open(rd.trials_csv, "w", newline="") as fh:
-            csv.writer(fh).writerow(TRIAL_COLUMNS)
+        header = io.StringIO(newline="")
+        csv.writer(header).writerow(TRIAL_COLUMNS)
+        files.write(rd.trials_csv, header.getvalue())
         return rd
 
     @classmethod
@@ -201,7 +206,10 @@ class RunDir:
 
     def write_meta(self, meta: RunMeta) -> None:
         text = json.dumps(meta.to_json(), indent=2, allow_nan=False, default=str) + "\n"
-        redact.write_private(self.meta_json, text)
+        # a full results disk must not leave the run "running" for good: in place if need be,
+        # into the room that trailing blanks (which JSON ignores) keep for the final update
+        text += " " * META_ROOM + "\n"
+        files.write(self.meta_json, text, redact.PRIVATE_FILE_MODE, in_place_when_full=True)
 
     def update_meta(self, **changes: object) -> RunMeta:
         """Change some keys of meta.json (e.g. ``status``, ``ended_at``); checked before writing."""
@@ -241,7 +249,7 @@ class RunDir:
         cells = to_cells(row)
         size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
         columns = self._header() if size else TRIAL_COLUMNS
-        with open(self.trials_csv, "a+", newline="") as fh:
+        with files.appending(self.trials_csv, read=True) as fh:  # durable when it returns
             if size:  # a row cut off by a crash or a full disk must not swallow this one
                 fh.seek(size - 1)
                 if fh.read(1) != "\n":
@@ -250,8 +258,6 @@ class RunDir:
             if not size:  # new, or left empty by a crash
                 writer.writerow(columns)
             writer.writerow([cells.get(c, "") for c in columns])
-            fh.flush()
-            os.fsync(fh.fileno())
 
     def _header(self) -> tuple[str, ...]:
         with open(self.trials_csv, newline="", encoding="utf-8", errors="replace") as fh:
@@ -321,13 +327,11 @@ class RunDir:
         if not items:
             return
         new = not self.stalls_csv.exists()
-        with open(self.stalls_csv, "a", newline="") as fh:
+        with files.appending(self.stalls_csv) as fh:
             writer = csv.DictWriter(fh, fieldnames=STALL_COLUMNS)
             if new:
                 writer.writeheader()
             writer.writerows(to_cells(s) for s in items)
-            fh.flush()
-            os.fsync(fh.fileno())
 
     def write_samples(
         self,
@@ -337,17 +341,16 @@ class RunDir:
     ) -> Path:
         """A trial's time series, written whole (to a .tmp, then renamed)."""
         path = self.sample_path(trial_id)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(columns)
-            writer.writerows(
-                [cell(getattr(r, c, "")) for c in columns]
-                if isinstance(r, Sample)
-                else [cell(r.get(c)) for c in columns]
-                for r in rows
-            )
-        os.replace(tmp, path)
+        fh = io.StringIO(newline="")
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        writer.writerows(
+            [cell(getattr(r, c, "")) for c in columns]
+            if isinstance(r, Sample)
+            else [cell(r.get(c)) for c in columns]
+            for r in rows
+        )
+        files.write(path, fh.getvalue())
         return path
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from iobench import redact
+from iobench import files, redact
 from iobench.system.scratch import remove
 from iobench.trial import installers
 from iobench.trial.outcome import Stop, check
@@ -85,7 +85,7 @@ class Install:
         but measured by nobody."""
         t.ctx.progress.phase(t.tid, "priming cache (untimed)")
         venv = self.built.parent / "prime-venv"
-        log = t.ctx.logs / f"{t.tid}.prime.log"
+        log = files.fresh(t.ctx.logs / f"{t.tid}.prime.log")  # pip --log follows links
         sampler = Sampler(t.ctx.sample_hz, stall_after=t.ctx.stall_after).start()
         deadline = time.monotonic() + t.ctx.trial_timeout_s
         try:
@@ -129,7 +129,7 @@ class Install:
 
     def install(self, t: Trial) -> Stop | None:
         """The install, its time split into download and install from the installer's log."""
-        log = t.ctx.logs / f"{t.tid}.log"
+        log = files.fresh(t.ctx.logs / f"{t.tid}.log")  # pip --log follows links
         step = self.installer(t).command(
             self.built, t.ctx.packages, t.ctx.index_spec, self.cache, log, t.env
         )
@@ -211,7 +211,7 @@ class Install:
             return stop
         site = installers.site_packages(venv)
         before = {p.name for p in site.iterdir()}
-        log = t.ctx.logs / f"{t.tid}.restart.log"
+        log = files.fresh(t.ctx.logs / f"{t.tid}.restart.log")  # pip --log follows links
         step = self.installer(t).command(
             venv, t.ctx.packages, t.ctx.index_spec, self.cache, log, t.env
         )

@@ -48,6 +48,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from iobench import files
 from iobench.errors import IOBenchError, SafetyError
 from iobench.scenario.vocab import STRATEGIES, Strategy
 from iobench.system.scratch import owning_scratch, remove
@@ -269,9 +270,17 @@ def _unpack_commands(
         if mounter is None:
             raise StrategyError("cannot mount the squashfs image here (needs root or squashfuse)")
         if mounter == "squashfuse":
-            mount = ["squashfuse", str(archive), str(venv)]
+            mount = ["squashfuse", "-o", "nosuid,nodev", str(archive), str(venv)]
         else:
-            mount = ["mount", "-t", "squashfs", "-o", "loop,ro", str(archive), str(venv)]
+            mount = [
+                "mount",
+                "-t",
+                "squashfs",
+                "-o",
+                "loop,ro,nosuid,nodev",
+                str(archive),
+                str(venv),
+            ]
         return [["mkdir", str(venv)], mount], mounter
     if method == "tar":
         return [["tar", "-C", parent, "-xf", str(archive)]], "tar"
@@ -286,7 +295,7 @@ def _unpack_commands(
 
 def _write_manifest(store: Path, data: dict[str, Any]) -> None:
     data = {"schema": MANIFEST_SCHEMA, "created": time.time(), **data}
-    (store / MANIFEST).write_text(json.dumps(data, indent=1) + "\n")
+    files.write(store / MANIFEST, json.dumps(data, indent=1) + "\n")
 
 
 def read_manifest(store: Path) -> dict[str, Any]:
