@@ -12,6 +12,10 @@ What :func:`redact_text` hides (each keeps its shape, so a reader still sees *wh
   ``@`` goes whole: ``https://u:p@ss@host/`` -> ``https://***@host/``;
 - every query value of a URL: ``?token=abc&sig=x`` -> ``?token=***&sig=***`` (index URLs
   carry nothing else there);
+- every path segment of a URL that looks like a token, whoever the provider (Cloudsmith's
+  ``dl.cloudsmith.io/<TOKEN>/org/repo/``, Gemfury's ``pypi.fury.io/<TOKEN>/user/``, a JWT):
+  16 or more of ``[A-Za-z0-9_-]`` holding both letters and digits, or a JWT's ``eyJ…``;
+  package and wheel names keep their dots and so their words;
 - ``name=value`` pairs whose name sounds like a secret (``AccountKey=``, ``password=``,
   ``SharedAccessSignature=``, ``api_key=``), as in connection strings;
 - ``Authorization:`` header values.
@@ -21,10 +25,11 @@ Values of variables whose own name sounds like a secret are replaced whole.
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+
+from iobench import files
 
 MASK = "***"
 PRIVATE_FILE_MODE = 0o600  # results that hold configuration (meta.json, logs): owner only
@@ -44,10 +49,13 @@ ENV_ALLOW = (
     "TMPDIR",
     "TMP",
     "TEMP",
-    "XDG_*",
+    "XDG_CACHE_HOME",  # pip's and uv's caches
+    "XDG_CONFIG_HOME",  # their configuration files
+    "XDG_DATA_HOME",
     "LANG",
     "LANGUAGE",
-    "LC_*",
+    "LC_ALL",  # the two locale variables that change how text is decoded
+    "LC_CTYPE",
     "TZ",
     "HF_*",
     "HUGGINGFACE_*",
@@ -77,7 +85,16 @@ ENV_ALLOW = (
     "no_proxy",
     "ALL_PROXY",
     "all_proxy",
-    "IOBENCH_*",
+    # the variables iobench itself reads (iobench.cli.common.ENV_DEFAULTS, the lab's state)
+    "IOBENCH_TARGET",
+    "IOBENCH_TMP",
+    "IOBENCH_RESULTS",
+    "IOBENCH_SCENARIO",
+    "IOBENCH_PYTHON",
+    "IOBENCH_WHEELHOUSE",
+    "IOBENCH_INDEX_URL",
+    "IOBENCH_GPU",
+    "IOBENCH_LAB_STATE_DIR",
 )
 _SECRET_WORDS = r"TOKEN|KEY|SECRET|PASS|PWD|CRED|AUTH|JWT|SIG|COOKIE|SESSION|PRIVATE|CERT_PASSWORD"
 _SECRET_NAME = re.compile(rf"(?:{_SECRET_WORDS})", re.I)
@@ -93,6 +110,15 @@ _URL_QUERY = re.compile(
     r"(?P<url>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)"
 )
 _QUERY_PAIR = re.compile(r"(?P<name>[^&=;]+)=(?P<value>[^&;]*)")
+# a URL's path, after its authority, up to a blank, quote, query or fragment
+_URL_PATH = re.compile(
+    r"(?P<head>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#'\"<>]*)"
+    r"(?P<path>/[^\s?#'\"<>]*)"
+)
+# a path segment that is a token: long, letters and digits mixed (or a JWT)
+_TOKEN_SEGMENT = re.compile(
+    r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}|eyJ[A-Za-z0-9_.-]{10,}"
+)
 # name=value in connection strings and command lines, where the name sounds like a secret
 _PAIR_HEAD = re.compile(r"(?<![\w.-])(?P<name>[\w.-]+)\s*[=:]\s*")
 _PAIR_VALUE = re.compile(r"[^;&,\s'\"]+")
@@ -107,9 +133,16 @@ def _mask_query(m: re.Match[str]) -> str:
     return f"{m.group('url')}?{query}"
 
 
+def _mask_path(m: re.Match[str]) -> str:
+    segments = m.group("path").split("/")
+    masked = [MASK if _TOKEN_SEGMENT.fullmatch(s) else s for s in segments]
+    return m.group("head") + "/".join(masked)
+
+
 def redact_text(text: str) -> str:
     """``text`` (a value, a command line, a whole log) with every credential replaced by ``***``."""
     text = _URL_USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
+    text = _URL_PATH.sub(_mask_path, text)
     text = _URL_QUERY.sub(_mask_query, text)
     text = _AUTH_HEADER.sub(lambda m: m.group("name") + MASK, text)
     return _mask_pairs(text)
@@ -130,6 +163,14 @@ def _mask_pairs(text: str) -> str:
         last = value.end()
     parts.append(text[last:])
     return "".join(parts)
+
+
+def url_host(url: str) -> str:
+    """``scheme://host[:port]`` of a URL, nothing after it and no user information (what a
+    report shows of an index: enough to tell two indexes apart, no path that may hold a
+    token); a value that is not a URL comes back redacted."""
+    m = re.match(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^/?#\s]*@)?(?P<host>[^/?#\s]*)", url)
+    return f"{m.group('scheme')}{m.group('host')}" if m else redact_text(url)
 
 
 def redact(value: str) -> str:
@@ -169,17 +210,7 @@ def environment(env: Mapping[str, str]) -> dict[str, str]:
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temporary file, then rename), readable by its
     owner only whatever the umask: the file holds configuration."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
-    try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)  # an older .tmp kept its mode through O_TRUNC
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            fd = -1
-            f.write(text)
-    finally:
-        if fd != -1:
-            os.close(fd)
-    os.replace(tmp, path)
+    files.write(path, text, PRIVATE_FILE_MODE)
 
 
 def redact_file(path: Path) -> None:

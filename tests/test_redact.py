@@ -216,3 +216,96 @@ def test_credentials_are_hidden_in_every_file_of_a_run(
             if s in text
         ]
         assert not leaked, (path, leaked)
+
+
+CLOUDSMITH_TOKEN = "AbCdEf1234567890zz"
+GEMFURY_TOKEN = "1a2B3c4D5e6F7g8H9i0J"
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        (f"https://dl.cloudsmith.io/{CLOUDSMITH_TOKEN}/acme/repo/python/simple/",
+         "https://dl.cloudsmith.io/***/acme/repo/python/simple/"),
+        (f"https://pypi.fury.io/{GEMFURY_TOKEN}/acme/", "https://pypi.fury.io/***/acme/"),
+        ("https://host/simple/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig/", "https://host/simple/***/"),
+        # what is not a token keeps its words: package, wheel and CUDA names
+        ("https://download.pytorch.org/whl/cu121/torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl",
+         "https://download.pytorch.org/whl/cu121/torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl"),
+        ("https://gitlab.example.com/api/v4/projects/12345/packages/pypi/simple",
+         "https://gitlab.example.com/api/v4/projects/12345/packages/pypi/simple"),
+    ],
+)  # fmt: skip
+def test_a_token_in_an_index_url_s_path_is_hidden_whoever_the_provider(
+    raw: str, shown: str
+) -> None:
+    """Issue 23, item 7: Cloudsmith and Gemfury put the token in the path; it was stored in
+    clear. The rule is the token's look, not a list of providers."""
+    assert redact(raw) == shown
+
+
+def test_the_iobench_and_locale_catch_alls_are_gone() -> None:
+    out = environment({"IOBENCH_TARGET": "/w", "IOBENCH_DEPLOY_KEYS": "x", "LC_ALL": "C",
+                       "LC_IDENTIFICATION": "y", "XDG_RUNTIME_DIR": "/run/user/0"})  # fmt: skip
+    assert out == {"IOBENCH_TARGET": "/w", "LC_ALL": "C"}
+
+
+@pytest.mark.e2e
+def test_a_token_in_the_index_url_s_path_reaches_no_file_and_no_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run installing from a real loopback index whose URL holds a token in its path (as
+    Cloudsmith's does), a Gemfury-style extra index in the environment: the token is in no
+    file of the run (meta.json, report.html, summaries, logs) and in no line printed; the
+    report shows the index's scheme and host only; every file of the run is private."""
+    import stat
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from helpers.files import TINY_PROFILE
+
+    from iobench.__main__ import main
+    from iobench.wheels.profile import load_profile
+    from iobench.wheels.synth import synthesize
+
+    served = tmp_path / "served"
+    simple = served / CLOUDSMITH_TOKEN / "simple"
+    wheels = synthesize(load_profile(str(TINY_PROFILE)), tmp_path / "wheels")
+    for wheel in wheels:
+        project = simple / wheel.name.split("-")[0].replace("_", "-")
+        project.mkdir(parents=True, exist_ok=True)
+        (project / wheel.name).write_bytes(wheel.read_bytes())
+        (project / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
+    (tmp_path / "t").mkdir()
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # the server's own log is not iobench's
+            pass
+
+    handler = partial(Quiet, directory=str(served))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{server.server_address[1]}/{CLOUDSMITH_TOKEN}/simple/"
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"https://pypi.fury.io/{GEMFURY_TOKEN}/acme/")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("IOBENCH_DEPLOY_TOKEN_URL", f"x/{GEMFURY_TOKEN}")  # no longer recorded
+    try:
+        rc = main(["run", "--scenario", str(DATA / "tiny.toml"), "--configs", "naive",
+                   "--target", str(tmp_path / "t"), "--results", str(tmp_path / "r"),
+                   "--index-url", index, "--package", "tiny-core", "--no-probe"])  # fmt: skip
+    finally:
+        server.shutdown()
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    printed = out.out + out.err
+    assert CLOUDSMITH_TOKEN not in printed and GEMFURY_TOKEN not in printed
+    run = next((tmp_path / "r").iterdir())
+    html = (run / "report.html").read_text()
+    assert f"http://127.0.0.1:{server.server_address[1]}" in html and "/simple" not in html
+    made = [p for p in run.rglob("*") if p.is_file()]
+    assert {"meta.json", "report.html", "summary.json", "summary.csv"} <= {p.name for p in made}
+    for path in made:
+        text = path.read_bytes().decode(errors="replace")
+        assert CLOUDSMITH_TOKEN not in text and GEMFURY_TOKEN not in text, path
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, (path, oct(path.stat().st_mode))

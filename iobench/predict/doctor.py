@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobench import shell
 from iobench.errors import IOBenchError
 from iobench.predict.finding import EXIT_STATUS, LEVELS, Finding
 from iobench.predict.model import Costs, predict_scenario
@@ -214,14 +215,20 @@ def location_findings(locs: list[Location], tmp: str) -> list[Finding]:
             sub = {"TMPDIR": "tmp", "PIP_CACHE_DIR": "pip-cache", "UV_CACHE_DIR": "uv-cache"}[
                 loc.name
             ]
-            dest = os.path.join(tmp, sub)
+            mine = shell.per_user(tmp)  # the user's own folder in a shared one (iobench.shell)
+            dest = os.path.join(mine, sub)
             out.append(
                 Finding(
                     "warn",
                     loc.name,
                     f"{loc.name}: {where}; every file an install unpacks "
                     "there pays network round trips",
-                    (f"mkdir -p {dest}", f"export {loc.name}={dest}"),
+                    (
+                        shell.PRIVATE_DIR,
+                        shell.private_dir(mine),
+                        shell.private_dir(dest),
+                        f"export {loc.name}={shell.quote(dest)}",
+                    ),  # fmt: skip
                 )
             )
         elif loc.name in ("venv", "base interpreter"):

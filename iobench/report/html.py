@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench import __version__
+from iobench import __version__, redact
 from iobench.report import diagnose as rules
 from iobench.report.formats import fastest_first, fmt_usd, placement, spread_name, spread_text
 from iobench.report.load import PHASES
@@ -215,7 +215,7 @@ def host_html(meta: RunMeta) -> str:
             f"{gpu.count} x {gpu.name} (driver {gpu.driver or '?'})" if gpu else "none detected",
         ),
         ("versions", versions_text(meta.versions)),
-        ("package index", f"{index.kind} {index.url}".strip() if index else "?"),
+        ("package index", f"{index.kind} {redact.url_host(index.url)}".strip() if index else "?"),
         ("sampling", f"{meta.sample_hz if meta.sample_hz is not None else '?'} Hz"),
     ]
     rows = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in items)

@@ -3,8 +3,10 @@ variables of a config's places, the caveats of those places, making the venv the
 where the machine can (else as a stock ``python3`` does), the Dockerfile fragment, and a start-up
 strategy's measured persist and restore lines moved into the user's own folders.
 
-Every script starts ``#!/bin/bash`` + ``set -euo pipefail``, sets ``PATH`` once after the
-venv exists, and ends by running the command it was given (``exec "$@"``), so a Dockerfile can
+Every script starts ``#!/bin/bash`` + ``set -euo pipefail``, makes each folder it uses a
+private one of the user's (``iobench.shell.PRIVATE_DIR``: places on the tmp role inside a
+per-user folder, nothing reused that another user made), sets ``PATH`` once after the venv
+exists, and ends by running the command it was given (``exec "$@"``), so a Dockerfile can
 make it the entrypoint (docs/verdicts.md, "Start scripts").
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from iobench import shell
 from iobench.report.verdict import same_filesystem
 from iobench.rundir.meta import RoleInfo, RunMeta
 from iobench.units import fmt_s
@@ -54,6 +57,8 @@ def user_path(
 
     A path inside a ``.iobench-scratch`` folder becomes the folder holding it; a path inside
     iobench's clone (``own``) becomes the clone's parent (the same filesystem, the user's).
+    The tmp role (a shared temporary folder: /tmp, /dev/shm) becomes the user's own folder
+    in it (``iobench.shell.per_user``).
     """
     raw = roles[name].path if name in roles else ""
     if not raw:
@@ -63,18 +68,16 @@ def user_path(
     if SCRATCH in parts:
         path = "/".join(parts[: parts.index(SCRATCH)]) or "/"
     own = own or iobench_clone(path)
+    note = None
     if own is not None and (path == str(own) or path.startswith(str(own) + "/")):
-        parent = str(own.parent)
-        return parent, (
-            f"role '{name}' was iobench's own folder ({path}); the script uses its parent "
-            f"{parent}, on the same filesystem: change it to your own folder on that volume"
+        path, note = (
+            str(own.parent),
+            (
+                f"role '{name}' was iobench's own folder ({path}); the script uses its parent "
+                f"{own.parent}, on the same filesystem: change it to your own folder on that volume"
+            ),
         )
-    return path, None
-
-
-def _q(path: str) -> str:
-    """Shell-quote only when needed, so the usual paths stay readable."""
-    return shlex.quote(path)
+    return (shell.per_user(path) if name == "tmp" else path), note
 
 
 def env_for(
@@ -319,11 +322,23 @@ def export_lines(
     pairs: list[tuple[str, str]], comments: list[str], installer: str = "pip"
 ) -> list[str]:
     lines = [*STRICT, *_comments(comments), *uv_needed(installer)]
-    lines += [f"export {name}={_q(value)}" for name, value in pairs]
-    dirs = [n for n, _ in pairs if n in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")]
-    if dirs:
-        lines.append("mkdir -p " + " ".join(f'"${n}"' for n in dirs))
+    lines += [f"export {name}={shell.quote(value)}" for name, value in pairs]
+    lines.append(shell.PRIVATE_DIR)
+    bases = sorted({v.split(shell.USER_MARK)[0] + shell.USER_MARK for _, v in pairs
+                    if shell.USER_MARK in v})  # fmt: skip
+    lines += [shell.private_dir(base) for base in bases]  # the per-user folder first
+    lines += [shell.private_dir(variable=n) for n, v in pairs if n in _FOLDERS and v not in bases]
+    if any(n == "VIRTUAL_ENV" for n, _ in pairs):  # made by the venv tool, a restore, or earlier
+        lines.append(_VENV_IS_YOURS)
     return lines
+
+
+#: the variables that name a folder the script makes (and checks) before anything runs
+_FOLDERS = ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")
+#: a venv folder already there (a dangling link included) must be the user's own
+_VENV_IS_YOURS = (
+    'if [ -e "$VIRTUAL_ENV" ] || [ -L "$VIRTUAL_ENV" ]; then private_dir "$VIRTUAL_ENV"; fi'
+)
 
 
 def dockerfile_lines(pairs: list[tuple[str, str]], comments: list[str]) -> list[str]:
@@ -339,8 +354,16 @@ def dockerfile_lines(pairs: list[tuple[str, str]], comments: list[str]) -> list[
             "command runs in it",
         ]
     )
-    out += [f"ENV {name}={_q(value)}" for name, value in pairs]
-    out.append('ENV PATH="$VIRTUAL_ENV/bin:$PATH"')
+    fixed = [(n, v) for n, v in pairs if shell.USER_MARK not in v]
+    if len(fixed) < len(pairs):
+        out += _comments([
+            "the script puts some places in a per-user folder it makes at start, which a "
+            "Dockerfile cannot name: they reach the container's command through the script "
+            f"(for another shell: docker exec CONTAINER /usr/local/bin/{SCRIPT_NAME} bash)"
+        ])  # fmt: skip
+    out += [f"ENV {name}={shell.quote(value)}" for name, value in fixed]
+    if any(n == "VIRTUAL_ENV" for n, _ in fixed):
+        out.append('ENV PATH="$VIRTUAL_ENV/bin:$PATH"')
     out.append(f"COPY {SCRIPT_NAME} /usr/local/bin/{SCRIPT_NAME}")
     out.append(f"RUN chmod 0755 /usr/local/bin/{SCRIPT_NAME}")
     out.append(f'ENTRYPOINT ["/usr/local/bin/{SCRIPT_NAME}"]')
@@ -392,7 +415,7 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
         return [*why, *make, PATH_LINE, install, EXEC_LINE]
     return [
         "first_start=0",
-        f"if [ -e {_q(kept)} ]; then  # a restart: restore what the first start kept",
+        f"if [ -e {shell.quote(kept)} ]; then  # a restart: restore what the first start kept",
         f"    {restore}",
         "else  # the first start: make the venv",
         *ind,
@@ -401,7 +424,7 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
         PATH_LINE,
         'if [ "$first_start" = 1 ]; then  # the first start: install, then keep the venv on the volume',
         f"    {install}",
-        f"    mkdir -p {_q(posixpath.dirname(kept))}",
+        f"    mkdir -p {shell.quote(posixpath.dirname(kept))}",
         f"    {persist}",
         "fi",
         EXEC_LINE,

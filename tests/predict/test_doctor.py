@@ -308,7 +308,13 @@ def test_tmpdir_on_the_lab_volume_is_flagged_and_fixed(
     report = doctor.run_doctor(slow, fast, seconds=0.2, offline=True)
     flagged = [f for f in report.findings if f.topic == "TMPDIR"]
     assert len(flagged) == 1 and flagged[0].level == "warn" and "fuse" in flagged[0].message
-    assert report.fix_script()[:2] == [f"mkdir -p {fast / 'tmp'}", f"export TMPDIR={fast / 'tmp'}"]
+    mine = f"{fast}/iobench-$(id -u)"  # the user's own folder in the fast one
+    assert report.fix_script()[1:4] == [
+        f'private_dir "{mine}"',
+        f'private_dir "{mine}/tmp"',
+        f'export TMPDIR="{mine}/tmp"',
+    ]
+    assert report.fix_script()[0].startswith("private_dir() {")
     assert report.exit_status == 3
     storage = {p["config"]: sum(p["storage_s"].values()) for p in report.predictions["torch-like"]}
     # at least a create (3 round trips of 1 ms) per installed file when the venv is on the volume

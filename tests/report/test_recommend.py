@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +30,8 @@ def test_env_for_each_installer_and_placement() -> None:
     }
     pairs, notes = env_for({"installer": "pip", "venv_role": "tmp", "tmpdir_role": "tmp",
                             "cache_role": "off", "compile": "off", "cache_state": "cold"}, roles)  # fmt: skip
-    assert pairs == [("VIRTUAL_ENV", "/tmp/venv"), ("TMPDIR", "/tmp"),
+    mine = "/tmp/iobench-$(id -u)"  # the user's own folder in the shared tmp role
+    assert pairs == [("VIRTUAL_ENV", f"{mine}/venv"), ("TMPDIR", mine),
                      ("PIP_NO_CACHE_DIR", "1"), ("PIP_NO_COMPILE", "1")]  # fmt: skip
     pairs, notes = env_for({"installer": "uv", "venv_role": "tmp", "tmpdir_role": "tmp",
                             "cache_role": "target", "compile": "on", "cache_state": "warm"}, roles)  # fmt: skip
@@ -39,7 +42,7 @@ def test_env_for_each_installer_and_placement() -> None:
                         "cache_role": "tmp", "compile": "on"}, roles)  # fmt: skip
     assert ("VIRTUAL_ENV", "/scratch/venv") in pairs and (
         "PIP_CACHE_DIR",
-        "/tmp/pip-cache",
+        "/tmp/iobench-$(id -u)/pip-cache",
     ) in pairs
 
 
@@ -207,15 +210,29 @@ def test_the_dockerfile_fragment_makes_the_venv_at_start_and_runs_the_command(
     ready = ["python3", "-c", "import sys; print(sys.prefix)"]  # `docker run IMAGE python3 ...`
     done = subprocess.run([*entry, *ready], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == env["VIRTUAL_ENV"]
+    venv = dict(_exports(rec.shell))["VIRTUAL_ENV"]
+    if "$(id -u)" in dict(env_for_script(rec.shell)).get("VIRTUAL_ENV", "$(id -u)"):
+        # a per-user folder (the venv on tmp): no ENV can name it, the entrypoint exports it
+        assert "VIRTUAL_ENV" not in env and "docker exec CONTAINER" in "\n".join(rec.dockerfile)
+    else:
+        assert env["VIRTUAL_ENV"] == venv
+    assert done.stdout.strip() == venv
+
+
+def env_for_script(lines: list[str]) -> list[tuple[str, str]]:
+    """The exported (name, value) pairs as written in the script."""
+    return [tuple(line[len("export ") :].split("=", 1)) for line in lines  # type: ignore[misc]
+            if line.startswith("export ") and not line.startswith("export PATH=")]  # fmt: skip
 
 
 def _exports(lines: list[str]) -> list[tuple[str, str]]:
+    """The exported (name, value) pairs as the shell sees them here ($(id -u) expanded)."""
     out = []
     for line in lines:
         if line.startswith("export ") and not line.startswith("export PATH="):
             name, _, value = line[len("export ") :].partition("=")
-            out.append((name, value.strip("'")))
+            word = shlex.split(value.replace("$(id -u)", "\0uid\0"))[0]
+            out.append((name, word.replace("\0uid\0", str(os.getuid()))))
     return out
 
 
@@ -251,4 +268,48 @@ def test_a_role_in_any_iobench_clone_or_scratch_folder_is_never_the_script_s_pat
              "tmp": RoleInfo(path=f"{tmp_path}/t/.iobench-scratch/x")}  # fmt: skip
     path, note = user_path(roles, "target")
     assert path == str(tmp_path / "src") and note and "iobench's own folder" in note
-    assert user_path(roles, "tmp") == (f"{tmp_path}/t", None)
+    assert user_path(roles, "tmp") == (f"{tmp_path}/t/iobench-$(id -u)", None)  # the user's own
+
+
+def _nobody() -> int:
+    import pwd
+
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        pytest.skip("no user nobody")
+
+
+@pytest.mark.venv
+@pytest.mark.parametrize("planted", ["per-user folder", "link", "venv on the volume"])
+def test_a_script_refuses_a_folder_another_user_made_before_it(
+    planted: str, tmp_path: Path, tiny_wheels: Path
+) -> None:
+    """Issue 23, item 6: another user creates the script's venv folder first, with a .pth file
+    in it that runs their code in every Python started there. Before, the script reused it
+    (`<tmp role>/venv`) and ran it as whoever followed the script. Now the script stops first."""
+    if not STOCK_PYTHON3.is_file():
+        pytest.skip("no /usr/bin/python3 (the stock interpreter the script is written for)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make folders owned by another user")
+    spec = KINDS["pip-venv-on-volume" if planted == "venv on the volume" else "pip-venv-on-tmpfs"]
+    rec = advice_for(tmp_path, spec)
+    venv = Path(dict(_exports(rec.shell))["VIRTUAL_ENV"])
+    pwned = tmp_path / "pwned"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    shared = venv.parent if planted != "venv on the volume" else venv
+    if planted == "link":  # a link to a folder the attacker owns, at the user's folder's name
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        venv.parent.parent.mkdir(parents=True, exist_ok=True)
+        venv.parent.symlink_to(elsewhere)
+        shared = elsewhere
+    site.mkdir(parents=True)
+    (site / "evil.pth").write_text(f"import os; open({str(pwned)!r}, 'w').write('ran')\n")
+    for folder in [shared, *shared.rglob("*")]:
+        os.chown(folder, _nobody(), -1, follow_symlinks=False)
+    install = f"python3 -m pip install --no-index --find-links {tiny_wheels} tiny-core"
+    done = paste(rec.shell, tmp_path, install, _bin(tmp_path, "stock"))
+    assert done.returncode != 0 and "READY" not in done.stdout
+    assert "refusing" in done.stderr and "another user's folder" in done.stderr, done.stderr
+    assert not pwned.exists(), "the other user's code ran as the script's user"

@@ -6,6 +6,7 @@ first start packs, a restart on an emptied machine restores."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -144,10 +145,10 @@ def test_the_script_holds_the_measured_pack_and_restore_lines_in_the_users_folde
 ) -> None:
     rec = advice(strategy_run(tmp_path), 100)
     text = "\n".join(rec.shell)
-    target, tmp = tmp_path / "roles" / "target", tmp_path / "roles" / "tmp"
+    target, tmp = tmp_path / "roles" / "target", tmp_path / "roles" / "tmp" / "iobench-$(id -u)"
     assert f"tar -C {tmp} -cf {target}/store/venv.tar venv" in text
     assert f"tar -C {tmp} -xf {target}/store/venv.tar" in text
-    assert f"export VIRTUAL_ENV={tmp}/venv" in text and ".iobench-scratch" not in text
+    assert f'export VIRTUAL_ENV="{tmp}/venv"' in text and ".iobench-scratch" not in text
     assert "trade-off: lost at restart: the venv on tmp" in text
     assert "restore to the path the venv was built at" in text
     assert "rebuild it (and reinstall every package) at every start" not in text
@@ -181,7 +182,7 @@ def test_user_command_moves_each_role_s_scratch_to_the_role_s_folder() -> None:
         "-cf /workspace/.iobench-scratch/run-1/packed-venv-r1/store/venv.tar.zst venv"
     )
     assert user_command(measured, roles, own=Path("/nonexistent")) == (
-        "tar -C /dev/shm -I 'zstd -T0' -cf /workspace/store/venv.tar.zst venv"
+        "tar -C /dev/shm/iobench-$(id -u) -I 'zstd -T0' -cf /workspace/store/venv.tar.zst venv"
     )
 
 
@@ -215,7 +216,7 @@ def test_the_pasted_script_packs_at_the_first_start_and_restores_at_a_restart(
                                  'echo "READY $(python3 -c "import sys; print(sys.prefix)")"']) + "\n")  # fmt: skip
     env = ["env", "-i", f"PATH={shim}:/usr/bin:/bin", f"HOME={tmp_path}",
            "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
-    venv = tmp_path / "roles" / "tmp" / "venv"
+    venv = tmp_path / "roles" / "tmp" / f"iobench-{os.getuid()}" / "venv"  # the user's own folder
     archive = tmp_path / "roles" / "target" / "store" / "venv.tar"
     first = subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
     assert first.returncode == 0, first.stderr[-2000:]
