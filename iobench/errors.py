@@ -56,4 +56,14 @@ class LockLostError(IOBenchError):
 
 class VolumeHungError(IOBenchError):
     """A role's volume stopped answering (a removal made no progress): the run ends there,
-    its rows kept, and the message says what was left where."""
+    its rows kept, and the message says what was left where. ``volume``: the scratch
+    folder that hung, when known (nothing more is attempted under it)."""
+
+    def __init__(self, message: str, volume: object | None = None) -> None:
+        super().__init__(message)
+        self.volume = volume
+
+
+class VolumeLostError(IOBenchError):
+    """A role's scratch folder vanished mid-run (its volume unmounted, its server gone): the
+    run ends there, its rows kept."""

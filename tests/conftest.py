@@ -174,3 +174,13 @@ def _fresh_run_facts(_spawn_guard: None) -> Iterator[None]:
     thread = facts._PREFETCHED.get("thread")
     if thread is not None:
         thread.join(timeout=60)
+
+
+@pytest.fixture(autouse=True)
+def _no_trusted_owners() -> Iterator[None]:
+    """``--trust-owner`` lasts one run: no test inherits another's trust."""
+    from iobench.system import trust
+
+    trust.TRUSTED_UIDS.clear()
+    yield
+    trust.TRUSTED_UIDS.clear()

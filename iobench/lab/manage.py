@@ -39,6 +39,7 @@ from iobench.lab.state import (
     state_root,
 )
 from iobench.system import procfs
+from iobench.system.scratch import dangerous_folder
 
 FUSE_TYPE = FUSE.fstype
 
@@ -78,7 +79,7 @@ def lab_unavailable_reason(kind: str = "fuse") -> str | None:
         os.close(os.open("/dev/fuse", os.O_RDWR))
     except OSError as e:
         return f"cannot open /dev/fuse: {e.strerror} (run the container with --device /dev/fuse)"
-    if shutil.which("fusermount3") is None:
+    if system.which("fusermount3") is None:
         return "fusermount3 is missing (apt-get install fuse3)"
     return kinds.get(kind).unavailable()
 
@@ -170,6 +171,8 @@ def _check_backing(backing: str | os.PathLike[str] | None, mp: str) -> str | Non
         raise LabError(f"--backing {backing} is not an existing folder")
     if procfs.is_within(path, mp) or procfs.is_within(mp, path):  # also --backing /
         raise LabError(f"--backing {backing} and the mountpoint {mp} must not contain each other")
+    if problem := dangerous_folder(Path(path)):  # the volume writes into it: not /etc, /usr
+        raise LabError(f"--backing: {problem}")
     return path
 
 

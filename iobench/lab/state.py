@@ -20,7 +20,7 @@ from typing import Any
 
 from iobench.errors import LabError
 from iobench.lab.options import KINDS
-from iobench.system.scratch import private_dir_problem
+from iobench.system.trust import private_dir_problem
 
 #: the flush control's reply, beside its FIFO in the state folder (iobench.lab.fs answers)
 REPLY_NAME = "control.reply.json"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import pwd
 import secrets
 import shutil
 import sys
@@ -40,6 +41,7 @@ from iobench.scenario.load import Scenario, load_scenario
 from iobench.system import procfs
 from iobench.system.removal import QUIET_S
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
+from iobench.system.trust import check_user_dirs, trust_owners
 from iobench.trial import installers
 from iobench.trial.index import check_mbit
 from iobench.trial.strategies import choose_method
@@ -62,6 +64,7 @@ class RunRequest:
     target: Path | None = None
     tmp: Path | None = None
     path: list[tuple[str, Path]] = field(default_factory=list)  # --path NAME=DIR
+    trust_owner: list[str] = field(default_factory=list)  # --trust-owner USER
     results: Path | None = None
     configs: str | None = None
     package: list[str] = field(default_factory=list)
@@ -124,6 +127,7 @@ class RunPlan:
     pack_method: str = "auto"  # packed-venv's archive: iobench.trial.strategies.PACK_METHODS
     probe: bool = True  # probe the roles at the start, for predicted_s (iobench.run.policy)
     give_up_after: float | None = None  # end a trial past K x the best median (docs/early-stop.md)
+    trusted_owners: list[str] = field(default_factory=list)  # --trust-owner: roles they own
     repeats_auto: bool = False  # stop repeating once settled; ``repeats`` is then the maximum
 
     @property
@@ -141,6 +145,13 @@ def check(request: RunRequest) -> RunPlan:
     meta = state.meta if state is not None else None
     auto = auto or (meta is not None and req.repeats is None and bool(meta.repeats_auto))
     scenario, repeats = _scenario(req, state)
+    if len(scenario.configs) * repeats > MAX_TRIALS:
+        raise UsageError(
+            f"{len(scenario.configs):,} configs x {repeats:,} repeats = "
+            f"{len(scenario.configs) * repeats:,} trials: at most {MAX_TRIALS:,} in one run "
+            "(pick configs with --configs, or fewer --repeats)"
+        )
+    owners = trusted_owners(req.trust_owner or (meta.trusted_owners if meta else []))
     roles, notes = _roles(req, state, scenario)
     plan = RunPlan(
         scenario=scenario,
@@ -170,6 +181,7 @@ def check(request: RunRequest) -> RunPlan:
         probe=not req.no_probe and scenario.installs,  # predictions are of installs
         give_up_after=req.give_up_after,
         repeats_auto=auto,
+        trusted_owners=owners,
     )
     check_machine(plan, req.extra_index_url)
     plan.same_storage = same_storage(scenario, roles)
@@ -198,6 +210,21 @@ def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
         check_resume(plan.resume_meta, plan)
 
 
+def trusted_owners(names: list[str]) -> list[str]:
+    """``--trust-owner USER``: each a user of this machine, trusted from now on (the role
+    checks, the scratch folders); the names, for meta.json."""
+    uids = set()
+    for name in names:
+        try:
+            uids.add(
+                pwd.getpwnam(name).pw_uid if not name.isdigit() else pwd.getpwuid(int(name)).pw_uid
+            )
+        except KeyError:
+            raise UsageError(f"--trust-owner {name}: no such user on this machine") from None
+    trust_owners(uids)
+    return sorted(names)
+
+
 def default_trial_timeout(scenario: Scenario) -> float:
     """A generous wall-clock limit for one trial: 10 minutes plus 2 s per MB installed."""
     return TRIAL_BASE_S + TRIAL_S_PER_MB * (scenario.size_mb or _DEFAULT_SIZE_MB)
@@ -206,6 +233,8 @@ def default_trial_timeout(scenario: Scenario) -> float:
 # ---------------------------------------------------------------- options
 #: the most trials per config a run takes (the scenario schema's own bound)
 MAX_REPEATS = 1000
+#: trials in one run at most: 10,000 trials of even 10 s each are more than a day
+MAX_TRIALS = 10_000
 
 
 def _check_options(req: RunRequest) -> None:
@@ -325,6 +354,7 @@ def _roles(
         roles[name] = check_role_dir(f"path {name}", path)
     for name, path in roles.items():  # a scratch folder that would be refused refuses the run now
         check_scratch(name, path)
+    check_user_dirs()  # HOME and XDG folders: the tools' configuration and seed wheels
     return roles, notes
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from iobench.errors import IOBenchError, LockLostError, VolumeHungError
+from iobench.errors import IOBenchError, LockLostError, VolumeHungError, VolumeLostError
 from iobench.run import overhead, start
 from iobench.run.plan import RunPlan
 from iobench.run.policy import RunTrials
@@ -40,6 +40,13 @@ from iobench.trial.outcome import TrialResult
 from iobench.trial.progress import PlainProgress, Progress
 from iobench.trial.sampler import stall_dicts
 from iobench.trial.warmcache import WarmCaches, placement
+
+#: meta.json's status for a run ended by one of these (any other error: "failed")
+_END_STATUS: dict[type, str] = {
+    LockLostError: "lock-lost",
+    VolumeHungError: "volume-hung",
+    VolumeLostError: "volume-lost",
+}
 
 
 class Runner:
@@ -76,13 +83,14 @@ class Runner:
             self._update_meta(rd, status="complete", ended_at=utcnow(), overhead=self._account())
             self.progress.run_finished()
             return rd
-        except (KeyboardInterrupt, LockLostError, VolumeHungError) as exc:
+        except (KeyboardInterrupt, IOBenchError, OSError) as exc:
             self._interrupted = isinstance(exc, KeyboardInterrupt)
             exc.run_dir = self.run_dir.path if self.run_dir else None  # type: ignore[union-attr]
             changes = {"status": "interrupted", "ended_at": utcnow(), "overhead": self._account()}
-            if not isinstance(exc, KeyboardInterrupt):
-                status = "lock-lost" if isinstance(exc, LockLostError) else "volume-hung"
-                changes.update(status=status, status_reason=str(exc))
+            if isinstance(exc, VolumeHungError) and isinstance(exc.volume, Path):
+                self.remover.hung.append(exc.volume)  # the clean-up attempts nothing there
+            if not isinstance(exc, KeyboardInterrupt):  # meta.json never stays "running"
+                changes.update(status=_END_STATUS.get(type(exc), "failed"), status_reason=str(exc))
             if self.run_dir is not None:
                 self._update_meta(self.run_dir, **changes)
             raise
@@ -206,7 +214,8 @@ class Runner:
                 self._remove(scratch.run_root, scratch.root)
             if self.lock is not None:
                 lock, where = self.lock, Scratch(self.plan.roles["target"]).root
-                error = self.remover.run(lock.release, where)
+                lock.stop_heartbeat()  # here; the file's removal in a child, bounded
+                error = self.remover.run(lock.remove_file, where)
                 if error:
                     self.progress.message(
                         f"warning: lock in {where} not freed ({error}); it is stale once we exit"

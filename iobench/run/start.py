@@ -66,6 +66,7 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             "stall_timeout_s": p.stall_timeout,
             "trial_timeout_s": p.trial_timeout_s,
             "venv_python": p.python or sys.executable,
+            "trusted_owners": p.trusted_owners,
             "env": facts.redact_env(dict(os.environ)),
         },
         "meta.json",
@@ -96,7 +97,9 @@ def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, I
 def lock_target(plan: RunPlan, run_id: str, progress: Progress) -> TargetLock:
     """One iobench run per target at a time: two would spoil each other's figures."""
     scratch = Scratch(plan.roles["target"], run_id).ensure()
-    lock = TargetLock(scratch.root, run_id, wait_s=plan.lock_wait).acquire()
+    lock = TargetLock(
+        scratch.root, run_id, wait_s=plan.lock_wait, quiet_s=plan.hung_after_s
+    ).acquire()
     if lock.took_over:
         progress.message(
             f"warning: took over a stale lock on {plan.roles['target']}: {lock.took_over}"
@@ -111,6 +114,7 @@ def claim_scratch(plan: RunPlan, run_id: str, progress: Progress) -> dict[str, S
     roles = set().union(*(c.roles() for c in plan.scenario.configs)) | {"tmp"} | kept
     for role in sorted(roles):
         scratch[role] = Scratch(plan.roles[role], run_id).ensure().claim()
+        scratch[role].quiet_s = plan.hung_after_s  # trial folders from a child, bounded
         left = [q.name for q in scratch[role].leftovers() if q.name != run_id]
         if left:
             progress.message(

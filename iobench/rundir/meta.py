@@ -40,7 +40,15 @@ from iobench.rundir.records import safe_name_problem
 
 SCHEMA_VERSION = 2
 #: run statuses meta.json may hold
-RUN_STATUSES = ("running", "complete", "interrupted", "lock-lost", "volume-hung")
+RUN_STATUSES = (
+    "running",
+    "complete",
+    "interrupted",
+    "lock-lost",
+    "volume-hung",
+    "volume-lost",
+    "failed",
+)
 #: a meta.json larger than this is not one iobench wrote
 MAX_META_BYTES = 32 * 1024 * 1024
 
@@ -203,7 +211,9 @@ class RunMeta:
     resumed_at: str | None = key("when `--resume` last continued it (ISO 8601 UTC)")
     status: str = key(
         "`running`, `complete`, `interrupted`, `lock-lost` (another run took the target's "
-        "lock) or `volume-hung` (a role's volume stopped answering)",
+        "lock), `volume-hung` (a role's volume stopped answering), `volume-lost` (a role's "
+        "scratch folder vanished: its volume unmounted) or `failed` (another error ended "
+        "it; `status_reason` says which)",
         "running",
         choices=RUN_STATUSES,
     )
@@ -269,6 +279,11 @@ class RunMeta:
     same_storage: list[list[str]] = key("groups of roles that share one filesystem", [])
     role_notes: list[str] = key("defaults chosen for the roles and facts said at the start", [])
     venv_python: str | None = key("the interpreter the venvs were made with", check="path")
+    trusted_owners: list[str] = key(
+        "users whose role folders (or folders above them) the run was told to trust "
+        "(`--trust-owner`; by default only root's and the running user's)",
+        [],
+    )
     env: dict[str, str] = key(
         "environment variables the run saw, credentials redacted (iobench/run/facts.py)", {}
     )

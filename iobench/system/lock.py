@@ -19,8 +19,12 @@ lock is taken over under a short-lived ``lock.json.takeover`` guard that re-chec
 token before unlinking, so two waiters cannot both take over. Release removes the file
 only when it still carries this holder's token.
 
-The heartbeat writes in its own thread, never on the runner's main thread: a write to a
+The heartbeat writes from its own thread, never on the runner's main thread: a write to a
 stalled volume can block for minutes, and the main thread must keep ticking the watchdog.
+Each refresh, and the removal at release, does its file I/O in a child process
+(``iobench.system.child``) when ``quiet_s`` is set: a thread blocked in the kernel on a FUSE
+volume whose server stopped cannot be ended and would keep iobench from exiting. A refresh
+that hangs stops the heartbeat (the lock then expires on its own).
 """
 
 from __future__ import annotations
@@ -34,11 +38,15 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from iobench.errors import IOBenchError, LockHeldError, LockLostError
-from iobench.system import procfs
+from iobench.system import child, procfs
+
+T = TypeVar("T")
 
 LOCK_NAME = "lock.json"
 TAKEOVER_NAME = LOCK_NAME + ".takeover"  # the guard while a stale lock is taken over
@@ -191,6 +199,7 @@ class TargetLock:
         *,
         poll_s: float = 0.5,
         heartbeat: bool = True,
+        quiet_s: float | None = None,
     ) -> None:
         if ttl_s <= 0:
             raise ValueError("ttl_s must be > 0")
@@ -201,6 +210,8 @@ class TargetLock:
         self.wait_s = max(0.0, float(wait_s))
         self.poll_s = poll_s
         self.heartbeat = heartbeat
+        self.quiet_s = quiet_s  # run the file I/O of refresh and release in a child, so bounded
+        self.hung: str | None = None  # why the heartbeat stopped: its volume did not answer
         self.token = secrets.token_hex(8)
         self.held = False
         self.took_over: str | None = None  # what was taken over and why, for a warning
@@ -364,31 +375,42 @@ class TargetLock:
     def refresh(self, force: bool = False) -> bool:
         """Extend the expiry; cheap to call often (writes at most every ttl/4 unless forced).
 
-        Returns whether it wrote. Raises LockLostError if the file is no longer ours.
+        Returns whether it wrote. Raises LockLostError if the file is no longer ours, and
+        ``child.Hung`` when its volume stopped answering (``quiet_s``).
         """
         if not self.held:
             return False
         if not force and time.monotonic() - self._written < self.ttl_s / 4:
             return False
+        info = self._content()  # here: in a child, getpid() would name the child
         with self._io:
-            seen = self._inspect()
-            if seen is None or seen[0] is None or seen[0].token != self.token:
-                self.held = False
-                holder = (
-                    seen[0].describe() if seen is not None and seen[0] is not None else "nobody"
-                )
-                self.lost = f"the lock on {self.root.parent} was taken over; now held by {holder}"
-                raise LockLostError(self.lost)
-            info = self._content()
-            tmp = self._write_private(info, "refresh")
-            try:
-                os.replace(tmp, self.path)
-            except OSError:
-                os.unlink(tmp)
-                raise
-            self.info = info
-            self._written = time.monotonic()
+            holder = self._in_child(lambda: self._rewrite(info), "refreshing the lock")
+        if holder is not None:
+            self.held = False
+            self.lost = f"the lock on {self.root.parent} was taken over; now held by {holder}"
+            raise LockLostError(self.lost)
+        self.info = info
+        self._written = time.monotonic()
         return True
+
+    def _in_child(self, step: Callable[[], T], what: str) -> T:
+        """``step()`` in a child process under the quiet rule, or here without ``quiet_s``."""
+        if self.quiet_s is None:
+            return step()
+        return child.call(step, self.quiet_s, what=f"{what} in {self.root}")
+
+    def _rewrite(self, info: LockInfo) -> str | None:
+        """Replace the file by ``info`` if it is still ours; else who holds it now."""
+        seen = self._inspect()
+        if seen is None or seen[0] is None or seen[0].token != self.token:
+            return seen[0].describe() if seen is not None and seen[0] is not None else "nobody"
+        tmp = self._write_private(info, "refresh")
+        try:
+            os.replace(tmp, self.path)
+        except OSError:
+            os.unlink(tmp)
+            raise
+        return None
 
     def _start_heartbeat(self) -> None:
         self._stop.clear()
@@ -400,28 +422,41 @@ class TargetLock:
                     self.refresh(force=True)
                 except LockLostError:
                     return
-                except OSError:  # a full or failing volume: keep the old expiry, try again
+                except child.Hung as exc:  # nothing more is written to a volume that hung
+                    self.hung = str(exc)
+                    return
+                except (OSError, IOBenchError):  # a full or failing volume: try again later
                     continue
 
         self._thread = threading.Thread(target=beat, name="iobench-lock-heartbeat", daemon=True)
         self._thread.start()
 
+    def stop_heartbeat(self) -> None:
+        """No more refreshes; the lock is on its way out (``remove_file`` frees it)."""
+        self._stop.set()
+        if self._thread is not None:  # a refresh under way ends within quiet_s
+            self._thread.join(timeout=(self.quiet_s or 0.0) + 2.0)
+            self._thread = None
+        self.held = False
+
+    def remove_file(self) -> None:
+        """Remove the lock file if it still carries this holder's token (file I/O only: what
+        ``Remover.run`` runs in a child on a volume that may hang; no lock of this object is
+        taken in it: a child forked while the heartbeat held one would wait for good)."""
+        seen = self._inspect()
+        if seen is not None and seen[0] is not None and seen[0].token == self.token:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
     def release(self) -> None:
         """Stop the heartbeat and remove the lock file, only if it is still ours."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-            self._thread = None
-        if not self.held:
-            return
-        self.held = False
-        with self._io:
-            seen = self._inspect()
-            if seen is not None and seen[0] is not None and seen[0].token == self.token:
-                try:
-                    os.unlink(self.path)
-                except FileNotFoundError:
-                    pass
+        held = self.held
+        self.stop_heartbeat()
+        if held:
+            with self._io:
+                self._in_child(self.remove_file, "freeing the lock")
 
     def __enter__(self) -> TargetLock:
         return self.acquire()

@@ -4,12 +4,12 @@ Why: a removal on a hung volume (a stopped FUSE daemon, an sshfs server gone) bl
 the kernel and never returns; a removal on a slow but healthy network volume may take
 minutes for a big venv. A fixed timeout would fail one or the other.
 
-Method: the removal runs in a daemon thread; the caller waits as long as that thread's
-scheduler counters (``/proc/self/task/TID/schedstat``: CPU time, time slices) advance — they
-move with every system call that completes — and gives up after ``quiet_s`` seconds in
-which they stood still (one call that never returns). A volume that gave up once is "hung": nothing more is attempted under
-it (a second attempt would only block another thread), and the caller says where the
-leftovers are. A thread left blocked in the kernel ends with the process.
+Method: the removal runs in a child process (``iobench.system.child.call``); the caller
+waits as long as the child's scheduler counters advance — they move with every system call
+that completes — and gives up after ``quiet_s`` seconds in which they stood still (one call
+that never returns). A volume that gave up once is "hung": nothing more is attempted under
+it (a second attempt would only block another child), and the caller says where the
+leftovers are. A child left blocked in the kernel holds only itself: iobench exits.
 
 Cost: on a network volume every unlink waits for a round trip, so removing a venv of
 12,000 files one by one takes as long as creating it. A tree is therefore removed as
@@ -24,17 +24,16 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from iobench.errors import IOBenchError
-from iobench.system import procfs
-from iobench.system.scratch import remove
+from iobench.system import child, procfs
+from iobench.system.scratch import mount_inside, remove
 
 #: seconds without a single system call of the removal after which its volume counts as hung
 QUIET_S = 20.0
-_POLL_S = 0.05
+_POLL_S = child.POLL_S
 #: removals at once: enough to overlap a network volume's round trips, few enough for 2 cores
 WORKERS = 8
 #: a tree is split into at least this many subtrees (when it has them) for the workers
@@ -48,57 +47,14 @@ BACKGROUND_MIN_CPUS = 4
 SERIAL_FSTYPES = ("tmpfs", "ramfs")
 
 
-def _activity(tid: int | None) -> bytes | None:
-    """The thread's scheduler counters (CPU ns, waits, time slices): they stand still
-    exactly while it sleeps in one call, and move with every call that completes."""
-    if tid is None:
-        return None
-    for name in ("schedstat", "stat"):
-        try:
-            with open(f"/proc/self/task/{tid}/{name}", "rb") as fh:
-                return fh.read()
-        except OSError:
-            continue
-    return None
-
-
-def bounded(
-    fn: Callable[[], object], quiet_s: float = QUIET_S, tids: list[int] | None = None
-) -> str:
-    """Run ``fn`` in a thread while it makes system calls; '' when it finished, else why not.
-
-    ``tids``: where threads that ``fn`` starts add their native ids, so that the progress
-    of any of them counts. Errors it raises (OSError, IOBenchError) come back as their message."""
-    errors: list[str] = []
-    tids = [] if tids is None else tids
-
-    def call() -> None:
-        tids.insert(0, threading.get_native_id())
-        try:
-            fn()
-        except (OSError, IOBenchError) as exc:
-            errors.append(str(exc))
-
-    worker = threading.Thread(target=call, name="iobench-remove", daemon=True)
-    worker.start()
-    last, quiet_since, interrupted = None, time.monotonic(), False
-    while worker.is_alive():
-        try:
-            worker.join(_POLL_S)
-        except (
-            KeyboardInterrupt
-        ):  # a removal under way is finished first, then the interrupt goes on
-            interrupted = True
-        counters = tuple(_activity(t) for t in list(tids))
-        now = counters if any(c is not None for c in counters) else None
-        if now is None or now != last:
-            last, quiet_since = now, time.monotonic()
-        elif time.monotonic() - quiet_since >= quiet_s:
-            errors.insert(0, f"no progress for {quiet_s:.0f} s (a hung volume?)")
-            break
-    if interrupted:
-        raise KeyboardInterrupt
-    return errors[0] if errors else ""
+def bounded(fn: Callable[[], object], quiet_s: float = QUIET_S, what: str = "") -> str:
+    """Run ``fn`` in a child process while it makes system calls (:func:`child.call`); ''
+    when it finished, else why not (its OSError or IOBenchError, or that it hung)."""
+    try:
+        child.call(fn, quiet_s, what=what)
+    except (OSError, IOBenchError) as exc:
+        return str(exc)
+    return ""
 
 
 def _subtrees(path: Path, want: int = _UNITS) -> list[Path]:
@@ -120,22 +76,19 @@ def _subtrees(path: Path, want: int = _UNITS) -> list[Path]:
     return units + [f for f in frontier if f is not path]
 
 
-def _each_in_daemon_threads(
-    fn: Callable[[Path], None], items: list[Path], workers: int, tids: list[int] | None
-) -> None:
+def _each_in_daemon_threads(fn: Callable[[Path], None], items: list[Path], workers: int) -> None:
     """``fn(item)`` for every item, ``workers`` daemon threads at a time; the first error
     is raised once all threads are done.
 
     Not ``concurrent.futures``: its worker threads are joined at interpreter exit, so one
-    thread blocked for good in an unlink on a hung volume kept iobench from exiting (seen:
-    a SIGSTOPped FUSE daemon held the process until the daemon was continued)."""
+    thread blocked for good in an unlink on a hung volume kept the process from exiting
+    (seen: a SIGSTOPped FUSE daemon held it until the daemon was continued). These run in
+    the removal's child process, which ends with ``_exit`` and joins nothing."""
     queue = iter(items)
     lock = threading.Lock()
     errors: list[BaseException] = []
 
     def work() -> None:
-        if tids is not None:
-            tids.append(threading.get_native_id())
         while not errors:
             with lock:
                 item = next(queue, None)
@@ -158,26 +111,13 @@ def _each_in_daemon_threads(
         raise errors[0]
 
 
-def remove_tree(
-    path: Path,
-    workers: int = WORKERS,
-    tids: list[int] | None = None,
-    stop: threading.Event | None = None,
-) -> bool:
-    """``iobench.system.scratch.remove(path)``, its subtrees first, ``workers`` at a time; False
-    when ``stop`` was set first (what is left stays for a later call)."""
+def remove_tree(path: Path, workers: int = WORKERS) -> None:
+    """``iobench.system.scratch.remove(path)``, its subtrees first, ``workers`` at a time (in
+    the child process of :func:`bounded`: the threads are the child's)."""
     units = _subtrees(path) if workers > 1 else []
-
-    def one(unit: Path) -> None:
-        if stop is None or not stop.is_set():
-            remove(unit)
-
     if units:
-        _each_in_daemon_threads(one, units, min(workers, len(units)), tids)
-    if stop is not None and stop.is_set():
-        return False
+        _each_in_daemon_threads(remove, units, min(workers, len(units)))
     remove(path)
-    return True
 
 
 class Remover:
@@ -201,14 +141,14 @@ class Remover:
         if self.is_hung(path):
             self.left.append(path)
             return f"{volume} does not answer"
-        tids: list[int] = []
+        workers = 1 if self._is_serial(volume) else self.workers
 
         def work() -> None:
             # the filesystem lookup resolves the path: on a hung volume that blocks too, so
             # it runs under the same watch (before, the caller's thread hung in it for good)
-            remove_tree(path, 1 if self._is_serial(volume) else self.workers, tids)
+            remove_tree(path, workers)
 
-        error = bounded(work, self.quiet_s, tids)
+        error = bounded(work, self.quiet_s, f"removing {path}")
         return self._failed(path, volume, error)
 
     def _is_serial(self, volume: Path) -> bool:
@@ -225,19 +165,32 @@ class Remover:
             self.left.append(path)
             return f"{volume} does not answer"
 
-        moved: list[Path] = []
+        dest = trash / f"{next(self._names)}-{path.name}"
 
-        def move() -> None:
-            if os.path.lexists(path):
-                trash.mkdir(exist_ok=True)
-                dest = trash / f"{next(self._names)}-{path.name}"
-                os.rename(path, dest)
-                moved.append(dest)
+        def move() -> tuple[str, str]:
+            # a rename would carry a mount inside into the trash: such a tree stays, and is
+            # said (looked up under the watch: resolving the path blocks on a hung volume)
+            if not os.path.lexists(path):
+                return "gone", ""
+            if mount := mount_inside(path):
+                return "mounted", mount
+            trash.mkdir(exist_ok=True)
+            os.rename(path, dest)
+            return "moved", str(dest)
 
-        error = bounded(move, self.quiet_s)
-        if not error:
-            with self.lock:
-                self.trash.update(dict.fromkeys(moved, volume))
+        try:
+            how, where = child.call(move, self.quiet_s, what=f"moving {path} to the trash")
+        except (OSError, IOBenchError) as exc:
+            how, where, error = "", "", str(exc)
+        else:
+            error = ""
+        if how == "mounted":
+            self.left.append(path)
+            return f"{where} is mounted inside; left in place (unmount it, then `iobench clean`)"
+        if how in ("moved", "gone"):
+            if how == "moved":
+                with self.lock:
+                    self.trash[dest] = volume
             return ""
         if "hung volume" in error:
             return self._failed(path, volume, error)
@@ -268,7 +221,7 @@ class Remover:
         """Run another clean-up step on ``volume`` (freeing a lock) under the same rule."""
         if self.is_hung(volume):
             return f"{volume} does not answer"
-        return bounded(fn, self.quiet_s)
+        return bounded(fn, self.quiet_s, f"cleaning up in {volume}")
 
 
 class Reaper:
@@ -323,7 +276,8 @@ class Reaper:
                 self.thread.start()
 
     def close(self) -> None:
-        """Stop the thread once the subtrees under way are removed."""
+        """Stop the thread: a removal under way is ended (its child killed; what it removed
+        stays removed, the rest stays in the trash for ``drain``)."""
         with self.cond:
             self.busy = set(self.devices.values())
             self.stop.set()
@@ -368,14 +322,16 @@ class Reaper:
         """Remove one trash item unless ``stop`` comes first: (finished, error)."""
         if self.remover.is_hung(volume):
             return False, f"{volume} does not answer"
-        tids: list[int] = []
-        done: list[bool] = []
-
-        def work() -> None:
-            done.append(remove_tree(item, self.remover.workers, tids, stop))
-
-        error = bounded(work, self.remover.quiet_s, tids)
-        return bool(done and done[0]), error
+        workers = self.remover.workers
+        try:
+            child.call(
+                lambda: remove_tree(item, workers), self.remover.quiet_s, stop, f"removing {item}"
+            )
+        except child.Stopped:
+            return False, ""
+        except (OSError, IOBenchError) as exc:
+            return False, str(exc)
+        return True, ""
 
 
 __all__ = [

@@ -9,22 +9,24 @@ to). Dangerous places (``/``, a home folder itself, system folders) are refused 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
-import pwd
-import shutil
 import stat
-import sys
+import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from iobench.errors import SafetyError, UsageError
-from iobench.system import procfs
+from iobench import files
+from iobench.errors import IOBenchError, SafetyError, UsageError, VolumeHungError, VolumeLostError
+from iobench.system import child, procfs
 from iobench.system.lock import LOCK_NAME, TAKEOVER_NAME, TMP_PREFIX
+from iobench.system.trust import private_dir_problem, strict_modes_problem
 
 SCRATCH_NAME = ".iobench-scratch"
+#: what another user could swap in a role folder they may change (iobench.system.trust)
+SWAPPABLE = "iobench's scratch folder"
 SENTINEL = ".iobench-sentinel"
 _SENTINEL_MAGIC = (
     "iobench scratch folder: everything in here was made by iobench and may be deleted by it"
@@ -61,6 +63,23 @@ _SYSTEM_TREES = (
 )
 
 
+def dangerous_folder(real: Path) -> str | None:
+    """Why iobench refuses to write in the resolved folder ``real`` (the root, a system
+    folder, a home folder itself), or None."""
+    homes = {Path.home().resolve()}
+    try:
+        homes.update(p.resolve() for p in Path("/home").iterdir() if p.is_dir())
+    except OSError:
+        pass
+    if str(real) == "/":
+        return "refusing the root folder / (give a folder on the volume, e.g. /workspace)"
+    if real in homes:
+        return f"refusing the home folder {real} itself (give a sub-folder)"
+    if str(real) in _SYSTEM or any(str(real).startswith(t + "/") for t in _SYSTEM_TREES):
+        return f"refusing the system folder {real}"
+    return None
+
+
 def check_role_dir(name: str, path: Path) -> Path:
     """Validate a role's folder: exists, is a folder, writable, not a dangerous place."""
     if not path.exists():
@@ -68,19 +87,8 @@ def check_role_dir(name: str, path: Path) -> Path:
     if not path.is_dir():
         raise UsageError(f"--{name}: {path} is not a directory")
     real = path.resolve()
-    homes = {Path.home().resolve()}
-    try:
-        homes.update(p.resolve() for p in Path("/home").iterdir() if p.is_dir())
-    except OSError:
-        pass
-    if str(real) == "/":
-        raise SafetyError(
-            f"--{name}: refusing the root folder / (give a folder on the volume, e.g. /workspace)"
-        )
-    if real in homes:
-        raise SafetyError(f"--{name}: refusing the home folder {real} itself (give a sub-folder)")
-    if str(real) in _SYSTEM or any(str(real).startswith(t + "/") for t in _SYSTEM_TREES):
-        raise SafetyError(f"--{name}: refusing the system folder {real}")
+    if problem := dangerous_folder(real):
+        raise SafetyError(f"--{name}: {problem}")
     if not os.access(real, os.W_OK | os.X_OK):
         raise UsageError(f"--{name}: {path} is not writable")
     return real
@@ -90,7 +98,7 @@ def check_scratch(name: str, role_dir: Path) -> None:
     """Refuse a role now (before anything is created) if its scratch folder could not be
     used: one that exists but is not ours and private, or a role folder others could swap it in."""
     root = role_dir / SCRATCH_NAME
-    problem = _parent_problem(role_dir) or (
+    problem = strict_modes_problem(role_dir, SWAPPABLE) or (
         scratch_problem(root) if os.path.lexists(root) else None
     )
     if problem:
@@ -106,10 +114,26 @@ class Scratch:
 
     def __init__(self, role_dir: Path, run_id: str = "") -> None:
         self.root = role_dir / SCRATCH_NAME
+        if run_id and (run_id.startswith(".") or run_id in _RESERVED or "/" in run_id):
+            # a run id read from a received meta.json must not name the scratch's own files
+            raise SafetyError(f"run id {run_id[:80]!r} names one of the scratch folder's own files")
         self.run_id = run_id
+        #: set by a run: hand out trial folders from a child process, given up after this
+        #: many seconds without progress (the first call on a volume that hung between
+        #: trials would otherwise hold iobench's main thread for good)
+        self.quiet_s: float | None = None
 
     def check(self) -> Scratch:
-        """Raise SafetyError unless the scratch folder is still ours and private."""
+        """Raise SafetyError unless the scratch folder is still ours and private;
+        VolumeLostError when it is gone (or its volume fails every call)."""
+        try:
+            os.lstat(self.root)
+        except OSError as exc:
+            if exc.errno in _VOLUME_GONE:
+                raise VolumeLostError(
+                    f"{self.root} is gone ({exc.strerror}): was its volume unmounted, or did "
+                    "its server go away?"
+                ) from None
         problem = scratch_problem(self.root)
         if problem:
             raise SafetyError(problem)
@@ -117,7 +141,7 @@ class Scratch:
 
     def ensure(self) -> Scratch:
         """Create (or adopt our own earlier) scratch; refuse any other folder of that name."""
-        parent_problem = _parent_problem(self.root.parent)
+        parent_problem = strict_modes_problem(self.root.parent, SWAPPABLE)
         if parent_problem:
             raise SafetyError(parent_problem)
         if not os.path.lexists(self.root):
@@ -130,7 +154,14 @@ class Scratch:
                     f"cannot create scratch folder in {self.root.parent}: {exc.strerror}"
                 ) from None
             else:
-                self._write_sentinel()
+                try:
+                    self._write_sentinel()
+                except IOBenchError:  # a full disk: leave no empty scratch behind
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.root / SENTINEL)
+                    with contextlib.suppress(OSError):
+                        os.rmdir(self.root)
+                    raise
         return self.check()
 
     def _write_sentinel(self) -> None:
@@ -166,17 +197,34 @@ class Scratch:
         try:
             os.makedirs(self.run_root, 0o700, exist_ok=True)
             _refuse_link(self.run_root)
-            (self.run_root / OWNER).write_text(
-                json.dumps(procfs.ProcessStamp.current().to_dict()) + "\n"
+            files.write(
+                self.run_root / OWNER, json.dumps(procfs.ProcessStamp.current().to_dict()) + "\n"
             )
         except OSError as exc:
             raise UsageError(f"cannot create {self.run_root}: {exc.strerror}") from None
         return self
 
     def trial_dir(self, trial_id: str) -> Path:
+        """A new, empty folder for the trial (a killed run's leftover of it removed first);
+        raises VolumeHungError when ``quiet_s`` is set and the volume stopped answering."""
+        if self.quiet_s is None:
+            return self._trial_dir(trial_id)
+        try:
+            return child.call(
+                lambda: self._trial_dir(trial_id),
+                self.quiet_s,
+                what=f"making a folder in {self.root}",
+            )
+        except child.Hung as exc:
+            raise VolumeHungError(
+                f"{self.root} stopped answering: {exc}", volume=self.root
+            ) from None
+
+    def _trial_dir(self, trial_id: str) -> Path:
         self.check()
         path = self.run_root / trial_id
-        if os.path.lexists(path):
+        if os.path.lexists(path):  # a killed run's (--resume): its own image unmounted first
+            release_own_mounts(path)
             remove(path)
         _refuse_link(self.run_root)
         path.mkdir(parents=True)
@@ -224,56 +272,12 @@ def _refuse_link(path: Path) -> None:
         )
 
 
-def private_dir_problem(path: Path) -> str | None:
-    """Why ``path`` is not a folder iobench may use as its own (scratch, lab state), or None.
+#: the scratch folder's own entries besides the runs' folders (the sentinel and the lock's
+#: files start with a dot or are named here)
+_RESERVED = {LOCK_NAME, TAKEOVER_NAME}
 
-    Opened with O_NOFOLLOW|O_DIRECTORY and judged by fstat of that very descriptor, so a
-    link swapped in between a check and its use is refused, not followed.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            return f"{path} is a symlink or not a folder; iobench will not use it as scratch"
-        return f"cannot open scratch folder {path}: {exc.strerror}"
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    me = os.geteuid()
-    if st.st_uid != me:
-        return (
-            f"{path} belongs to {_user_name(st.st_uid)}, not to you ({_user_name(me)}); iobench uses only "
-            f"scratch folders it made as you (on filesystems that do not keep owners, such as vfat or "
-            f"NFS with root_squash, give a role folder on another filesystem)"
-        )
-    if st.st_mode & 0o022:
-        return (
-            f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); another user could "
-            f"plant programs in it: remove it (or chmod go-w it if it is yours)"
-        )
-    return None
-
-
-def _parent_problem(role_dir: Path) -> str | None:
-    """A role folder others may write to must be sticky (like /tmp), or our scratch could be renamed away."""
-    try:
-        st = os.stat(role_dir)
-    except OSError as exc:
-        return f"cannot use {role_dir}: {exc.strerror}"
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        return (
-            f"{role_dir} is writable by other users and not sticky (mode {stat.S_IMODE(st.st_mode):04o}): "
-            f"another user could swap iobench's scratch folder; use a private folder or chmod +t it"
-        )
-    return None
-
-
-def _user_name(uid: int) -> str:
-    try:
-        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
+#: what a folder that was there answers once its volume went away (unmounted, server gone)
+_VOLUME_GONE = {errno.ENOENT, errno.ENOTCONN, errno.EIO, errno.ESTALE, errno.ENODEV}
 
 
 def live_owner(run_root: Path) -> dict | None:
@@ -326,38 +330,141 @@ def owning_scratch(path: Path) -> Path | None:
 
 
 def remove(path: Path) -> None:
-    """Delete ``path`` (file, link or tree) only if it lies inside an iobench scratch folder."""
+    """Delete ``path`` (file, link or tree) only if it lies inside an iobench scratch folder,
+    and never beyond that folder's filesystem: a tree with a mount point inside is refused
+    before anything is deleted, and the walk checks every folder's device and mount as it
+    goes (a bind mount of the same filesystem keeps the device: its mount id tells it)."""
     if not os.path.lexists(path):
         return
-    if owning_scratch(path) is None:
+    owner = owning_scratch(path)
+    if owner is None:
         raise SafetyError(
             f"refusing to delete {path}: it is not inside an iobench scratch folder of yours"
         )
-    mount = _mount_inside(path)
+    mount = mount_inside(path)
     if mount:
         raise SafetyError(f"refusing to delete {path}: {mount} is mounted there (unmount it first)")
     if path.is_symlink() or not path.is_dir():
         path.unlink()
         return
-
     failures: list[str] = []
-
-    def retry(func: Callable[[str], object], p: str, _exc: object) -> None:  # shutil's callback
-        try:  # a read-only folder inside (chmod by the installer): make it writable, retry
-            os.chmod(os.path.dirname(p), 0o700)
-            func(p)
-        except OSError as exc:
-            failures.append(f"{p}: {exc.strerror}")
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=retry)
-    else:
-        shutil.rmtree(path, onerror=retry)
+    dev = os.stat(owner).st_dev
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        if os.fstat(top).st_dev != dev:
+            raise SafetyError(f"refusing to delete {path}: it lies on another filesystem")
+        _delete_below(top, str(path), (dev, mount_id(top)), failures)
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(path)
+    except OSError as exc:
+        failures.append(f"{path}: {exc.strerror}")
     if failures:
         raise OSError(f"could not remove {len(failures)} entries under {path}, e.g. {failures[0]}")
 
 
-def _mount_inside(path: Path) -> str | None:
+def mount_id(fd: int) -> int | None:
+    """The id of the mount the open file ``fd`` lies on (``/proc/self/fdinfo``), or None."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _delete_below(dfd: int, where: str, on: tuple[int, int | None], failures: list[str]) -> None:
+    """Empty the folder open as ``dfd`` (its path ``where``, for messages), by descriptors
+    (a folder renamed or swapped for a link meanwhile is not followed), staying on the
+    filesystem and the mount ``on`` (device, mount id) as it goes."""
+    dev, mnt = on
+    with os.scandir(dfd) as it:
+        names = [e.name for e in it]
+    for name in names:
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if st.st_dev != dev:
+                raise SafetyError(
+                    f"refusing to delete {where}/{name}: another filesystem is mounted there"
+                )
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+            try:
+                # mounted between the stat and the open, or a bind mount of the same disk
+                if os.fstat(fd).st_dev != dev or (mnt is not None and mount_id(fd) != mnt):
+                    raise SafetyError(
+                        f"refusing to delete {where}/{name}: another filesystem is mounted there"
+                    )
+                _delete_below(fd, f"{where}/{name}", on, failures)
+            finally:
+                os.close(fd)
+            _unlink_at(dfd, name, where, failures, folder=True)
+        else:
+            _unlink_at(dfd, name, where, failures, folder=False)
+
+
+def _unlink_at(dfd: int, name: str, where: str, failures: list[str], folder: bool) -> None:
+    """Remove one entry; a read-only folder (chmod by an installer) is made writable once."""
+    for attempt in (1, 2):
+        try:
+            if folder:
+                os.rmdir(name, dir_fd=dfd)
+            else:
+                os.unlink(name, dir_fd=dfd)
+            return
+        except FileNotFoundError:
+            return
+        except PermissionError as exc:
+            if attempt == 2:
+                failures.append(f"{where}/{name}: {exc.strerror}")
+                return
+            try:
+                os.fchmod(dfd, 0o700)
+            except OSError:
+                failures.append(f"{where}/{name}: {exc.strerror}")
+                return
+        except OSError as exc:
+            failures.append(f"{where}/{name}: {exc.strerror}")
+            return
+
+
+#: what iobench itself mounts inside its scratch folders: a packed venv's squashfs image
+OWN_MOUNT_TYPES = ("squashfs", "fuse.squashfuse")
+
+
+def release_own_mounts(path: Path, timeout_s: float = 30.0) -> list[str]:
+    """Unmount the squashfs images iobench mounted inside ``path`` (a scratch folder of ours,
+    or a trial's folder in it), deepest first: what a run killed mid-restore left mounted.
+    Any other mount is left alone (the caller refuses to delete around it). Returns what
+    could not be unmounted, each with the command that would."""
+    if owning_scratch(path / "x") is None and not is_scratch(path):
+        return []
+    real = os.path.realpath(path)
+    left = []
+    for m in sorted(procfs.mounts(), key=lambda m: -len(m.mountpoint)):
+        if m.fstype not in OWN_MOUNT_TYPES or not procfs.is_within(m.mountpoint, real):
+            continue
+        argv = (
+            ["fusermount3", "-u", m.mountpoint]
+            if m.fstype.startswith("fuse")
+            else ["umount", m.mountpoint]
+        )
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            left.append(f"{m.mountpoint} ({exc}; run: {' '.join(argv)})")
+            continue
+        if done.returncode != 0:
+            left.append(f"{m.mountpoint} ({done.stderr.strip()[:80]}; run: {' '.join(argv)})")
+    return left
+
+
+def mount_inside(path: Path) -> str | None:
     """A mount point at or below ``path``: deleting must not descend into another filesystem."""
     if path.is_symlink():
         return None
@@ -380,7 +487,7 @@ def _kept_reason(child: Path, in_use: dict[str, int]) -> str | None:
     user = next((pid for p, pid in in_use.items() if procfs.is_within(p, real)), None)
     if user is not None:
         return f"in use by live process {user} ({procfs.cmdline(user)[:40] or '?'})"
-    mount = _mount_inside(child)
+    mount = mount_inside(child)
     if mount:
         return f"{mount} is mounted inside"
     return None
@@ -394,15 +501,15 @@ def remove_scratch(root: Path) -> tuple[int, list[str]]:
         raise SafetyError(f"{problem}; nothing removed")
     in_use = procfs.paths_in_use()
     count = 0
-    kept: list[str] = []
-    for child in sorted(root.iterdir()):
-        if child.name == SENTINEL:
+    kept: list[str] = [f"mounted: {m}" for m in release_own_mounts(root)]
+    for entry in sorted(root.iterdir()):
+        if entry.name == SENTINEL:
             continue
-        why = _kept_reason(child, in_use)
+        why = _kept_reason(entry, in_use)
         if why is not None:
-            kept.append(f"{child.name} ({why})")
+            kept.append(f"{entry.name} ({why})")
             continue
-        remove(child)
+        remove(entry)
         count += 1
     if not kept:
         (root / SENTINEL).unlink()

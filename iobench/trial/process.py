@@ -33,16 +33,15 @@ from pathlib import Path
 
 import psutil
 
-from iobench import redact
+from iobench import files, redact
 from iobench.rundir.records import STALL_WORDS
-from iobench.system import procfs
+from iobench.system import child, procfs
 from iobench.trial.sampler import Sampler, TreeCounters, read_process
 
 #: how much of a phase's output is kept (its tail) for the error message
 OUTPUT_KEEP = 20_000
 #: seconds a tree gets to end after SIGTERM, then again after SIGKILL
 END_GRACE_S = 2.0
-_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -92,17 +91,6 @@ def set_subreaper(on: bool = True) -> bool:
         return False
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    prctl = _libc().prctl  # looked up here: the child between fork and exec only calls it
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # iobench died before the prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
 def run_phase(
     phase: str,
     argv: list[str],
@@ -117,7 +105,7 @@ def run_phase(
     when the phase fails). A KeyboardInterrupt ends the tree and is raised again."""
     keep = our_children()
     sampler.phase = phase  # ticks while the process starts belong to this phase
-    with open(out_path, "w+b") as out:
+    with files.open_stream(out_path) as out:
         start_wall, start = time.time(), time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -128,7 +116,7 @@ def run_phase(
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
+                preexec_fn=child.die_with_parent(os.getpid()),
             )
         except OSError as exc:
             return PhaseResult(
@@ -256,9 +244,16 @@ def our_children() -> set[int]:
 
 def end_strays(keep: set[int], grace_s: float = END_GRACE_S) -> list[int]:
     """Kill our children not in ``keep``: orphans a phase left, which came to us as their
-    subreaper (a daemon a ready check started in its own session). Returns their pids."""
+    subreaper (a daemon a ready check started in its own session). iobench's own helper
+    children (``iobench.system.child``: a removal, the lock's heartbeat) are not strays.
+    Returns their pids."""
     try:
-        strays = [p for p in psutil.Process().children() if p.pid not in keep]
+        with child.FORK_LOCK:
+            strays = [
+                p
+                for p in psutil.Process().children()
+                if p.pid not in keep and p.pid not in child.HELPERS
+            ]
     except psutil.Error:
         return []
     for p in strays:

@@ -17,9 +17,11 @@ exactly from the zombie before it is reaped, children included) plus the live tr
 Stall rule: no advance in the tree's write or read calls or bytes for ``stall_after``
 seconds opens a stall interval; it closes at the next advance. (Writes alone would call a
 slow import from a network volume a stall: it only reads.) Filesystem usage of the roles
-is polled at the same rate by a separate thread, one statvfs per filesystem, so that a volume that
-hangs statfs cannot stop the ticks that are meant to show the hang. The sampler's own CPU time is kept so
-its cost can be reported.
+is polled at the same rate by a child process (``iobench.system.child.Poller``), one statvfs
+per filesystem, so that a volume that hangs statfs cannot stop the ticks that are meant to
+show the hang, nor hold iobench at its exit (a thread blocked in statfs on a FUSE volume
+whose server stopped cannot be ended). The sampler's own CPU time, the child's included, is
+kept so its cost can be reported.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 import psutil
 
 from iobench.rundir.records import Sample, Stall
+from iobench.system import child
 
 
 @dataclass
@@ -57,6 +60,33 @@ def astuple(c: TreeCounters) -> tuple:
 
 _CLK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def fs_used(paths: dict[str, Path]) -> dict[str, int | None]:
+    """Used bytes of each role's filesystem (None where it cannot be read): one statvfs per
+    filesystem. Runs in the poller's child process."""
+    by_dev: dict[int, int] = {}
+    used: dict[str, int | None] = {}
+    for label, path in paths.items():
+        try:
+            dev = os.stat(path).st_dev
+            if dev not in by_dev:
+                st = os.statvfs(path)
+                by_dev[dev] = (st.f_blocks - st.f_bfree) * st.f_frsize
+            used[label] = by_dev[dev]
+        except OSError:
+            used[label] = None
+    return used
+
+
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) of ``pid`` so far; 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 # Kernel functions a thread sleeps in while it waits for a filesystem or the block layer
@@ -220,7 +250,7 @@ class Sampler:
         self._self_cpu = 0.0
         self._fs_peak: dict[str, int] = {}
         self._fs_used: dict[str, int | None] = {}
-        self._fs_period = self.period
+        self._fs_poller: child.Poller | None = None
 
     # ------------------------------------------------------------------ control
     def start(self) -> Sampler:
@@ -230,34 +260,23 @@ class Sampler:
         self._prev_disk = psutil.disk_io_counters()
         self._prev_net = psutil.net_io_counters()
         self._prev_t = self._t0
-        self._poll_fs()
+        if self.fs_paths:
+            paths = dict(self.fs_paths)
+            self._fs_poller = child.Poller(lambda: fs_used(paths), self.period).start()
         self._thread = threading.Thread(target=self._loop, name="iobench-sampler", daemon=True)
         self._thread.start()
-        if self.fs_paths:
-            threading.Thread(target=self._fs_loop, name="iobench-statvfs", daemon=True).start()
         return self
 
-    def _poll_fs(self) -> None:
-        """Used bytes of each role's filesystem: one statvfs per filesystem."""
-        by_dev: dict[int, int | None] = {}
-        used: dict[str, int | None] = {}
-        for label, path in self.fs_paths.items():
-            try:
-                dev = os.stat(path).st_dev
-                if dev not in by_dev:
-                    st = os.statvfs(path)
-                    by_dev[dev] = (st.f_blocks - st.f_bfree) * st.f_frsize
-                used[label] = by_dev[dev]
-            except OSError:
-                used[label] = None
-        self._fs_used = used
-        for label, u in used.items():
-            if u is not None:
-                self._fs_peak[label] = max(self._fs_peak.get(label, 0), u)
-
-    def _fs_loop(self) -> None:
-        while not self._stop.wait(self._fs_period):
-            self._poll_fs()
+    def _take_fs(self) -> dict[str, int | None]:
+        """The newest usage the poller sent (the one before while none came since)."""
+        if self._fs_poller is not None:
+            used = self._fs_poller.latest()
+            if isinstance(used, dict) and used is not self._fs_used:
+                self._fs_used = used
+                for label, u in used.items():
+                    if u is not None:
+                        self._fs_peak[label] = max(self._fs_peak.get(label, 0), u)
+        return dict(self._fs_used)
 
     def watch(self, pid: int, phase: str) -> None:
         """Measure ``pid``'s tree from now on, labelled ``phase``."""
@@ -302,6 +321,10 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._fs_poller is not None:
+            self._take_fs()
+            self._self_cpu += _cpu_s(self._fs_poller.pid)
+            self._fs_poller.close()
         with self._lock:
             self._close_stall(time.monotonic())
             return SamplerResult(
@@ -342,7 +365,7 @@ class Sampler:
             root = self._root
             phase = self.phase
         live, dstate, fswait, rss, procs = _walk_tree(root)
-        fs = dict(self._fs_used)  # written by the statvfs thread
+        fs = self._take_fs()
         with self._lock:
             if root is not None and root == self._root:
                 self._live = live

@@ -48,9 +48,11 @@ def roles(tmp_path: Path) -> tuple[Path, Path, Path]:
     return target, tmp, results
 
 
-def argv(tmp_path: Path, path: Path, *options: str) -> list[str]:
-    """`iobench run` of scenario ``path`` on the roles of :func:`roles`, without a report."""
-    target, tmp, results = roles(tmp_path)
+def argv(tmp_path: Path, path: Path, *options: str, target: Path | None = None) -> list[str]:
+    """`iobench run` of scenario ``path`` on the roles of :func:`roles` (or on ``target``,
+    a volume), without a report."""
+    made, tmp, results = roles(tmp_path)
+    target = target or made
     return ["run", "--scenario", str(path), "--target", str(target), "--tmp", str(tmp),
             "--results", str(results), "--no-report", *options]  # fmt: skip
 
@@ -62,12 +64,14 @@ def run(tmp_path: Path, workload: str = "", *options: str, **kw: object) -> tupl
     return rc, only_run_dir(tmp_path / "results")
 
 
-def process(tmp_path: Path, path: Path, *options: str) -> subprocess.Popen[str]:
+def process(
+    tmp_path: Path, path: Path, *options: str, target: Path | None = None
+) -> subprocess.Popen[str]:
     """`python -m iobench run` of a stand-in scenario as a process of its own (stdout and
     stderr piped, unbuffered), for what only a real process shows: signals, exit status."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "iobench", *argv(tmp_path, path, *options)],
+        [sys.executable, "-m", "iobench", *argv(tmp_path, path, *options, target=target)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 

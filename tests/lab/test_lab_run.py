@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers.files import TINY_PROFILE, only_run_dir, read_csv
+from helpers.lab import assert_nothing_left, needs_fuse
 
 from iobench.__main__ import main
 
@@ -123,3 +124,41 @@ def test_probe_agrees_with_configured_latency(tmp_path: Path, capsys) -> None:
             line = next(ln for ln in out.splitlines() if "create" in ln)
             best.append(float(line.split("(")[1].split(" ms")[0]))
     assert min(best) == pytest.approx(3 * latency, rel=0.25), best
+
+
+@needs_fuse
+def test_lab_down_during_a_run_ends_it_as_volume_lost(tmp_path: Path) -> None:
+    """Issue 23 (low): `lab down` under a running trial ended iobench with exit 2 (the usage
+    code) and left meta.json "running". A scratch folder that vanished mid-run is the
+    volume's failure: exit 1, meta.json says so, the rows stay."""
+    import json
+    import time
+
+    from helpers import standin
+
+    from iobench.lab import manage
+
+    vol = tmp_path / "vol"
+    manage.up(vol)
+    path = standin.scenario(tmp_path, "rate = 4", standin.NAIVE, repeats=3)  # 5 s a trial
+    proc = standin.process(tmp_path, path, "--no-probe", target=vol)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(vol.glob(".iobench-scratch/*/naive-r1/files/f3")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        manage.down(vol)  # what `iobench lab down` does: busy, so unmounted lazily
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if any(s.mountpoint == manage.mount_path(vol) for s in manage.status()):
+            manage.down(vol)
+    assert_nothing_left(vol)
+    assert proc.returncode == 1, (out, err)
+    assert "is gone" in err and "unmounted" in err, err
+    run = only_run_dir(tmp_path / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "volume-lost" and "is gone" in meta["status_reason"]
+    assert [r["trial_id"] for r in read_csv(run / "trials.csv")] == ["naive-r1"]

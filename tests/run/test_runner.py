@@ -306,3 +306,7 @@ def test_a_full_results_disk_keeps_the_row(tmpfs, tmp_path: Path) -> None:  # no
     assert [r["trial_id"] for r in rows] == ["naive-r1"] and rows[0]["status"] == "ok", out
     assert "samples of naive-r1 not saved" in out or not (run / "samples" / "naive-r1.csv").exists()
     assert "Traceback" not in out
+    # issue 23 (low): meta.json said "running" for good, 0-byte .tmp files stayed
+    assert json.loads((run / "meta.json").read_text())["status"] == "complete", out
+    assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]
+    assert "No space left on device" not in out or str(results) in out  # it names the file

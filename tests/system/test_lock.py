@@ -230,13 +230,19 @@ def test_lock_errors_live_in_errors_module() -> None:
     assert LockHeldError is errors.LockHeldError and LockLostError is errors.LockLostError
 
 
-def test_refresh_extends_expiry_and_release_keeps_a_foreign_lock(root: Path) -> None:
-    lock = TargetLock(root, "run-A", ttl_s=100, heartbeat=False).acquire()
+@pytest.mark.parametrize("quiet_s", [None, 5.0], ids=["in-process", "in-a-child"])
+def test_refresh_extends_expiry_and_release_keeps_a_foreign_lock(
+    root: Path, quiet_s: float | None
+) -> None:
+    """The same with the file I/O in a child process (what a run does: quiet_s): what
+    the child learnt comes back, and the lock names iobench, not the child."""
+    lock = TargetLock(root, "run-A", ttl_s=100, heartbeat=False, quiet_s=quiet_s).acquire()
     first = read_lock(root).expires
     assert lock.refresh() is False  # rate-limited: written less than ttl/4 ago
     time.sleep(0.05)
     assert lock.refresh(force=True) is True
     assert read_lock(root).expires > first and read_lock(root).token == lock.token
+    assert read_lock(root).pid == os.getpid() and lock.info == read_lock(root)
     # someone else's lock now stands there: refresh says so, release leaves it alone
     foreign = json.loads((root / LOCK_NAME).read_text()) | {"token": "other", "run_id": "run-Z"}
     (root / LOCK_NAME).write_text(json.dumps(foreign))
@@ -244,6 +250,10 @@ def test_refresh_extends_expiry_and_release_keeps_a_foreign_lock(root: Path) -> 
         lock.refresh(force=True)
     lock.release()
     assert read_lock(root).run_id == "run-Z"
+    ours = TargetLock(root / "again", "run-B", heartbeat=False, quiet_s=quiet_s)
+    (root / "again").mkdir()
+    ours.acquire().release()
+    assert read_lock(root / "again") is None
 
 
 RACER = textwrap.dedent(

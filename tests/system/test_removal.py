@@ -56,11 +56,9 @@ def test_remove_tree_in_parallel_leaves_nothing_and_keeps_what_is_outside(tmp_pa
     venv = s.run_root / "t-r1" / "venv"
     assert _venv_like(venv) > 300
     (venv / "link").symlink_to(outside)  # a link inside goes, what it points to stays
-    tids: list[int] = []
-    assert remove_tree(s.run_root / "t-r1", workers=4, tids=tids) is True
+    remove_tree(s.run_root / "t-r1", workers=4)
     assert not (s.run_root / "t-r1").exists()
     assert outside.read_text() == "keep me"
-    assert len(set(tids)) >= 2  # the workers registered, so a hang in any of them is seen
 
 
 def test_remove_refuses_what_is_not_in_a_scratch_folder(tmp_path: Path) -> None:
@@ -206,12 +204,13 @@ def test_a_tree_on_tmpfs_is_removed_by_one_thread_elsewhere_by_several(
     0.13 s with 8, 0.03 s with one); elsewhere the unlinks' waits overlap."""
     from iobench.system import procfs, removal
 
-    seen: list[int] = []
+    log = tmp_path / "workers.log"  # the removal runs in a child: it says so in a file
     real = removal.remove_tree
 
-    def spy(path: Path, workers: int = 8, tids: Any = None, stop: Any = None) -> bool:
-        seen.append(workers)
-        return real(path, workers, tids, stop)
+    def spy(path: Path, workers: int = 8) -> None:
+        with open(log, "a") as fh:
+            fh.write(f"{workers}\n")
+        real(path, workers)
 
     monkeypatch.setattr(removal, "remove_tree", spy)
     mem = _scratch(tmpfs(), "mem")
@@ -222,4 +221,4 @@ def test_a_tree_on_tmpfs_is_removed_by_one_thread_elsewhere_by_several(
         assert not (s.run_root / "t-r1").exists()
     mount = procfs.mount_of(tmp_path)
     on_disk = 1 if mount is not None and mount.fstype in removal.SERIAL_FSTYPES else 8
-    assert seen == [1, on_disk]
+    assert [int(n) for n in log.read_text().split()] == [1, on_disk]

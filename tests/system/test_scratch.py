@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -13,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.files import DATA
+from helpers import standin
+from helpers.files import DATA, only_run_dir
 
 from iobench.__main__ import main
 from iobench.errors import SafetyError, UsageError
@@ -134,13 +136,11 @@ print(os.getuid(), flush=True)
 def _runuser_nobody() -> list[str]:
     """The command prefix that runs a system Python as user nobody (the test venv may sit
     under a home folder nobody cannot enter)."""
-    if (
-        os.geteuid() != 0
-        or shutil.which("runuser") is None
-        or not os.access("/usr/bin/python3", os.X_OK)
-    ):
+    # runuser lives in /usr/sbin, which a plain PATH (the suite under env -i) leaves out
+    runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    if os.geteuid() != 0 or runuser is None or not os.access("/usr/bin/python3", os.X_OK):
         pytest.skip("needs root, runuser and /usr/bin/python3 to act as a second user")
-    return ["runuser", "-u", "nobody", "--", "/usr/bin/python3"]
+    return [runuser, "-u", "nobody", "--", "/usr/bin/python3"]
 
 
 @pytest.fixture
@@ -348,3 +348,222 @@ def test_an_empty_scratch_folder_goes_but_one_another_run_uses_stays(tmp_path: P
     other.drop_if_empty()
     assert not mine.root.exists()
     other.drop_if_empty()  # already gone: nothing to do
+
+
+# ------------------------------------------------------------- issue 23 items 1-2: StrictModes
+def _nobody_owns(folder: Path) -> Path:
+    _runuser_nobody()  # skips where there is no second user to be
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chown(folder, 65534, 65534)
+    os.chmod(folder, 0o755)
+    return folder
+
+
+def test_a_role_another_user_owns_is_refused_naming_the_owner_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a --target owned by uid 65534 (mode 0755) was accepted; its owner could rename
+    root's scratch folder mid-trial, plant their own, and have root run their venv's python."""
+    role = _nobody_owns(tmp_path / "theirs")
+    rc = main(standin.argv(tmp_path, standin.scenario(tmp_path), "--target", str(role)))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) <= 2, err
+    assert f"{role} belongs to user nobody (uid 65534)" in err and "--trust-owner nobody" in err
+    assert not (role / SCRATCH_NAME).exists() and not (tmp_path / "results").exists()
+    # a folder of theirs above the role: the same refusal (they could swap the whole role)
+    inner = role / "mine"
+    inner.mkdir()
+    assert main(standin.argv(tmp_path, tmp_path / "standin.toml", "--tmp", str(inner))) == 2
+    assert f"{role} belongs to user nobody" in capsys.readouterr().err
+    assert not (inner / SCRATCH_NAME).exists()
+
+
+def test_a_writable_folder_above_a_role_is_refused_unless_sticky(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: only the role folder's own mode was looked at; a world-writable, non-sticky
+    folder above it let its users swap the whole role folder during a trial."""
+    above = tmp_path / "open"
+    role = above / "role"
+    role.mkdir(parents=True)
+    os.chmod(above, 0o777)
+    path = standin.scenario(tmp_path)
+    assert main(standin.argv(tmp_path, path, "--target", str(role))) == 2
+    err = capsys.readouterr().err
+    assert f"{above} is writable by other users and not sticky (mode 0777)" in err
+    os.chmod(above, 0o1777)  # sticky, as /tmp: others cannot rename what is not theirs
+    assert main(standin.argv(tmp_path, path, "--target", str(role), "--quiet")) == 0
+
+
+def test_a_trusted_owner_s_role_is_used_and_the_trust_recorded(tmp_path: Path) -> None:
+    role = _nobody_owns(tmp_path / "theirs")
+    path = standin.scenario(tmp_path, repeats=1)
+    rc = main(
+        standin.argv(tmp_path, path, "--target", str(role), "--trust-owner", "nobody", "--quiet")
+    )
+    run = only_run_dir(tmp_path / "results")
+    assert rc == 0 and json.loads((run / "meta.json").read_text())["trusted_owners"] == ["nobody"]
+    assert main(["run", "--resume", str(run), "--no-report"]) == 0  # the resume keeps the trust
+    assert (
+        main(standin.argv(tmp_path, path, "--target", str(role), "--trust-owner", "no-such-user"))
+        == 2
+    )
+
+
+# ------------------------------------------------------------- issue 23 item 3: mounts inside
+def _bind(source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
+
+
+def _unmount_all_under(folder: Path) -> None:
+    real = os.path.realpath(folder)
+    for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
+        point = line.split()[1].encode().decode("unicode_escape")
+        if point.startswith(real + "/"):
+            subprocess.run(["umount", "-l", point], check=False)
+
+
+@pytest.mark.lab
+def test_a_bind_mount_inside_a_trial_folder_is_never_deleted_through(tmp_path: Path) -> None:
+    """Before: a user's folder bind-mounted inside a trial folder went into the run's trash
+    with it, and its removal could walk into it (32 entries -> 2 in the hostile test)."""
+    from iobench.system.removal import TRASH, Remover
+
+    user = tmp_path / "user-data"
+    user.mkdir()
+    for i in range(32):
+        (user / f"f{i}").write_text("mine")
+    scratch = Scratch(tmp_path / "role", "run-1")
+    (tmp_path / "role").mkdir()
+    scratch.ensure().claim()
+    trial = scratch.trial_dir("t1")
+    _bind(user, trial / "venv" / "lib" / "site packages")  # a space, escaped in the mount table
+    try:
+        remover = Remover()
+        said = remover.defer(trial, scratch.run_root / TRASH, scratch.root)
+        assert "is mounted inside; left in place" in said and trial.is_dir()  # not moved
+        assert not (scratch.run_root / TRASH).exists() or not list(
+            (scratch.run_root / TRASH).iterdir()
+        )
+        with pytest.raises(SafetyError, match="is mounted there"):
+            remove(trial)
+        assert remover.remove(trial, scratch.root) != ""
+        (scratch.run_root / ".iobench-owner").unlink()  # its run is gone: `clean` may act
+        count, kept = remove_scratch(scratch.root)
+        assert any("mounted inside" in k for k in kept), kept
+    finally:
+        _unmount_all_under(tmp_path / "role")
+    assert len(list(user.iterdir())) == 32  # every one of the user's files is still there
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("kind", ["tmpfs", "bind mount of the same disk"])
+def test_a_deleting_walk_never_leaves_its_filesystem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The walk's own check: a mount the mount table did not show (one made between the
+    look and the walk) stops the walk there, and what is on it is untouched. A bind mount of
+    the same disk keeps the device number; its mount id tells it apart."""
+    from iobench.system import scratch as scratch_module
+
+    role = tmp_path / "role"
+    role.mkdir()
+    s = Scratch(role, "run-1").ensure().claim()
+    trial = s.trial_dir("t1")
+    inner = trial / "venv" / "deep"
+    inner.mkdir(parents=True)
+    if kind == "tmpfs":
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "iobench-test", str(inner)], check=True
+        )
+    else:
+        user = tmp_path / "user-data"
+        user.mkdir()
+        subprocess.run(["mount", "--bind", str(user), str(inner)], check=True)
+        assert os.stat(inner).st_dev == os.stat(trial).st_dev  # the device check alone: blind
+    try:
+        (inner / "theirs").write_text("keep")
+        monkeypatch.setattr(
+            scratch_module, "mount_inside", lambda path: None
+        )  # the table missed it
+        with pytest.raises(SafetyError, match="another filesystem is mounted there"):
+            remove(trial)
+        assert (inner / "theirs").read_text() == "keep"
+    finally:
+        subprocess.run(["umount", "-l", str(inner)], check=False)
+
+
+@pytest.mark.lab
+def test_an_image_a_killed_run_left_mounted_is_unmounted_by_resume_and_clean(
+    tmp_path: Path,
+) -> None:
+    """Before: a SIGKILL during a packed venv's restore left its squashfs mounted (and its
+    loop device); --resume's trial folder and `iobench clean` refused to touch it for good.
+    iobench mounts its images nosuid,nodev; they are its own, so it unmounts them."""
+    if not shutil.which("mksquashfs"):
+        pytest.skip("needs mksquashfs")
+    from iobench.trial import strategies
+
+    role = tmp_path / "role"
+    role.mkdir()
+    s = Scratch(role, "run-1").ensure().claim()
+    trial = s.trial_dir("packed-r1")
+    tree = trial / "build"
+    tree.mkdir()
+    (tree / "pyvenv.cfg").write_text("home = x\n")
+    image = tmp_path / "venv.sqfs"
+    subprocess.run(["mksquashfs", str(tree), str(image), "-quiet", "-noappend"], check=True)
+    venv = trial / "venv"
+    commands, _ = strategies._unpack_commands("squashfs", "mount -t squashfs", image, venv)
+    for argv in commands:
+        subprocess.run(argv, check=True)
+    mounts = Path("/proc/self/mounts").read_text()
+    line = next(x for x in mounts.splitlines() if f" {venv} " in x)
+    assert "nosuid" in line and "nodev" in line and " ro," in f" {line.split()[3]},"
+    again = s.trial_dir("packed-r1")  # what --resume does with the killed trial's folder
+    assert again.is_dir() and not list(again.iterdir())
+    assert f" {venv} " not in Path("/proc/self/mounts").read_text()
+    # the same left by a crash and found by `iobench clean`
+    trial = s.trial_dir("packed-r2")
+    (trial / "venv").mkdir()
+    subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro,nosuid,nodev", str(image),
+                    str(trial / "venv")], check=True)  # fmt: skip
+    (s.run_root / ".iobench-owner").unlink()  # its run was killed: `clean` may act
+    assert main(["clean", str(role)]) == 0
+    assert (
+        not (role / SCRATCH_NAME).exists()
+        and f" {trial}" not in Path("/proc/self/mounts").read_text()
+    )
+
+
+@pytest.mark.parametrize("run_id", ["lock.json", "lock.json.takeover", ".iobench-sentinel"])
+def test_a_run_id_naming_the_scratch_s_own_files_is_refused(run_id: str, tmp_path: Path) -> None:
+    """Issue 23 (low): a received meta.json's run_id named lock.json: the run's folder was the lock."""
+    with pytest.raises(SafetyError, match="names one of the scratch folder's own files"):
+        Scratch(tmp_path, run_id)
+
+
+# ------------------------------------------- the hostile round after the fix: HOME and XDG
+def test_a_home_another_user_owns_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: with ``HOME`` a folder of uid 65534 (``sudo`` without ``-H``), root kept
+    iobench's generated wheels and virtualenv's seed wheels under it: their owner could swap
+    them and have root install and import their code."""
+    home = _nobody_owns(tmp_path / "their-home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    path = standin.scenario(tmp_path, repeats=1)
+    assert main(standin.argv(tmp_path, path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"iobench: error: HOME={home}: {home} belongs to user nobody"), err
+    assert "(sudo -H)" in err and "--trust-owner nobody" in err and len(err.splitlines()) == 1
+    assert not (home / ".cache").exists() and not (tmp_path / "results").exists()
+    # an XDG folder of theirs, below a home of ours: the same refusal
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    assert main(standin.argv(tmp_path, path)) == 2
+    assert f"XDG_CACHE_HOME={home / 'cache'}: {home} belongs to" in capsys.readouterr().err
+    # trusted on purpose: the run goes ahead
+    assert main(standin.argv(tmp_path, path, "--trust-owner", "nobody", "--quiet")) == 0

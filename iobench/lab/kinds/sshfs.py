@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -27,16 +26,16 @@ from iobench.lab.state import LabMount
 from iobench.system import procfs
 
 FSTYPE = "fuse.sshfs"
+#: ssh's keepalive: seconds between probes, and unanswered probes before it gives up
+KEEPALIVE_S = 5
+KEEPALIVE_COUNT = 3
 _NET = ipaddress.IPv4Network("10.203.0.0/16")
 
 
 def tools() -> dict[str, str | None]:
     """Paths of the programs this kind needs (None where missing)."""
     names = ("sshfs", "sshd", "ssh", "ssh-keygen", "ip", "tc")
-    found = {n: shutil.which(n) for n in names}
-    if found["sshd"] is None and os.access("/usr/sbin/sshd", os.X_OK):
-        found["sshd"] = "/usr/sbin/sshd"
-    return found
+    return {n: system.which(n) for n in names}
 
 
 def _used_subnets() -> set[ipaddress.IPv4Network]:
@@ -84,6 +83,11 @@ def start(lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
         "StrictHostKeyChecking=yes",
         "BatchMode=yes",
         "ConnectTimeout=10",
+        # a server that stops answering (stopped, its host gone) drops the connection after
+        # 3 unanswered probes 5 s apart: sshfs then fails the requests waiting on it instead
+        # of holding their callers in the kernel until the server returns
+        f"ServerAliveInterval={KEEPALIVE_S}",
+        f"ServerAliveCountMax={KEEPALIVE_COUNT}",
     ]
     cmd = [  # as root: lab_unavailable_reason() insists on it
         paths["sshfs"] or "sshfs",
@@ -128,7 +132,8 @@ def _network(lab: LabMount, options: VolumeOptions) -> dict[str, str]:
         burst = max(64 * 1024, int(options.mb_per_s * 1e6 / 100))  # 10 ms worth, at least 64 KiB
         tbf = ["root", "tbf", "rate", f"{rate_bit}bit", "burst", str(burst), "latency", "50ms"]
         system.run(["tc", "qdisc", "add", "dev", vh, *tbf])
-        system.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", vn, *tbf])
+        tc = system.which("tc") or "tc"  # `ip netns exec` looks it up on PATH, not in sbin
+        system.run(["ip", "netns", "exec", ns, tc, "qdisc", "add", "dev", vn, *tbf])
     return net
 
 

@@ -1,0 +1,155 @@
+"""Whom a folder lets change what iobench runs: OpenSSH's StrictModes, for every folder
+iobench executes code from or reads configuration from.
+
+Why: iobench runs as root on shared machines. A folder that another user owns — or any
+folder above it that others can write and that is not sticky — lets that user rename what
+iobench put there and put their own in its place: a venv whose interpreter root then runs,
+a wheel root then installs and imports, a ``pip.conf`` that names their index. The rule is
+the one ``sshd`` applies to ``~/.ssh``: the folder and every folder above it belong to root,
+the running user or an owner the user said to trust (``--trust-owner``, recorded in
+meta.json), and none is writable by others unless sticky (as ``/tmp`` is).
+
+What is checked: each role folder and the scratch folder in it (``iobench.system.scratch``),
+the lab's state folder, and the per-user folders the tools read (``HOME`` and the XDG base
+folders: pip's and uv's configuration, virtualenv's seed wheels, iobench's generated
+wheels; ``TMPDIR``) before a run starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from iobench.errors import SafetyError
+
+#: uids whose folders the user said to trust on top of root's and their own (``--trust-owner``)
+TRUSTED_UIDS: set[int] = set()
+
+#: the per-user folders that pip, uv, virtualenv and iobench read code or configuration
+#: from, and the temporary folder iobench's own measurements build venvs in
+USER_DIRS = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "TMPDIR")
+
+
+def trust_owners(uids: set[int]) -> None:
+    """Trust folders these users own as roles and above them (``--trust-owner``; meta.json
+    records them): the user says that none of them would swap what iobench runs."""
+    TRUSTED_UIDS.clear()
+    TRUSTED_UIDS.update(uids)
+
+
+def user_login(uid: int) -> str:
+    """The login name of ``uid`` (its number when it has none)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def user_name(uid: int) -> str:
+    """``user NAME (uid N)`` for messages."""
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def strict_modes_problem(path: Path, what: str, fix: str = "") -> str | None:
+    """Why another user could change ``what`` at ``path`` (or below it), or None.
+
+    ``path`` and every folder above it: owned by root, the running user or a trusted owner,
+    and not writable by others unless sticky. A path that does not exist yet is judged by
+    the folders that would hold it. ``fix``: a first remedy to name before the usual ones."""
+    try:
+        real = Path(os.path.realpath(path))
+    except OSError as exc:
+        return f"cannot use {path}: {exc.strerror}"
+    me = os.geteuid()
+    first = f"{fix}, " if fix else ""
+    for folder in (real, *real.parents):
+        try:
+            st = os.stat(folder)
+        except FileNotFoundError:
+            continue  # not made yet: what holds it decides
+        except OSError as exc:
+            return f"cannot use {path}: {folder}: {exc.strerror}"
+        where = "in" if folder == real else "below"
+        if st.st_uid not in (0, me) and st.st_uid not in TRUSTED_UIDS:
+            name = user_login(st.st_uid)
+            return (
+                f"{folder} belongs to {user_name(st.st_uid)}, who could swap {what} {where} it "
+                f"and have {user_name(me)} run their code: {first}chown it to {user_login(me)}, "
+                f"run iobench as {name}, or pass --trust-owner {name}"
+            )
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return (
+                f"{folder} is writable by other users and not sticky (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}): another user could swap {what} {where} it; "
+                f"{first}chmod go-w it (or +t, as /tmp)"
+            )
+    return None
+
+
+def check_user_dirs(env: Mapping[str, str] | None = None) -> None:
+    """Refuse a run whose ``HOME`` (or an XDG base folder that is set) another user could
+    change: the tools iobench runs read their configuration and seed wheels there, and
+    iobench keeps its generated wheels there. ``sudo`` without ``-H`` keeps the calling
+    user's ``HOME`` on some systems, which is exactly this case."""
+    env = os.environ if env is None else env
+    for name in USER_DIRS:
+        value = env.get(name)
+        if not value or not os.path.isabs(value):
+            continue
+        problem = strict_modes_problem(
+            Path(value),
+            f"the configuration, caches and wheels that pip, uv, virtualenv and iobench read from {name}",
+            fix=f"set {name} to a folder of your own (sudo -H)" if name == "HOME" else "",
+        )
+        if problem:
+            raise SafetyError(f"{name}={value}: {problem}")
+
+
+def private_dir_problem(path: Path) -> str | None:
+    """Why ``path`` is not a folder iobench may use as its own (scratch, lab state), or None.
+
+    Opened with O_NOFOLLOW|O_DIRECTORY and judged by fstat of that very descriptor, so a
+    link swapped in between a check and its use is refused, not followed.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return f"{path} is a symlink or not a folder; iobench will not use it as scratch"
+        return f"cannot open scratch folder {path}: {exc.strerror}"
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    me = os.geteuid()
+    if st.st_uid != me:
+        return (
+            f"{path} belongs to {user_name(st.st_uid)}, not to you ({user_name(me)}); iobench uses only "
+            f"scratch folders it made as you (on filesystems that do not keep owners, such as vfat or "
+            f"NFS with root_squash, give a role folder on another filesystem)"
+        )
+    if st.st_mode & 0o022:
+        return (
+            f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); another user could "
+            f"plant programs in it: remove it (or chmod go-w it if it is yours)"
+        )
+    return None
+
+
+__all__ = [
+    "TRUSTED_UIDS",
+    "USER_DIRS",
+    "check_user_dirs",
+    "private_dir_problem",
+    "strict_modes_problem",
+    "trust_owners",
+    "user_login",
+    "user_name",
+]
