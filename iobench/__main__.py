@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from iobench.errors import IOBenchError
+from iobench.units import printable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,8 +20,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return dispatch(list(sys.argv[1:] if argv is None else argv))
-    except IOBenchError as exc:
-        print(f"iobench: error: {exc}", file=sys.stderr)
+    except IOBenchError as exc:  # one line: nothing in it acts on the terminal
+        print(f"iobench: error: {printable(exc)}", file=sys.stderr)
         usage = getattr(exc, "usage", None)
         if usage:
             print(usage, file=sys.stderr)
@@ -36,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except OSError as exc:  # a disk filled or a folder vanished somewhere we did not expect
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"iobench: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(
+            f"iobench: error: {printable(exc.strerror or exc)}{printable(where)}", file=sys.stderr
+        )
         return 1
 
 

@@ -106,3 +106,25 @@ def run_key(i: int) -> str:
         i, rem = divmod(i - 1, 26)
         key = chr(65 + rem) + key
     return key
+
+
+#: what must never reach a terminal from a string iobench read back (a received run
+#: folder's label, a scenario name): control characters, which move the cursor, rewrite
+#: lines, set the window title (ESC, CSI, OSC), and the marks that reverse text's direction
+_UNPRINTABLE = {
+    *range(0x00, 0x20),
+    0x7F,
+    *range(0x80, 0xA0),
+    0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+}  # fmt: skip
+
+
+def printable(text: object) -> str:
+    """``text`` with every control character written as its escape (``\\x1b``), so that a
+    string read from a file shows as what it is instead of acting on the terminal (line
+    breaks too: print lines one by one)."""
+    return "".join(_escaped(c) if ord(c) in _UNPRINTABLE else c for c in str(text))
+
+
+def _escaped(c: str) -> str:
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"

@@ -27,8 +27,8 @@ from pathlib import Path
 from iobench.trial import installers
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec
-from iobench.wheels.profile import load_profile
 from iobench.wheels.cache import cached_wheels
+from iobench.wheels.profile import load_profile
 
 
 def script(root: Path, url: str, env: dict[str, str]) -> str:

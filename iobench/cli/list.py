@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iobench.errors import RunDirError, UsageError
+from iobench.system import procfs
+from iobench.units import printable
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class StoredRun:
     ok: int
     trials: int
     winner: str  # "" when no trial succeeded; ends in "*" when taken from trials.csv
+    host: str = ""  # the host that ran it (meta.json)
 
 
 def _add_list(sub: argparse._SubParsersAction) -> None:
@@ -84,6 +88,7 @@ def read_run(path: Path) -> StoredRun:
         label=meta.label or "",
         scenario=meta.scenario_name or "",
         status=meta.status or "?",
+        host=meta.hostname or "",
         ok=sum(1 for r in rows if r.status == "ok"),
         trials=len(rows),
         winner=winner,
@@ -107,13 +112,25 @@ def stored_runs(results: Path) -> tuple[list[StoredRun], list[str]]:
     return runs, skipped
 
 
+def _status(run: StoredRun) -> str:
+    """meta.json's status; a run of this host still "running" whose process is gone (killed,
+    out of memory, its results disk full at the end) says so."""
+    if run.status != "running" or not run.run_id.rsplit("-", 1)[-1].isdigit():
+        return run.status
+    pid = int(run.run_id.rsplit("-", 1)[-1])  # the run id ends with the run's pid
+    if run.host and run.host == socket.gethostname() and not procfs.alive(pid):
+        return "running (gone)"
+    return run.status
+
+
 def list_lines(runs: list[StoredRun]) -> list[str]:
     """The table `iobench list` prints."""
     head = ("run", "label", "scenario", "status", "ok/all", "winner")
     body = [
-        (r.path.name, r.label or "-", r.scenario, r.status, f"{r.ok}/{r.trials}", r.winner or "-")
+        tuple(printable(cell) for cell in (r.path.name, r.label or "-", r.scenario,
+                                           _status(r), f"{r.ok}/{r.trials}", r.winner or "-"))
         for r in runs
-    ]
+    ]  # fmt: skip
     widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
     return [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [head, *body]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from iobench.cli.cost import add_cost_arguments, cost_options_from_args
 from iobench.errors import UsageError
+from iobench.units import printable
 
 FORMATS = ("table", "markdown", "json")
 
@@ -67,7 +68,8 @@ def _check_format(args: argparse.Namespace) -> str:
 
 
 def _emit(lines: list[str]) -> None:
-    print("\n".join(lines), flush=True)
+    """Print report lines; what a received run folder holds cannot act on the terminal."""
+    print("\n".join(printable(line) for line in lines), flush=True)
 
 
 def report_command(args: argparse.Namespace) -> int:

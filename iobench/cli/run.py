@@ -74,6 +74,15 @@ def _add_where(p: argparse.ArgumentParser) -> None:
         metavar="NAME=DIR",
         help="an extra role, e.g. local=/root/scratch (repeatable)",
     )
+    where.add_argument(
+        "--trust-owner",
+        action="append",
+        default=[],
+        metavar="USER",
+        help="use role folders that USER owns, or that lie below one (repeatable; recorded in "
+        "meta.json): by default a role and every folder above it must be yours or root's, as "
+        "another owner could swap iobench's scratch folder there",
+    )
 
 
 def _add_what(p: argparse.ArgumentParser) -> None:

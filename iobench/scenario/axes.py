@@ -12,6 +12,7 @@ validator, so a bad one is the same one line a TOML file would get.
 from __future__ import annotations
 
 import itertools
+import math
 import urllib.parse
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from iobench import redact
 from iobench.errors import ScenarioError, UsageError
 from iobench.scenario.load import Config, Scenario, _check_name, _config, requirement_problem
+from iobench.scenario.vocab import MAX_CONFIGS
 
 #: config keys an axis may vary (not a config's name, description or strategy)
 AXIS_KEYS = (
@@ -73,6 +75,12 @@ def cross(scenario: Scenario, axes: list[tuple[str, list[str]]]) -> Scenario:
     if not axes:
         return scenario
     where = "--matrix"
+    combos = len(scenario.configs) * math.prod(len(vals) for _, vals in axes)
+    if combos > MAX_CONFIGS:
+        raise ScenarioError(
+            f"{where}: {len(scenario.configs)} configs crossed with these axes make {combos:,}; "
+            f"at most {MAX_CONFIGS:,} (fewer values per axis)"
+        )
     configs: list[Config] = []
     names: set[str] = set()
     for cfg in scenario.configs:

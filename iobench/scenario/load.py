@@ -34,10 +34,12 @@ from iobench.scenario.vocab import (
     CACHE_STATES,
     INSTALLERS,
     LINK_MODES,
+    MAX_CONFIGS,
     ON_OFF,
     STRATEGIES,
     VENV_CREATORS,
     WORKLOADS,
+    named_list,
 )
 
 if sys.version_info >= (3, 11):
@@ -141,8 +143,8 @@ class Scenario:
             if c.name == name:
                 return c
         raise ScenarioError(
-            f"unknown config '{name}' in scenario {self.name} "
-            f"(known: {', '.join(c.name for c in self.configs)})"
+            f"unknown config '{name[:80]}' in scenario {self.name} "
+            f"(known: {named_list([c.name for c in self.configs])})"
         )
 
     def select(self, names: list[str] | None) -> Scenario:
@@ -314,6 +316,11 @@ def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:
             raise ScenarioError(
                 f"{_where(src, 'matrix.' + k)}: expected a non-empty list (at most 100 values)"
             )
+    if math.prod(len(v) for v in axes.values()) > MAX_CONFIGS:
+        raise ScenarioError(
+            f"{_where(src, 'matrix')}: {math.prod(len(v) for v in axes.values()):,} combinations; "
+            f"at most {MAX_CONFIGS:,} configs (fewer values per axis)"
+        )
     excludes = table.get("exclude", [])
     if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
         raise ScenarioError(f"{_where(src, 'matrix.exclude')}: expected a list of tables")

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 #: the installers a config may name
 INSTALLERS = ("pip", "uv")
+#: the most configs one scenario may expand to (a [matrix], --matrix): more is a mistake,
+#: and generating them would take longer than any run; --configs then picks from them
+MAX_CONFIGS = 4096
 #: a config's cache at the start of a trial: empty, or primed by an untimed install
 CACHE_STATES = ("cold", "warm")
 ON_OFF = ("on", "off")
@@ -84,3 +87,9 @@ STRATEGIES: dict[str, Strategy] = {
 def strategy(name: str) -> Strategy | None:
     """The strategy called ``name``, or None."""
     return STRATEGIES.get(name)
+
+
+def named_list(names: list[str] | tuple[str, ...], most: int = 12) -> str:
+    """``a, b, c`` for an error line; a long list ends ``… (and 2,036 more)``."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, … (and {len(names) - most:,} more)"

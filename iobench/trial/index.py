@@ -40,6 +40,7 @@ from iobench.system.shaping import TokenBucket
 
 _CHUNK = 64 * 1024
 _MAX_MBIT = 1e6  # 1 Tbit/s: beyond this a cap means nothing
+_MIN_MBIT = 0.01
 _IMMUTABLE = "max-age=365000000, immutable, public"
 
 
@@ -114,16 +115,18 @@ class _Link:
 
 
 def check_mbit(mbit_per_s: float | None) -> float | None:
-    """A rate cap in megabits/s: None, or finite and in (0, 1e6]; else one UsageError line."""
+    """A rate cap in megabits/s: None, or finite and in [0.01, 1e6]; else one UsageError
+    line (below 0.01 the pacing's sleeps overflow, and a 10 MB wheel would take days)."""
     if mbit_per_s is None:
         return None
     if not (
         isinstance(mbit_per_s, int | float)
         and math.isfinite(mbit_per_s)
-        and 0 < mbit_per_s <= _MAX_MBIT
+        and _MIN_MBIT <= mbit_per_s <= _MAX_MBIT
     ):
         raise UsageError(
-            f"--index-mbit must be a number of megabits/s in (0, {_MAX_MBIT:g}] (got {mbit_per_s})"
+            f"--index-mbit must be a number of megabits/s in [{_MIN_MBIT:g}, {_MAX_MBIT:g}] "
+            f"(got {mbit_per_s})"
         )
     return float(mbit_per_s)
 

@@ -245,6 +245,20 @@ def _list(table: dict, key: str, where: str, default: list | object = _MISSING) 
     return cast("list[Any]", _get(table, key, where, "list", default))
 
 
+#: the largest values a profile may hold: far above any real package (torch: ~20,000 files,
+#: ~5 GB) and low enough that synthesizing or predicting one cannot exhaust memory
+MAX_FILES = 5_000_000
+MAX_BYTES = 10**12
+MAX_DIRS = 1_000_000
+MAX_MODULES = 1_000_000
+
+
+def _at_most(value: int, cap: int, where: str) -> int:
+    if value > cap:
+        raise _bad(where, f"{value:,} is more than iobench handles ({cap:,})")
+    return value
+
+
 def profile_from_dict(data: dict, where: str) -> Profile:
     """Validate a profile table (from TOML or a scenario) into a frozen Profile.
 
@@ -273,8 +287,10 @@ def profile_from_dict(data: dict, where: str) -> Profile:
         version = str(_str(d, "version", w, "1.0.0"))
         if not _VERSION_RE.match(version):
             raise _bad(f"{w}.version", f"{version!r} is not a version such as 1.0.0")
-        dirs = int(_int(d, "dirs", w, 1))
-        import_modules = int(_int(d, "import_modules", w, 10))
+        dirs = _at_most(int(_int(d, "dirs", w, 1)), MAX_DIRS, f"{w}.dirs")
+        import_modules = _at_most(
+            int(_int(d, "import_modules", w, 10)), MAX_MODULES, f"{w}.import_modules"
+        )
         if import_modules < 0:
             raise _bad(f"{w}.import_modules", "must be >= 0")
         requires = _list(d, "requires", w, [])
@@ -293,13 +309,16 @@ def profile_from_dict(data: dict, where: str) -> Profile:
                 imports=_fanout(d, w),
             )
         )
-    return Profile(
+    profile = Profile(
         name=name,
         source=str(_str(prof, "source", key, "")),
         seed=int(_int(prof, "seed", key, 0)),
         dists=tuple(dists),
         description=str(_str(prof, "description", key, "")),
     )
+    _at_most(profile.file_count, MAX_FILES, f"{key}: files in all")
+    _at_most(profile.total_bytes, MAX_BYTES, f"{key}: bytes in all")
+    return profile
 
 
 def _file_group(g: object, gw: str) -> FileGroup:
@@ -309,9 +328,9 @@ def _file_group(g: object, gw: str) -> FileGroup:
     ext = str(_str(g, "ext", gw)).lstrip(".")
     if not _EXT_RE.match(ext):
         raise _bad(f"{gw}.ext", f"{ext!r} must be 1-32 letters, digits, '_' or '-'")
-    count = int(_int(g, "count", gw))
-    med = int(_num(g, "median_bytes", gw))
-    total = int(_num(g, "total_bytes", gw, med * count))
+    count = _at_most(int(_int(g, "count", gw)), MAX_FILES, f"{gw}.count")
+    med = _at_most(int(_num(g, "median_bytes", gw)), MAX_BYTES, f"{gw}.median_bytes")
+    total = _at_most(int(_num(g, "total_bytes", gw, med * count)), MAX_BYTES, f"{gw}.total_bytes")
     if count < 0 or med < 0 or total < 0:
         raise _bad(gw, "count and sizes must be >= 0")
     sigma = float(_num(g, "sigma", gw, 1.0))

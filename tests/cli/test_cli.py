@@ -330,6 +330,28 @@ def test_resume_of_a_finished_run_has_nothing_to_do_and_keeps_it(
     assert {p: (run_dir / p).read_bytes() for p in before} == before  # ended_at kept
 
 
+def test_list_shows_what_a_received_run_folder_holds_without_acting_on_the_terminal(
+    tmp_path: Path, capsys
+) -> None:
+    """Issue 23 (low): a received meta.json's label printed its escape sequences raw (a title
+    change, a cleared screen). And a run of this host still "running" whose process is gone
+    says so."""
+    import socket
+
+    from helpers.runs import make_run_dir
+
+    run = make_run_dir(tmp_path / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    meta["label"] = "pod\x1b]0;pwned\x07\x1b[2J\u202e"
+    meta["status"], meta["host"]["hostname"] = "running", socket.gethostname()
+    meta["run_id"] = meta["run_id"] + "-999999999"  # a pid that is not alive
+    (run / "meta.json").write_text(json.dumps(meta))
+    assert main(["list", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "pod\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in out and "running (gone)" in out
+
+
 def test_list_env_default_and_empty_and_bad(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("IOBENCH_RESULTS", str(tmp_path))
     assert main(["list"]) == 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from iobench.errors import UsageError
+from iobench.errors import LabError, UsageError
 from iobench.lab.options import DEFAULT_CACHE_S, VolumeOptions
 
 
@@ -73,3 +73,12 @@ def test_the_daemon_reads_the_options_the_kind_writes(tmp_path: Path) -> None:
     assert VolumeOptions.from_dict(config.options) == opts
     assert VolumeOptions.from_dict({}).cache_s == DEFAULT_CACHE_S  # the same kernel cache
     assert main([]) == 2 and main([str(tmp_path / "missing.json")]) == 2
+
+
+@pytest.mark.parametrize("folder", ["/etc", "/usr", "/usr/local", "/boot"])
+def test_a_system_folder_is_never_a_lab_backing(folder: str, tmp_path: Path) -> None:
+    """Issue 23 (low): `lab up --backing /etc` was accepted; the volume writes into it."""
+    from iobench.lab import manage
+
+    with pytest.raises(LabError, match="refusing the (system|root) folder"):
+        manage._check_backing(folder, str(tmp_path / "mnt"))

@@ -265,3 +265,44 @@ def test_times_beyond_a_sane_range_are_refused_in_one_line(tmp_path: Path, flag:
             )
         )
     _created_nothing(tmp_path, results)
+
+
+def _matrix(tmp_path: Path, values: int) -> Path:
+    """A stand-in scenario whose [matrix] crosses ``values`` venv roles with as many tmpdir roles."""
+    names = ", ".join(f'"r{i}"' for i in range(values))
+    path = tmp_path / "big.toml"
+    path.write_text(
+        '[scenario]\nname = "big"\nkind = "standin"\n[workload]\nfiles = 1\n'
+        f'[matrix]\nvenv = [{names}]\ntmpdir = [{names}]\ncache = ["off"]\n'
+    )
+    return path
+
+
+def test_a_matrix_too_large_is_refused_before_it_is_generated(tmp_path: Path) -> None:
+    """Issue 23 (low): a 2,048-config matrix x 1,000 repeats kept --dry-run busy past 120 s."""
+    import time
+
+    from iobench.errors import ScenarioError
+
+    t0 = time.perf_counter()
+    with pytest.raises(ScenarioError, match=r"10,000 combinations; at most 4,096 configs"):
+        load_scenario(str(_matrix(tmp_path, 100)))
+    assert time.perf_counter() - t0 < 5
+
+
+def test_too_many_trials_are_refused_and_an_unknown_config_s_line_stays_short(
+    tmp_path: Path,
+) -> None:
+    target, tmp, results = _dirs(tmp_path)
+    big = str(_matrix(tmp_path, 40))  # 1,600 configs
+    roles = ["--target", str(target), "--tmp", str(tmp), "--results", str(results)]
+    with pytest.raises(
+        UsageError, match=r"1,600 configs x 1,000 repeats = 1,600,000 trials: at most 10,000"
+    ):
+        run_plan.check(_args("--scenario", big, *roles, "--repeats", "1000"))
+    from iobench.errors import ScenarioError
+
+    with pytest.raises(ScenarioError) as info:
+        run_plan.check(_args("--scenario", big, *roles, "--configs", "nope" * 1000))
+    assert len(str(info.value)) < 600 and "(and 1,588 more)" in str(info.value)
+    _created_nothing(tmp_path, results)

@@ -80,7 +80,7 @@ def test_bad_wheelhouse(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a folder"):
         LocalIndex(tmp_path / "missing")
     house = _house(tmp_path)
-    for bad in (0, -1, float("inf"), float("nan"), 1e12):
+    for bad in (0, -1, 1e-300, 0.001, float("inf"), float("nan"), 1e12):  # 1e-300: overflowed
         with pytest.raises(UsageError, match="--index-mbit must be a number of megabits/s"):
             LocalIndex(house, mbit_per_s=bad)
 

@@ -264,6 +264,11 @@ GOOD = TINY.read_text()
         ('name = "tiny"', 'name = "../tiny"', "profile.name"),
         ('name = "tiny"', "name = 7", "profile.name: expected a string"),
         ('{ ext = "py"', '1, { ext = "py"', "profile.dist[0].files[0]: expected a table"),
+        # issue 23 (low): values this large gave MemoryError/SystemError tracebacks
+        ("count = 150", "count = 10_000_000_000", "files[0].count: 10,000,000,000 is more than"),
+        ("total_bytes = 300000", "total_bytes = 1e300", "files[0].total_bytes: "),
+        ("dirs = 8", "dirs = 9_000_000_000_000", "profile.dist[0].dirs: "),
+        ("count = 150", "count = 4_999_999", "profile: files in all: "),  # with the others
     ],
 )
 def test_bad_profile_is_one_line_naming_file_and_key(
