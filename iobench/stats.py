@@ -13,6 +13,12 @@ and why it was chosen; in short:
   95 % split over the comparisons made (Bonferroni), because the winner is picked as the
   fastest of several configs. Fewer than ``MIN_TRIALS`` (2) successful trials on either side
   cannot show a spread, so they never count as a difference.
+* **Paired by round**: a run's round r runs every config once, in a shuffled order. When
+  both configs have successful trials in at least ``MIN_PAIRS`` (3) common rounds, the
+  interval comes from the per-round log ratios instead (a paired t-test): load that drifts
+  across a run (a neighbour starting half-way) shifts both trials of a round and cancels
+  out, so it can neither invent a difference nor hide one. ``Comparison.rule`` says which
+  interval decided.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ MIN_EFFECT = 0.05
 CONFIDENCE = 0.95
 #: trials per config below which no spread, and so no ranking, can be known
 MIN_TRIALS = 2
+#: rounds in common from which the paired (by round) interval decides instead of the pooled
+MIN_PAIRS = 3
 
 
 def finite(values: Iterable[object]) -> list[float]:
@@ -133,6 +141,16 @@ class Comparison:
     n_slow: int
     distinguishable: bool
     reason: str  # why not, in a few words; "" when distinguishable
+    rule: str = "pooled"  # which interval decided: "paired" (by round) or "pooled"
+    pairs: int = 0  # rounds in which both configs have a successful trial
+
+    @property
+    def interval_text(self) -> str:
+        """``95%: 1.3–2.1×, n=3, paired by round`` (the family-wise level, as decided)."""
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return self.n_text
+        how = "paired by round" if self.rule == "paired" else "pooled"
+        return f"{CONFIDENCE:.0%}: {self.low:.2f}–{self.high:.2f}×, {self.n_text}, {how}"
 
     @property
     def n_text(self) -> str:
@@ -168,28 +186,76 @@ def ratio_interval(
     return math.exp(diff - q * se), math.exp(diff + q * se)
 
 
+def paired_interval(
+    fast: Sequence[float],
+    fast_rounds: Sequence[int],
+    slow: Sequence[float],
+    slow_rounds: Sequence[int],
+    comparisons: int = 1,
+) -> tuple[float, float, int]:
+    """Interval of slow/fast from the rounds both ran in: Student's t on the per-round log
+    ratios (paired), so that load drifting from round to round cancels out. Returns
+    ``(low, high, pairs)``; NaN bounds below ``MIN_PAIRS`` pairs."""
+    a, b = _by_round(fast, fast_rounds), _by_round(slow, slow_rounds)
+    d = [math.log(b[r]) - math.log(a[r]) for r in sorted(a.keys() & b.keys())]
+    if len(d) < MIN_PAIRS:
+        return math.nan, math.nan, len(d)
+    m, v = _mean_var(d)
+    se = math.sqrt(v / len(d))
+    if se == 0.0:
+        return math.exp(m), math.exp(m), len(d)
+    alpha = (1.0 - CONFIDENCE) / max(comparisons, 1)
+    q = t_quantile(1.0 - alpha / 2.0, len(d) - 1)
+    return math.exp(m - q * se), math.exp(m + q * se), len(d)
+
+
+def _by_round(times: Sequence[float], rounds: Sequence[int]) -> dict[int, float]:
+    """round -> time of the finite positive times; a round seen twice pairs with nothing."""
+    out: dict[int, float] = {}
+    seen: set[int] = set()
+    for t, r in zip(times, rounds, strict=True):
+        if isinstance(t, (int, float)) and math.isfinite(t) and t > 0:
+            if r in seen:
+                out.pop(r, None)
+            else:
+                out[r] = float(t)
+            seen.add(r)
+    return out
+
+
 def compare(
     fast_name: str,
     fast: Sequence[float],
     slow_name: str,
     slow: Sequence[float],
     comparisons: int = 1,
+    rounds: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> Comparison:
-    """Is ``fast`` faster than ``slow`` beyond noise? (See the module docstring.)"""
+    """Is ``fast`` faster than ``slow`` beyond noise? (See the module docstring.)
+
+    ``rounds``: the round of each time of ``fast`` and of ``slow``; with ``MIN_PAIRS`` or
+    more rounds in common the paired interval decides, else the pooled one."""
     a, b = finite(fast), finite(slow)
     ma, mb = median(a), median(b)
     ratio = mb / ma if a and b and ma > 0 else math.nan
     low, high = ratio_interval(a, b, comparisons)
+    rule, pairs = "pooled", 0
+    if rounds is not None:
+        p_low, p_high, pairs = paired_interval(fast, rounds[0], slow, rounds[1], comparisons)
+        if pairs >= MIN_PAIRS:
+            low, high, rule = p_low, p_high, "paired"
     if min(len(a), len(b)) < MIN_TRIALS:
         reason = "one trial" if min(len(a), len(b)) == 1 else "no trial"
-        return Comparison(fast_name, slow_name, ratio, low, high, len(a), len(b), False, reason)
+        return Comparison(fast_name, slow_name, ratio, low, high, len(a), len(b), False, reason,
+                          rule, pairs)  # fmt: skip
     if not (low > 1.0):
         reason = "within the spread"
     elif not ratio >= 1.0 + MIN_EFFECT:
         reason = f"under {MIN_EFFECT:.0%}"
     else:
         reason = ""
-    return Comparison(fast_name, slow_name, ratio, low, high, len(a), len(b), not reason, reason)
+    return Comparison(fast_name, slow_name, ratio, low, high, len(a), len(b), not reason, reason,
+                      rule, pairs)  # fmt: skip
 
 
 def censored_median(values: Sequence[float], censored: Sequence[bool]) -> tuple[float, bool]:

@@ -1,9 +1,10 @@
 """`iobench list [RESULTS]`: the stored runs of a results folder, one line each.
 
-Each line: run id, label, scenario, status, trials (ok/all) and the winner. The winner is
-the report's (summary.json) when one was built, else the config with the lowest median
-time-to-ready among trials.csv's successful trials, marked ``*`` (no report yet). Only
-meta.json, trials.csv and summary.json are read: no report library is imported.
+Each line: run id, label, scenario, status, trials (ok/all) and the winner: the config the
+verdict names (advised, or the baseline kept because it is fastest beyond noise), "-" when
+it names none (no difference beyond noise, too few trials). It is the report's
+(summary.json) when one was built, else the same rule on trials.csv, marked ``*``. Only
+meta.json, trials.csv and summary.json are read: pandas and matplotlib are not imported.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench.cli.common import FALLBACKS
 from iobench.errors import RunDirError, UsageError
 from iobench.system import procfs
 from iobench.units import printable
@@ -56,16 +58,12 @@ def _add_list(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
 
 
-def _winner_from_trials(rows: list[Any]) -> str:
-    import statistics
+def _winner_from_trials(rows: list[Any], meta: Any) -> str:
+    """The verdict's winner from trials.csv (marked ``*``), "" when the verdict names none."""
+    from iobench.report.verdict import verdict_of_rows  # the report's rule, loaded on use
 
-    times: dict[str, list[float]] = {}
-    for r in rows:
-        if r.status == "ok" and r.time_to_ready_s is not None:
-            times.setdefault(r.config, []).append(float(r.time_to_ready_s))
-    if not times:
-        return ""
-    return min(times, key=lambda c: statistics.median(times[c])) + "*"
+    winner = verdict_of_rows(rows, meta.roles, order=meta.config_names).winner
+    return f"{winner}*" if winner else ""
 
 
 def read_run(path: Path) -> StoredRun:
@@ -75,12 +73,16 @@ def read_run(path: Path) -> StoredRun:
     rd = RunDir.open(path)
     meta = rd.meta()
     rows = rd.trials(latest_only=True)
-    winner = _winner_from_trials(rows)
+    winner = _winner_from_trials(rows, meta)
     summary = path / "summary.json"
     if summary.is_file():
         try:
-            winner = str(json.loads(summary.read_text()).get("winner") or "")
-        except (OSError, ValueError, AttributeError):
+            data = json.loads(summary.read_text())
+            # a report from before "winner" meant the verdict's (its verdict has no
+            # fastest_measured) named the fastest measured: the verdict from trials.csv instead
+            if "fastest_measured" in data["verdict"]:
+                winner = str(data.get("winner") or "")
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
             pass  # a damaged summary: keep the winner from trials.csv
     return StoredRun(
         path=path,
@@ -97,6 +99,8 @@ def read_run(path: Path) -> StoredRun:
 
 def stored_runs(results: Path) -> tuple[list[StoredRun], list[str]]:
     """Every run directory under ``results`` (oldest first), and the folders skipped."""
+    if not results.exists():
+        raise UsageError(f"{results}: no such folder (give the results folder of `iobench run`)")
     if not results.is_dir():
         raise UsageError(f"{results} is not a folder (give the results folder of `iobench run`)")
     runs: list[StoredRun] = []
@@ -139,14 +143,17 @@ def list_lines(runs: list[StoredRun]) -> list[str]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     results = args.results if args.results is not None else Path("results")
-    runs, skipped = stored_runs(results)
+    given = results != FALLBACKS["results"]  # a folder of one's own, or the default ./results
+    # the default folder before the first run: no runs yet, not an error
+    runs, skipped = stored_runs(results) if given or results.exists() else ([], [])
     if args.format == "json":
-        data = [{**r.__dict__, "path": str(r.path)} for r in runs]
+        data = [{**r.__dict__, "path": str(r.path), "winner": r.winner or None} for r in runs]
         print(json.dumps(data, indent=2))
     elif runs:
         print("\n".join(list_lines(runs)))
     else:
-        print(f"{results}: no runs yet (start one with: iobench run --results {results})")
+        hint = f"iobench run --results {results}" if given else "iobench run"
+        print(f"no runs in {results}/ yet (start one with: {hint})")
     for line in skipped:
         print(f"iobench: warning: skipped {line}", file=sys.stderr)
     return 0

@@ -220,9 +220,11 @@ def compare_table(result: CompareResult) -> list[str]:
     lines += headlines(result.long, labels)
     for lab in labels:
         s = result.summaries[lab]
-        if s.winner:
-            med = float(s.table.set_index("config").loc[s.winner, "median_time_to_ready_s"])
-            lines.append(f"Fastest on {lab}: {s.winner} ({fmt_s(med)}); {s.verdict.headline}")
+        if s.fastest:
+            med = float(s.table.set_index("config").loc[s.fastest, "median_time_to_ready_s"])
+            lines.append(
+                f"Fastest measured on {lab}: {s.fastest} ({fmt_s(med)}); {s.verdict.headline}"
+            )
     return lines
 
 
@@ -251,8 +253,10 @@ def compare_markdown(result: CompareResult) -> list[str]:
     lines += [f"- {h}" for h in headlines(result.long, labels)]
     for lab in labels:
         s = result.summaries[lab]
-        if s.winner:
-            lines.append(f"- fastest on {lab}: **{s.winner}**")
+        if s.winner:  # bold only where the verdict names it
+            lines.append(f"- winner on {lab}: **{s.winner}**")
+        elif s.fastest:
+            lines.append(f"- fastest measured on {lab}: {s.fastest} ({s.verdict.kind})")
     return lines
 
 

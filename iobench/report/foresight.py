@@ -139,7 +139,7 @@ def build(trials: pd.DataFrame, winner: str | None) -> Foresight:
 def add_to(result: Any, trials: pd.DataFrame, page: str) -> str:
     """Add the section to a report being built (``iobench.report.build.ReportResult``): its
     lines to the console's, its HTML before the page's end; returns the page."""
-    section = build(trials, result.summary.winner)
+    section = build(trials, result.summary.fastest)
     result.lifecycle += section.lines()
     block = section.html()
     return page.replace("</body>", block + "</body>", 1) if "</body>" in page else page + block

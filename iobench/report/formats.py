@@ -35,7 +35,10 @@ SUMMARY_FORMAT = "iobench-summary"
 #:    ``advice``; config columns ``speedup_vs_naive``/``saving_vs_naive_s`` renamed
 #:    ``speedup_vs_baseline``/``saving_vs_baseline_s``; ``vs_baseline``,
 #:    ``beyond_noise_vs_baseline``, ``min_time_to_ready_s`` and ``max_time_to_ready_s`` added.
-SUMMARY_FORMAT_VERSION = 2
+#: 3: ``winner`` (top level and in ``verdict``) is the verdict's: null unless it advises or
+#:    keeps; ``verdict.fastest_measured`` added; comparisons gain ``rule`` ("paired" by round
+#:    or "pooled") and ``pairs``, and ``interval`` is the one that decided.
+SUMMARY_FORMAT_VERSION = 3
 
 
 def clean(value: Any) -> Any:
@@ -82,12 +85,13 @@ def verdict_dict(summary: Summary) -> dict[str, Any]:
             return None
         return {"fast": c.fast, "slow": c.slow, "time_ratio": c.ratio, "interval": [c.low, c.high],
                 "n": [c.n_fast, c.n_slow], "beyond_noise": c.distinguishable,
-                "why_not": c.reason or None}  # fmt: skip
+                "why_not": c.reason or None, "rule": c.rule, "pairs": c.pairs}  # fmt: skip
 
     return {
         "kind": v.kind,
         "headline": v.headline,
         "winner": v.winner,
+        "fastest_measured": v.fastest,
         "advised": v.advised,
         "baseline": v.baseline,
         "runner_up": v.runner_up,

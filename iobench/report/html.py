@@ -273,10 +273,10 @@ def answer_html(summary: Summary, rec: Recommendation | None) -> str:
             "<code>--gpu-price USD</code> to <code>iobench report</code> to see dollars.</p>"
         )
     t = summary.table.set_index("config")
-    if summary.winner and summary.winner in t.index:
-        w = t.loc[summary.winner]
+    if summary.fastest and summary.fastest in t.index:
+        w = t.loc[summary.fastest]
         parts.append(
-            f'<p class="small">Fastest measured, {esc(summary.winner)}: {esc(placement(w))}; '
+            f'<p class="small">Fastest measured, {esc(summary.fastest)}: {esc(placement(w))}; '
             f"{esc(w['installer'])}, cache {esc(w['cache_state'])}, bytecode compile "
             f"{esc(w['compile'])}. Its bottleneck: {esc(w['bottleneck'])}.</p>"
         )

@@ -113,7 +113,8 @@ class Summary:
 
     table: pd.DataFrame
     baseline: str | None
-    winner: str | None
+    winner: str | None  # Verdict.winner: None unless the verdict advises or keeps
+    fastest: str | None  # the fastest measured, named as such where it is shown
     cheapest: str | None
     price: PriceChoice | None
     options: CostOptions
@@ -414,7 +415,7 @@ def summarize(
         base = float(table.loc[table["config"] == baseline, by].iloc[0])
         table["saving_vs_baseline_s"] = base - table[by]
     usable = table[(table["n_ok"] > 0) & np.isfinite(table[by].to_numpy(dtype=float))]
-    winner = str(usable.loc[usable[by].idxmin(), "config"]) if len(usable) else None
+    fastest = str(usable.loc[usable[by].idxmin(), "config"]) if len(usable) else None
     cheapest = _cheapest(table, lifecycle)
     # the verdict's same-filesystem rule reads each role's device, mount point and fstype
     roles = run.roles
@@ -422,7 +423,8 @@ def summarize(
     return Summary(
         table,
         baseline,
-        winner,
+        verdict.winner,
+        fastest,
         cheapest,
         price,
         options,

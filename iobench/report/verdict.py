@@ -74,6 +74,7 @@ class ConfigTimes:
     failed: int = 0
     censored: tuple[float, ...] = ()  # the bounds of trials given up (--give-up-after): "> b"
     predicted: float | None = None  # median predicted_s of its trials given up
+    rounds: tuple[int, ...] = ()  # the round of each of ``times`` (trials.csv's repeat)
 
     @property
     def n(self) -> int:
@@ -110,6 +111,7 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
     The time is ``first_start_s`` where a row has one (a run with start-up strategies: the
     install plus the strategy's persist step, docs/strategies.md), else ``time_to_ready_s``."""
     times: dict[str, list[float]] = {}
+    rounds: dict[str, list[int]] = {}
     facts: dict[str, dict[str, list[str]]] = {}
     failed: dict[str, int] = {}
     censored: dict[str, list[float]] = {}
@@ -122,6 +124,7 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
         bound = finite([r.get("censored_after_s")])
         if str(r.get("status")) == "ok" and ok:
             times[name].append(ok[0])
+            rounds.setdefault(name, []).append(_round(r.get("repeat")))
         elif str(r.get("status")) == "censored" and bound:
             censored.setdefault(name, []).append(bound[0])
             predicted.setdefault(name, []).extend(finite([r.get("predicted_s")]))
@@ -138,9 +141,28 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
             failed[name],
             tuple(censored.get(name, ())),
             median(predicted[name]) if predicted.get(name) else None,
+            tuple(rounds.get(name, ())),
         )
         for name in times
     ]
+
+
+def _round(value: object) -> int:
+    """trials.csv's repeat as a number (0, pairing with nothing real, when unreadable)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def _compare(fast: ConfigTimes, slow: ConfigTimes, k: int) -> Comparison:
+    """The tie rule between two configs, paired by round where their rounds allow it."""
+    rounds = (
+        (fast.rounds, slow.rounds)
+        if len(fast.rounds) == fast.n and len(slow.rounds) == slow.n
+        else None
+    )
+    return compare(fast.name, fast.times, slow.name, slow.times, k, rounds)
 
 
 # --- same storage ------------------------------------------------------------------------------
@@ -218,7 +240,7 @@ class Verdict:
 
     kind: str
     headline: str
-    winner: str | None = None
+    fastest: str | None = None  # the fastest measured, beyond noise or not
     baseline: str | None = None
     runner_up: str | None = None
     vs_baseline: Comparison | None = None
@@ -232,6 +254,17 @@ class Verdict:
     def advise(self) -> bool:
         """Whether the outputs may print a start script."""
         return self.kind == "advice"
+
+    @property
+    def winner(self) -> str | None:
+        """The config the verdict names: the advised one, or the baseline when it is fastest
+        beyond noise; None for "no difference", "too few trials" and a lone config. The one
+        meaning of "winner" in every export, ``list``, Markdown and HTML."""
+        if self.kind == "advice":
+            return self.advised
+        if self.kind == "keep" and self.vs_runner_up is not None:
+            return self.fastest if self.vs_runner_up.distinguishable else None
+        return None
 
 
 def _label(c: ConfigTimes) -> str:
@@ -252,10 +285,8 @@ def decide(
     base = next((c for c in usable if c.name == baseline), None)
     runner = usable[1] if len(usable) > 1 else None
     k = max(len(usable) - 1, 1)
-    vs_runner = compare(win.name, win.times, runner.name, runner.times, k) if runner else None
-    vs_base = (
-        compare(win.name, win.times, base.name, base.times, k) if base and base is not win else None
-    )
+    vs_runner = _compare(win, runner, k) if runner else None
+    vs_base = _compare(win, base, k) if base and base is not win else None
     common = Verdict("", "", win.name, base.name if base else None,
                      runner.name if runner else None, vs_base, vs_runner)  # fmt: skip
     shown = [c for c in (win, base, runner) if c is not None]
@@ -337,7 +368,7 @@ def _slower_beyond_noise(
 ) -> Verdict | None:
     """The fastest measured is not beyond noise: advise a slower config that is, if any."""
     for other in usable[1 : usable.index(base)]:
-        test = compare(other.name, other.times, base.name, base.times, k)
+        test = _compare(other, base, k)
         o_real, o_moot = differences(other.facts, base.facts, roles)
         if o_real and test.distinguishable:
             why = (
@@ -371,7 +402,7 @@ def _no_difference(
     return replace(
         common,
         kind="noise",
-        headline=f"No difference beyond noise ({vs_base.n_text}): fastest measured {_label(win)} vs "
+        headline=f"No difference beyond noise ({vs_base.interval_text}): fastest measured {_label(win)} vs "
         f"{_label(base)}; keep what you have, or measure again with more repeats "
         f"({MORE_REPEATS}).",
         changes=tuple(real),
@@ -391,7 +422,7 @@ def _advice(
 ) -> Verdict:
     text = (
         f"{cfg.name} is {fmt_speed(test.ratio, base.name)} ({fmt_s(cfg.median)} vs "
-        f"{fmt_s(base.median)}, {test.n_text}, beyond noise){extra}."
+        f"{fmt_s(base.median)}; {test.interval_text}; beyond noise){extra}."
     )
     return replace(
         common,
@@ -414,11 +445,11 @@ def _baseline_fastest(
     if vs_runner.distinguishable:
         text = (
             f"{win.name}, the baseline, is fastest ({fmt_s(win.median)}, "
-            f"{fmt_speed(vs_runner.ratio, runner.name)}, {vs_runner.n_text}): keep what you have."
+            f"{fmt_speed(vs_runner.ratio, runner.name)}; {vs_runner.interval_text}): keep what you have."
         )
     else:
         text = (
-            f"No difference beyond noise ({vs_runner.n_text}): the baseline {_label(win)} is "
+            f"No difference beyond noise ({vs_runner.interval_text}): the baseline {_label(win)} is "
             f"fastest measured, {runner.name} {fmt_s(runner.median)}; keep what you have."
         )
     return replace(common, kind="keep", headline=text)
@@ -455,7 +486,7 @@ def row_marks(
         else:
             ratio = base.median / c.median if c.median > 0 else float("nan")
             fast, slow = (c, base) if ratio >= 1 else (base, c)
-            test = compare(fast.name, fast.times, slow.name, slow.times, k)
+            test = _compare(fast, slow, k)
             known = None if min(c.n, base.n) < MIN_TRIALS else test.distinguishable
             out[c.name] = (ratio, fmt_speed(ratio), known)
     return out
@@ -475,6 +506,29 @@ def noise_word(known: bool | None) -> str:
     return {True: "beyond noise", False: "within noise", None: ""}[known]
 
 
+def _ordered(
+    rows: Iterable[object], baseline: str, order: Sequence[str]
+) -> tuple[list[ConfigTimes], str | None]:
+    """The configs of ``rows`` in the scenario's ``order`` (as the report uses) and the
+    baseline: ``baseline`` if it has trials, else the first config that has."""
+    configs = configs_from_rows(rows)
+    rank = {name: i for i, name in enumerate(order)}
+    configs = sorted(configs, key=lambda c: rank.get(c.name, len(rank)))
+    names = [c.name for c in configs if c.n or c.censored]
+    return configs, baseline if baseline in names else (names[0] if names else None)
+
+
+def verdict_of_rows(
+    rows: Iterable[object],
+    roles: Mapping[str, RoleInfo] | None = None,
+    baseline: str = "naive",
+    order: Sequence[str] = (),
+) -> Verdict:
+    """The verdict from trials.csv rows alone (``iobench list`` of a run without a report)."""
+    configs, base = _ordered(_latest(rows), baseline, order)
+    return decide(configs, base, roles or {})
+
+
 def console_lines(
     rows: Iterable[object],
     roles: Mapping[str, RoleInfo] | None = None,
@@ -487,11 +541,7 @@ def console_lines(
     """
     rows = _latest(rows)
     roles = roles or {}
-    configs = configs_from_rows(rows)
-    rank = {name: i for i, name in enumerate(order)}  # the scenario's order, as the report uses
-    configs = sorted(configs, key=lambda c: rank.get(c.name, len(rank)))
-    names = [c.name for c in configs if c.n or c.censored]
-    base = baseline if baseline in names else (names[0] if names else None)
+    configs, base = _ordered(rows, baseline, order)
     marks = row_marks(configs, base)
     given_up = any(c.censored for c in configs)
     head = ["config", "n", "median", "spread", f"vs {base or 'baseline'}", "", "failed"]

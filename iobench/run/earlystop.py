@@ -32,6 +32,7 @@ class Outcome:
 
     seconds: float
     censored: bool = False
+    round: int = 0  # the round it ran in (trials.csv's repeat): the verdict pairs by round
 
 
 def outcomes(rows: Iterable[object]) -> dict[str, list[Outcome]]:
@@ -40,10 +41,11 @@ def outcomes(rows: Iterable[object]) -> dict[str, list[Outcome]]:
     out: dict[str, list[Outcome]] = {}
     for r in rows:
         status, config = getattr(r, "status", ""), str(getattr(r, "config", ""))
+        rnd = int(getattr(r, "repeat", 0) or 0)
         if status == "ok" and _finite(getattr(r, "time_to_ready_s", None)):
-            out.setdefault(config, []).append(Outcome(float(r.time_to_ready_s)))  # type: ignore[attr-defined]
+            out.setdefault(config, []).append(Outcome(float(r.time_to_ready_s), False, rnd))  # type: ignore[attr-defined]
         elif status == "censored" and _finite(getattr(r, "censored_after_s", None)):
-            out.setdefault(config, []).append(Outcome(float(r.censored_after_s), True))  # type: ignore[attr-defined]
+            out.setdefault(config, []).append(Outcome(float(r.censored_after_s), True, rnd))  # type: ignore[attr-defined]
     return out
 
 
@@ -118,7 +120,8 @@ def settled(
             if max(fast) >= min(o.seconds for o in obs):
                 return None
         else:
-            c = compare(w, fast, other, [o.seconds for o in obs], len(order) - 1)
+            rounds = ([o.round for o in have[w]], [o.round for o in obs])
+            c = compare(w, fast, other, [o.seconds for o in obs], len(order) - 1, rounds)
             if not c.distinguishable:
                 if not _alike(c):
                     return None

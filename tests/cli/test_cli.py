@@ -283,7 +283,15 @@ def test_run_ok_exits_0_and_stdout_is_the_json_export(exported_run: dict) -> Non
     data = json.loads(proc.stdout)  # stdout holds the export alone; the console went to stderr
     assert data["format"] and data["label"] == "exports" and data["scenario"] == "standin"
     assert {c["config"] for c in data["configs"]} == {"naive", "venv-on-tmp"}
-    assert data["winner"] in ("naive", "venv-on-tmp")
+    # one meaning of "winner" (issue 21): the verdict's, null unless it advises or keeps
+    v = data["verdict"]
+    assert v["fastest_measured"] in ("naive", "venv-on-tmp")
+    if v["kind"] in ("advice", "keep") and (
+        v["kind"] == "advice" or v["vs_runner_up"]["beyond_noise"]
+    ):
+        assert data["winner"] == (v["advised"] or v["fastest_measured"]) == v["winner"]
+    else:
+        assert data["winner"] is None and v["winner"] is None
     assert "results: " in proc.stderr and "export markdown: " in proc.stderr
 
 
@@ -310,12 +318,13 @@ def test_list_shows_the_stored_run(exported_run: dict, capsys) -> None:
     assert main(["list", str(results)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["run", "label", "scenario", "status", "ok/all", "winner"]
-    winner = json.loads(exported_run["proc"].stdout)["winner"]
+    winner = json.loads(exported_run["proc"].stdout)["winner"] or "-"
     status = json.loads(next(results.glob("*/meta.json")).read_text())["status"]
     assert len(out) == 2 and out[1].split()[1:] == ["exports", "standin", status, "4/4", winner]
     assert main(["list", str(results), "--format", "json"]) == 0
     [entry] = json.loads(capsys.readouterr().out)
-    assert entry["label"] == "exports" and entry["winner"] == winner and entry["ok"] == 4
+    assert entry["label"] == "exports" and entry["ok"] == 4
+    assert entry["winner"] == (None if winner == "-" else winner)
 
 
 @pytest.mark.run
@@ -355,9 +364,9 @@ def test_list_shows_what_a_received_run_folder_holds_without_acting_on_the_termi
 def test_list_env_default_and_empty_and_bad(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("IOBENCH_RESULTS", str(tmp_path))
     assert main(["list"]) == 0
-    assert "no runs yet" in capsys.readouterr().out
+    assert "yet (start one with: iobench run --results" in capsys.readouterr().out
     assert main(["list", str(tmp_path / "missing")]) == 2
-    assert "is not a folder" in _one_error(_err(capsys))
+    assert "no such folder" in _one_error(_err(capsys))
 
 
 def test_failed_trials_exit_1_even_with_allow_failures_when_a_config_has_none(

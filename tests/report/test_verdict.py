@@ -39,7 +39,8 @@ def test_a_clear_winner_earns_advice() -> None:
     v = decide(configs(naive=(4.0, 4.1, 3.9), venv_on_tmp=(2.0, 2.05, 1.98)), "naive", DISK_AND_SHM)
     assert v.kind == "advice" and v.advise and v.winner == "venv-on-tmp"
     assert v.headline == (
-        "venv-on-tmp is 2.00× faster than naive (2.0 s vs 4.0 s, n=3, beyond noise)."
+        "venv-on-tmp is 2.00× faster than naive (2.0 s vs 4.0 s; 95%: 1.89–2.09×, n=3, pooled; "
+        "beyond noise)."
     )
     assert v.changes[0] == "venv on tmp (tmpfs) instead of target (ext4)" and not v.moot
 
@@ -55,7 +56,9 @@ def test_a_winner_tied_with_the_runner_up_still_advises_and_says_so() -> None:
 def test_overlapping_trials_are_no_difference_beyond_noise() -> None:
     v = decide(configs(naive=(2.04, 2.28, 3.06), warm=(1.66, 2.12, 1.72)), "naive", DISK_AND_SHM)
     assert v.kind == "noise" and not v.advise
-    assert v.headline.startswith("No difference beyond noise (n=3): fastest measured warm 1.7 s")
+    assert v.headline.startswith(
+        "No difference beyond noise (95%: 0.89–1.98×, n=3, pooled): fastest measured warm 1.7 s"
+    )
 
 
 def test_one_trial_per_config_asks_for_more() -> None:
@@ -68,8 +71,8 @@ def test_the_baseline_winning_means_keep_what_you_have() -> None:
     v = decide(configs(naive=(2.0, 2.05, 1.98), venv_on_tmp=(4.0, 4.1, 3.9)), "naive", DISK_AND_SHM)
     assert v.kind == "keep" and not v.advise
     assert v.headline == (
-        "naive, the baseline, is fastest (2.0 s, 2.00× faster than venv-on-tmp, n=3): "
-        "keep what you have."
+        "naive, the baseline, is fastest (2.0 s, 2.00× faster than venv-on-tmp; 95%: 1.89–2.09×, "
+        "n=3, pooled): keep what you have."
     )
 
 
@@ -123,7 +126,7 @@ def test_console_table_counts_a_resumed_trial_once_and_states_the_verdict() -> N
         "naive   2   4.1 s  4.0–4.2 s  baseline",
         "warm    2   2.0 s  2.0–2.1 s  2.00× faster  beyond noise  1",
         "spread: min–max of the successful trials",
-        "warm is 2.00× faster than naive (2.0 s vs 4.1 s, n=2, beyond noise).",
+        "warm is 2.00× faster than naive (2.0 s vs 4.1 s; 95%: 1.72–2.32×, n=2, pooled; beyond noise).",
     ]
 
 
@@ -148,9 +151,11 @@ def test_a_slower_config_beyond_noise_is_advised_when_the_fastest_spreads_too_mu
         ConfigTimes("naive", (18.8766, 18.063, 18.3778), NAIVE),
     ]
     v = decide(configs, "naive", DISK_AND_SHM)
-    assert v.kind == "advice" and v.winner == "warm" and v.advised == "venv-on-tmp"
+    assert v.kind == "advice" and v.fastest == "warm" and v.advised == "venv-on-tmp"
+    assert v.winner == "venv-on-tmp"
     assert v.headline == (
-        "venv-on-tmp is 3.70× faster than naive (5.0 s vs 18.4 s, n=3, beyond noise); warm "
+        "venv-on-tmp is 3.70× faster than naive (5.0 s vs 18.4 s; 95%: 2.08–7.46×, n=3, pooled; "
+        "beyond noise); warm "
         "measured faster (2.6 s), but its trials spread too much to tell."
     )
     assert v.vs_baseline is not None and v.vs_baseline.fast == "venv-on-tmp"
@@ -199,3 +204,44 @@ def test_a_baseline_given_up_is_slower_and_the_table_says_by_more_than_its_bound
     # a fast trial slower than a bound: no such claim
     slow = ConfigTimes("venv-on-tmp", (2.0, 6.5), ON_TMP)
     assert decide([naive, slow], "naive", DISK_AND_SHM).kind != "advice"
+
+
+def test_winner_is_named_only_when_the_verdict_advises_or_keeps() -> None:
+    """Issue 21: `list` and `jq .winner` named a config for "no difference" and one-trial
+    runs. The winner is the verdict's: advised, or the baseline fastest beyond noise."""
+    same = [ConfigTimes("naive", (10.0, 10.4, 9.8)), ConfigTimes("tmp-fix", (9.9, 10.3, 10.1))]
+    noise = decide(same, "naive")
+    assert noise.kind == "noise" or noise.kind == "keep"
+    assert noise.winner is None and noise.fastest in ("naive", "tmp-fix")
+    one = decide([ConfigTimes("naive", (10.0,)), ConfigTimes("tmp-fix", (5.0,))], "naive")
+    assert one.kind == "too-few" and one.winner is None and one.fastest == "tmp-fix"
+    alone = decide([ConfigTimes("naive", (10.0, 10.1))], "naive")
+    assert alone.winner is None
+    kept = decide(
+        [ConfigTimes("naive", (5.0, 5.1, 5.05)), ConfigTimes("x", (9.0, 9.2, 9.1))], "naive"
+    )
+    assert kept.kind == "keep" and kept.winner == "naive"
+
+
+def test_the_verdict_pairs_trials_by_round_and_says_so() -> None:
+    """Issue 21: load that grows across a run hid a steady difference; trials.csv's repeat
+    pairs them, and the headline shows the interval and the rule that decided."""
+    load = (1.0, 1.0, 1.7, 2.4, 3.1)
+    rows = []
+    for r, f in enumerate(load, start=1):
+        rows.append(
+            {
+                "trial_id": f"naive-r{r}",
+                "config": "naive",
+                "repeat": r,
+                "status": "ok",
+                "time_to_ready_s": 11.0 * f * (1 + 0.004 * (r % 2)),
+                **NAIVE,
+            }
+        )
+        rows.append({"trial_id": f"venv-on-tmp-r{r}", "config": "venv-on-tmp", "repeat": r,
+                     "status": "ok", "time_to_ready_s": 10.0 * f, **ON_TMP})  # fmt: skip
+    v = decide(configs_from_rows(rows), "naive", DISK_AND_SHM)
+    assert v.kind == "advice" and v.winner == "venv-on-tmp"
+    assert v.vs_baseline is not None and v.vs_baseline.rule == "paired"
+    assert "n=5, paired by round; beyond noise" in v.headline
