@@ -76,6 +76,7 @@ WAIT_OFFCPU = 0.50
 DSTATE_SHARE = 0.20
 FSWAIT_SHARE = 0.30
 NO_TRAFFIC_MBPS = 0.05  # a median receive rate below this: the download did not cross a NIC
+MACHINE_BUSY = 0.90  # the median share of all the machine's CPU time in use: CPU-saturated
 PLATEAU = 0.60
 BIG_WRITE = 32 * 1024
 DROP_RATIO = 0.5
@@ -96,6 +97,8 @@ SAMPLE_COLUMNS_USED = (
     "net_recv_bps",
     "tree_dstate",
     "tree_fswait",
+    "cpu_user_pct",
+    "cpu_system_pct",
 )
 
 
@@ -111,6 +114,7 @@ class SampleFigures:
     drop_before_mbps: float = math.nan
     drop_after_mbps: float = math.nan
     drop_at_s: float = math.nan  # seconds since trial start; NaN = no drop
+    machine_busy: float = math.nan  # median share of the machine's CPU time in use (all cores)
 
 
 @dataclass(frozen=True)
@@ -370,6 +374,12 @@ def sample_figures(df: SampleData) -> SampleFigures:
         recv = recv[np.isfinite(recv)]
         if len(recv):
             out["net_recv_mbps"] = _median(recv) / 1e6
+    user, system = _floats(df, "cpu_user_pct"), _floats(df, "cpu_system_pct")
+    if user is not None and system is not None:
+        busy = (user + system) / 100.0
+        busy = busy[np.isfinite(busy)]
+        if len(busy):
+            out["machine_busy"] = _median(busy)
     for column, figure in (("tree_dstate", "dstate_share"), ("tree_fswait", "fswait_share")):
         d = _floats(df, column)
         if d is not None:
@@ -396,6 +406,7 @@ def combine_sample_figures(figs: list[SampleFigures]) -> tuple[SampleFigures, in
         net_recv_mbps=med("net_recv_mbps", figs),
         dstate_share=med("dstate_share", figs),
         fswait_share=med("fswait_share", figs),
+        machine_busy=med("machine_busy", figs),
         drop_before_mbps=med("drop_before_mbps", drops) if keep_drop else math.nan,
         drop_after_mbps=med("drop_after_mbps", drops) if keep_drop else math.nan,
         drop_at_s=med("drop_at_s", drops) if keep_drop else math.nan,
@@ -411,7 +422,12 @@ def _known(*values: float) -> bool:
 
 
 def classify(fig: ConfigFigures) -> Diagnosis:
-    """Apply the module's rules to one config's figures."""
+    """Apply the module's rules to one config's figures, in this order: the installer busy
+    on CPU; evidence of waiting on a filesystem (threads in a filesystem wait or D state);
+    the machine's CPUs saturated (the installer's share with a loopback index, other
+    processes); a download that dominates — "network bound" only with bytes on a network
+    interface, else "download bound" (a loopback index paces it); off CPU alone (waiting
+    on storage); else mixed."""
     ttr = fig.time_to_ready_s
     if not _known(ttr) or ttr <= 0:
         return Diagnosis("no data", "no successful trial to diagnose")
@@ -420,21 +436,38 @@ def classify(fig: ConfigFigures) -> Diagnosis:
     extras = _extras(fig)
     if _known(on_cpu) and on_cpu >= CPU_SHARE:
         return Diagnosis("CPU bound", _cpu_why(fig, on_cpu, ttr) + extras)
-    if _known(fig.download_s) and fig.download_s / ttr >= NETWORK_SHARE:
-        return Diagnosis("network bound", _network_why(fig, ttr) + extras)
     fswait = fig.fswait_frac if _known(fig.fswait_frac) else s.fswait_share
-    waiting = (
-        (_known(fswait) and fswait >= FSWAIT_SHARE)
-        or (_known(offcpu) and offcpu >= WAIT_OFFCPU)
-        or (_known(s.dstate_share) and s.dstate_share >= DSTATE_SHARE)
+    on_fs = (_known(fswait) and fswait >= FSWAIT_SHARE) or (
+        _known(s.dstate_share) and s.dstate_share >= DSTATE_SHARE
     )
-    if waiting:
+    if on_fs:
+        return _storage_diagnosis(fig, offcpu, fswait, extras)
+    downloading = _known(fig.download_s) and fig.download_s / ttr >= NETWORK_SHARE
+    if _known(s.machine_busy) and s.machine_busy >= MACHINE_BUSY:
+        why = f"the machine's CPUs {fmt_share(s.machine_busy)} busy (median of samples)"
+        if _known(on_cpu):
+            why += (
+                f", the installer {fmt_share(on_cpu)} of {fmt_s(ttr)} (the rest: other processes)"
+            )
+        if downloading and not _network_bytes(s):
+            why += "; the download came from a loopback index, whose CPU is this machine's"
+        return Diagnosis("CPU bound", why + extras)
+    if downloading:
+        if _network_bytes(s):
+            return Diagnosis("network bound", _network_why(fig, ttr) + extras)
+        return Diagnosis("download bound", _network_why(fig, ttr) + extras)
+    if _known(offcpu) and offcpu >= WAIT_OFFCPU:
         return _storage_diagnosis(fig, offcpu, fswait, extras)
     longest = max(fig.phases, key=lambda kv: kv[1] if _known(kv[1]) else -1, default=None)
     why = f"no single limit: on CPU {fmt_share(on_cpu)}" if _known(on_cpu) else "no single limit"
     if longest and _known(longest[1]):
         why += f", longest phase {longest[0]} {fmt_s(longest[1])} of {fmt_s(ttr)}"
     return Diagnosis("mixed", why + extras)
+
+
+def _network_bytes(s: SampleFigures) -> bool:
+    """The download crossed a network interface (a median receive rate above the floor)."""
+    return _known(s.net_recv_mbps) and s.net_recv_mbps >= NO_TRAFFIC_MBPS
 
 
 def _cpu_shares(fig: ConfigFigures, ttr: float) -> tuple[float, float]:
@@ -463,10 +496,12 @@ def _cpu_why(fig: ConfigFigures, on_cpu: float, ttr: float) -> str:
 def _network_why(fig: ConfigFigures, ttr: float) -> str:
     s = fig.samples
     why = f"download {fmt_s(fig.download_s)} of {fmt_s(ttr)} ({fmt_share(fig.download_s / ttr)})"
-    if _known(s.net_recv_mbps) and s.net_recv_mbps >= NO_TRAFFIC_MBPS:
+    if _network_bytes(s):
         why += f", receiving {s.net_recv_mbps:.1f} MB/s"
     elif _known(s.net_recv_mbps):
-        why += ", no traffic on the network interfaces (a loopback index?)"
+        why += ", no traffic on the network interfaces: a loopback index, paced by its cap"
+    else:
+        why += ", network traffic not sampled"
     return why
 
 

@@ -174,14 +174,52 @@ def test_cpu_comes_before_network_and_loopback_downloads_say_so() -> None:
     d = classify(ConfigFigures(1.63, download_s=0.95, install_s=0.24, cpu_s=1.43,
                                samples=SampleFigures(net_recv_mbps=0.0)))  # fmt: skip
     assert (d.bottleneck, d.why) == ("CPU bound", "installer on CPU 88% of 1.6 s (1.4 CPU-s)")
+    # issue 21: no "network bound" without bytes on a network interface
     d = classify(
-        ConfigFigures(10, download_s=6, cpu_s=3, samples=SampleFigures(net_recv_mbps=0.01))
+        ConfigFigures(
+            10, download_s=6, cpu_s=3, samples=SampleFigures(net_recv_mbps=0.01, machine_busy=0.5)
+        )
     )
-    assert d.bottleneck == "network bound"
-    assert (
-        d.why
-        == "download 6.0 s of 10.0 s (60%), no traffic on the network interfaces (a loopback index?)"
+    assert d.bottleneck == "download bound"
+    assert d.why == (
+        "download 6.0 s of 10.0 s (60%), no traffic on the network interfaces: a loopback "
+        "index, paced by its cap"
     )
+    d = classify(ConfigFigures(10, download_s=6, cpu_s=3, samples=SampleFigures(net_recv_mbps=8.0)))
+    assert d.bottleneck == "network bound" and "receiving 8.0 MB/s" in d.why
+    # the machine saturated, the installer's own share small: CPU, and the index is named
+    d = classify(
+        ConfigFigures(
+            10, download_s=6, cpu_s=3, samples=SampleFigures(net_recv_mbps=0.0, machine_busy=0.97)
+        )
+    )
+    assert d.bottleneck == "CPU bound" and "CPUs 97% busy" in d.why and "loopback index" in d.why
+
+
+def test_a_busy_machine_on_tmpfs_is_cpu_not_latency_bound() -> None:
+    """Issue 21: tmpfs configs of a strategy run were "latency/metadata bound" where the
+    limit was CPU: off CPU because other processes had the cores, not waiting on storage."""
+    d = classify(ConfigFigures(20, download_s=2, install_s=15, cpu_s=6, offcpu_frac=0.7,
+                               samples=SampleFigures(machine_busy=0.95, fswait_share=0.0, dstate_share=0.0)))  # fmt: skip
+    assert d.bottleneck == "CPU bound", d
+    # waiting on a filesystem is storage, whatever else burns the CPU
+    d = classify(ConfigFigures(20, download_s=2, install_s=15, cpu_s=6, offcpu_frac=0.7,
+                               samples=SampleFigures(machine_busy=0.95, fswait_share=0.6)))  # fmt: skip
+    assert d.bottleneck == "latency/metadata bound", d
+
+
+def test_recorded_samples_of_a_saturated_run_say_cpu(tmp_path: Path) -> None:
+    """tests/data/run-d8a1c15: a real run on a loaded 2-core machine with a loopback index
+    (the download 50-60 % of each trial, no bytes on a network interface): before, every
+    config was "network bound"; the samples show both cores busy throughout."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parents[1] / "data" / "run-d8a1c15", run)
+    t = build_report(run, charts=False).summary.table.set_index("config")
+    for config in ("naive", "venv-on-tmp", "warm", "nocache"):
+        assert t.loc[config, "bottleneck"] == "CPU bound", t.loc[config, "why"]
+        assert "CPUs 100% busy" in t.loc[config, "why"] and "loopback index" in t.loc[config, "why"]
 
 
 def test_a_share_that_rounds_to_zero_reads_under_one_percent() -> None:
