@@ -19,13 +19,16 @@ import shlex
 #: the running user's uid, as the shell spells it where the script runs
 USER_MARK = "$(id -u)"
 
-#: a shell function that makes its argument a folder of the user's own, or fails (a script
+#: the lines of a shell function that makes its argument a folder of your own, or fails (a script
 #: under ``set -e`` stops there; a pasted line says why and leaves the shell open)
 PRIVATE_DIR = (
-    'private_dir() { mkdir -p -m 0700 "$1" && [ ! -L "$1" ] && [ -O "$1" ] && '
-    '[ -z "$(find "$1" -maxdepth 0 -perm /022)" ] || { echo "refusing $1: a link, another '
-    "user's folder, or writable by others (code planted there would run as you): remove it "
-    'or choose another path" >&2; return 1; }; }'
+    "private_dir() {  # a folder of yours only: made 0700; a link or another's is refused",
+    '    mkdir -p -m 0700 "$1" && [ ! -L "$1" ] && [ -O "$1" ] \\',
+    '        && [ -z "$(find "$1" -maxdepth 0 -perm /022)" ] && return 0',
+    '    echo "refusing $1: a link, another user\'s folder, or writable by others" \\',
+    '        "(code planted there would run as you): remove it or choose another path" >&2',
+    "    return 1",
+    "}",
 )
 
 

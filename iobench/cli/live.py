@@ -272,7 +272,8 @@ class LiveProgress:
             self.durations.append(time.monotonic() - t.t0)
         self.trial = None
         self.finished += 1
-        self._print(Text(trial_line(k, n, row), style=_BAD.get(row.status, "")))
+        line = trial_line(k, n, row, self.console.width)
+        self._print(Text(line, style=_BAD.get(row.status, "")))
         self._redraw()
 
     def message(self, text: str) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iobench.cli import emphasis
 from iobench.cli.common import positive_float, role_spec
 from iobench.errors import IOBenchError
 
@@ -418,15 +419,17 @@ def run_exit_code(rows: list[Any], allow_failures: bool = False) -> int:
 
 
 def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
-    """Console table, the report and the exports of a finished run; return the exit status."""
+    """The end of a run, answer last (as hyperfine ends): the report's notes, predictions
+    and paths, the exports and the results folder; then the table and the verdict; then the
+    saving and the start script. Returns the exit status."""
     from iobench.cli.export import requested, write_exports
     from iobench.report import import_report_libraries
 
     rows = run_dir.trials()
     latest = run_dir.trials(latest_only=True)
     meta = run_dir.meta()
-    for line in console_summary(rows, meta.roles, meta.config_names):
-        print(line)
+    quiet = bool(getattr(args, "quiet", False))
+    answer: list[str] = []
     failed = [r.trial_id for r in latest if r.status not in FINISHED]
     if not args.no_report and any(r.status == "ok" for r in latest):
         try:
@@ -443,13 +446,17 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
             from iobench.run.overhead import timed_report
 
             result = timed_report(run_dir, lambda: build_report(run_dir.path, cost))
-            for line in result.console_lines:
-                print(line)
+            for line in result.context_lines:
+                if not quiet or line.startswith("warning:"):
+                    print(line)
             for line in write_exports(args, result, getattr(args, "export_stdout", None)):
-                print(f"export {line}")
+                if not quiet:
+                    print(f"export {line}")
+            answer = result.answer_lines
     elif requested(args):
         print("iobench: warning: no export written: no trial succeeded", file=sys.stderr)
-    print(f"results: {run_dir.path}")
+    if not quiet:
+        print(f"results: {run_dir.path}")
     code = run_exit_code(latest, args.allow_failures)
     if failed:
         relaxed = " (--allow-failures)" if code == 0 else ""
@@ -457,6 +464,13 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
             f"iobench: {len(failed)} trial(s) did not succeed: {', '.join(failed[:5])}{relaxed}",
             file=sys.stderr,
         )
+    from iobench.report.verdict import verdict_of_rows
+
+    verdict = verdict_of_rows(rows, meta.roles, order=meta.config_names)
+    sys.stderr.flush()
+    print()
+    table = console_summary(rows, meta.roles, meta.config_names)
+    emphasis.print_answer(table + answer, verdict.winner, verdict.headline)
     return code
 
 

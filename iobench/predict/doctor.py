@@ -224,7 +224,7 @@ def location_findings(locs: list[Location], tmp: str) -> list[Finding]:
                     f"{loc.name}: {where}; every file an install unpacks "
                     "there pays network round trips",
                     (
-                        shell.PRIVATE_DIR,
+                        *shell.PRIVATE_DIR,
                         shell.private_dir(mine),
                         shell.private_dir(dest),
                         f"export {loc.name}={shell.quote(dest)}",

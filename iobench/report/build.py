@@ -44,7 +44,7 @@ class ReportResult:
 
     @property
     def winner(self) -> str | None:
-        """The config with the lowest median time-to-ready (None if none succeeded)."""
+        """The verdict's winner (``Verdict.winner``): None unless it advises or keeps."""
         return self.summary.winner
 
     @property
@@ -53,15 +53,27 @@ class ReportResult:
         return self.format("table")
 
     @property
-    def console_lines(self) -> list[str]:
-        """Short lines for the end of ``iobench run`` (which prints its own table first)."""
-        lines = formats.answer_lines(
-            self.summary, self.recommendation, same_storage=False, verdict=False
-        )
+    def context_lines(self) -> list[str]:
+        """What ``iobench run`` prints before its table: notes, the strategies' month, the
+        predictions, warnings and where the report went — so that the answer comes last."""
+        lines = formats.note_lines(self.summary)
         lines += self.lifecycle
         lines += [f"warning: {w}" for w in self.warnings[:3]]
         lines.append(f"Report: {self.paths.get('html')}")
         return lines
+
+    @property
+    def answer_lines(self) -> list[str]:
+        """What closes ``iobench run``, after its table and verdict: the saving, what changes
+        and the start script (when the verdict earned one), the cost line."""
+        return formats.answer_lines(
+            self.summary, self.recommendation, same_storage=False, verdict=False, notes=False
+        )
+
+    @property
+    def console_lines(self) -> list[str]:
+        """Both, for callers that print the report's lines together."""
+        return self.context_lines + self.answer_lines
 
     def format(self, fmt: str = "table") -> list[str]:
         """Console output as lines: ``table``, ``markdown`` or ``json``."""
@@ -196,7 +208,7 @@ def _with_lifecycle(result: ReportResult, run: Run, page: str, charts: bool = Tr
         )
         chart = result.paths["lifecycle_png"] = drawn.path
     block = html_block(section, chart)
-    return page.replace("</body>", block + "</body>", 1) if "</body>" in page else page + block
+    return html_page.insert_section(page, block)
 
 
 def build_report(

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from iobench.report import html as html_page
 from iobench.stats import censored_median, median
 from iobench.units import fmt_s
 
@@ -108,8 +110,13 @@ def _column(trials: pd.DataFrame, name: str) -> pd.Series:
     return trials[name] if name in trials.columns else pd.Series([math.nan] * len(trials))
 
 
-def build(trials: pd.DataFrame, winner: str | None) -> Foresight:
-    """The section from a run's trials (latest rows) and the config the report calls fastest."""
+def build(
+    trials: pd.DataFrame, winner: str | None, predicted: Mapping[str, float] | None = None
+) -> Foresight:
+    """The section from a run's trials (latest rows) and the config the report calls fastest.
+
+    ``predicted``: meta.json's ``predicted_s``, the one figure per config said before the
+    first trial; without it (runs before the key) the median of the rows' ``predicted_s``."""
     out = Foresight()
     if trials.empty:
         return out
@@ -123,9 +130,9 @@ def build(trials: pd.DataFrame, winner: str | None) -> Foresight:
         values = [*ok["time_to_ready_s"].astype(float), *cen["_bound"].astype(float)]
         flags = [False] * len(ok) + [True] * len(cen)
         m, is_bound = censored_median(values, flags)
-        out.rows.append(
-            ConfigForesight(str(config), median(g["_pred"]), m, is_bound, len(ok), len(cen))
-        )
+        said = (predicted or {}).get(str(config))
+        pred = float(said) if said is not None else median(g["_pred"])
+        out.rows.append(ConfigForesight(str(config), pred, m, is_bound, len(ok), len(cen)))
     for r in out.rows:
         if r.config == winner and r.n_censored:
             out.notes.append(
@@ -139,10 +146,10 @@ def build(trials: pd.DataFrame, winner: str | None) -> Foresight:
 def add_to(result: Any, trials: pd.DataFrame, page: str) -> str:
     """Add the section to a report being built (``iobench.report.build.ReportResult``): its
     lines to the console's, its HTML before the page's end; returns the page."""
-    section = build(trials, result.summary.fastest)
+    section = build(trials, result.summary.fastest, result.meta.predicted_s)
     result.lifecycle += section.lines()
     block = section.html()
-    return page.replace("</body>", block + "</body>", 1) if "</body>" in page else page + block
+    return html_page.insert_section(page, block)
 
 
 __all__ = ["ConfigForesight", "Foresight", "add_to", "build"]

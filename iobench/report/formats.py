@@ -258,7 +258,11 @@ def _known(value: Any) -> bool | None:
 
 
 def answer_lines(
-    summary: Summary, rec: Recommendation | None, same_storage: bool = True, verdict: bool = True
+    summary: Summary,
+    rec: Recommendation | None,
+    same_storage: bool = True,
+    verdict: bool = True,
+    notes: bool = True,
 ) -> list[str]:
     """Same-storage warnings, the verdict, then (if earned) the saving and the start script.
 
@@ -284,9 +288,14 @@ def answer_lines(
     cost = _cost_line(summary)
     if cost:
         lines.append(cost)
-    for note in summary.notes:
-        lines.append(f"note: {note}")
+    if notes:
+        lines += note_lines(summary)
     return lines
+
+
+def note_lines(summary: Summary) -> list[str]:
+    """The summary's notes, one ``note:`` line each."""
+    return [f"note: {note}" for note in summary.notes]
 
 
 def _md_escape(text: str) -> str:

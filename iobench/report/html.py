@@ -60,6 +60,15 @@ footer { margin-top: 40px; color: #777; font-size: 12px; }
 """
 
 
+def insert_section(page: str, block: str) -> str:
+    """``block`` added to ``page`` as its last section: inside ``<main>``, before the footer
+    (before, sections added later landed after the footer, outside the page's column)."""
+    for mark in ("<footer>", "</main>", "</body>"):
+        if mark in page:
+            return page.replace(mark, block + mark, 1)
+    return page + block
+
+
 def esc(value: Any) -> str:
     """HTML-escape anything (None becomes an em dash)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -323,7 +323,7 @@ def export_lines(
 ) -> list[str]:
     lines = [*STRICT, *_comments(comments), *uv_needed(installer)]
     lines += [f"export {name}={shell.quote(value)}" for name, value in pairs]
-    lines.append(shell.PRIVATE_DIR)
+    lines += shell.PRIVATE_DIR
     bases = sorted({v.split(shell.USER_MARK)[0] + shell.USER_MARK for _, v in pairs
                     if shell.USER_MARK in v})  # fmt: skip
     lines += [shell.private_dir(base) for base in bases]  # the per-user folder first

@@ -175,6 +175,10 @@ class RunTrials:
         rules: dict[str, Any] = {"give_up_after": plan.give_up_after}
         if plan.repeats_auto:
             rules["repeats_auto"] = {"max": plan.repeats, "rule": "docs/early-stop.md"}
+        if (
+            known and not rd.meta().predicted_s
+        ):  # the run's one figure per config (a resume keeps it)
+            rules["predicted_s"] = known
         if why := rd.try_update_meta(**rules):
             progress.message(f"warning: {why}")
         return cls(plan, rd, specs, predicted, progress, doc)

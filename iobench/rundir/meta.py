@@ -276,6 +276,11 @@ class RunMeta:
     repeats_auto: dict[str, Any] | None = key(
         "`--repeats auto`: {max, rounds_run, rule, stopped_because} (null: fixed repeats)"
     )
+    predicted_s: dict[str, float] = key(
+        "time-to-ready per config predicted before the first trial (the figure printed and "
+        "reported; trials.csv's predicted_s is re-predicted per trial for the give-up bound)",
+        {},
+    )
     same_storage: list[list[str]] = key("groups of roles that share one filesystem", [])
     role_notes: list[str] = key("defaults chosen for the roles and facts said at the start", [])
     venv_python: str | None = key("the interpreter the venvs were made with", check="path")

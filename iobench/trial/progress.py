@@ -6,6 +6,7 @@ can implement the same hooks. Formatting helpers return strings so they can be t
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import Protocol, TextIO
 
@@ -19,15 +20,28 @@ def _seconds(value: float | None) -> str:
     )  # None: unknown (e.g. the installer's log had no mark)
 
 
-def trial_line(k: int, n: int, row: TrialRow) -> str:
-    """One line for a finished trial."""
+def trial_line(k: int, n: int, row: TrialRow, width: int | None = None) -> str:
+    """One line for a finished trial; with ``width`` (a terminal's columns) the details go
+    first, then the phases, so that the line never wraps (the row keeps them all)."""
     ttr = row.time_to_ready_s
     parts = [
         f"[{k}/{n}]",
-        f"{row.trial_id:<28}",
-        f"{row.status:<11}",
+        f"{row.trial_id:<24}",
+        f"{row.status:<8}",
         f"ready {ttr:7.2f} s" if ttr is not None else "ready       - ",
     ]
+    full = _details(row, parts)
+    if width is None:
+        return " ".join(full)
+    for keep in (len(full), len(full) - 1, len(parts)):
+        line = " ".join(full[:keep])
+        if len(line) < width:
+            return line
+    return line[: max(width - 2, 10)] + "…"
+
+
+def _details(row: TrialRow, parts: list[str]) -> list[str]:
+    parts = list(parts)
     if getattr(row, "restart_s", None) is not None:  # a start-up strategy: both events side by side
         parts.append(
             f"first start {row.first_start_s or 0:.2f} s, restart {row.restart_s:.2f} s ({row.cold_method})"
@@ -39,7 +53,7 @@ def trial_line(k: int, n: int, row: TrialRow) -> str:
         parts.append(f"wrote {fmt_bytes(row.write_bytes)} in {row.write_calls or 0} calls")
     elif row.error:
         parts.append(row.error[:160])
-    return " ".join(parts)
+    return parts
 
 
 class Progress(Protocol):
@@ -66,6 +80,8 @@ class PlainProgress:
         self.verbose = verbose
         self.quiet = quiet
         self._warned_stall: set[str] = set()
+        # a terminal's width: trial lines fit it; piped output keeps every detail
+        self.width = shutil.get_terminal_size().columns if self.stream.isatty() else None
 
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -73,7 +89,8 @@ class PlainProgress:
     def run_started(self, run_dir: str, n_trials: int, done: int) -> None:
         if not self.quiet:
             extra = f" ({done} already done)" if done else ""
-            self._print(f"iobench: {n_trials} trials{extra} -> {run_dir}")
+            trials = f"{n_trials} trial{'' if n_trials == 1 else 's'}"
+            self._print(f"iobench: {trials}{extra} -> {run_dir}")
 
     def trial_started(self, k: int, n: int, trial_id: str) -> None:
         if self.verbose:
@@ -92,10 +109,11 @@ class PlainProgress:
 
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         if not self.quiet or row.get("status") != "ok":
-            self._print(trial_line(k, n, row))
+            self._print(trial_line(k, n, row, self.width))
 
     def message(self, text: str) -> None:
-        self._print(text)
+        if not self.quiet or text.lstrip().startswith(("warning:", "iobench:")):
+            self._print(text)  # --quiet: the table and the verdict, and what went wrong
 
     def run_finished(self) -> None:
         return

@@ -568,3 +568,31 @@ def test_the_readme_test_command_is_what_ci_runs():
     assert len(readme) == 2 and readme[1] == ci
     # a venv left at that path by another python3 would mix two Pythons (CI failed so once)
     assert all(ln.startswith("python3 -m venv --clear ") for ln in readme)
+
+
+@pytest.mark.charts
+def test_the_answer_is_the_last_thing_on_screen_and_quiet_prints_only_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 (hyperfine-style): notes, the prediction table, the report's path and the
+    results folder come first; the table and the verdict close the output. --quiet prints
+    the table and the verdict only."""
+    from helpers import standin
+
+    path = standin.scenario(tmp_path, repeats=2)
+    argv = [a for a in standin.argv(tmp_path, path) if a != "--no-report"]  # the report's lines too
+    assert main(argv) == 0
+    out = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    head = next(i for i, line in enumerate(out) if line.split()[:3] == ["config", "n", "median"])
+    results = next(i for i, line in enumerate(out) if line.startswith("results: "))
+    report = next(i for i, line in enumerate(out) if line.startswith("Report: "))
+    assert report < results < head, out
+    assert not any(line.startswith(("note:", "Report:", "results:")) for line in out[head:])
+    verdict = out[-1]
+    assert verdict.startswith(("No difference", "One trial", "naive", "venv-on-tmp")), out[head:]
+    assert main([*argv, "--quiet"]) == 0
+    quiet = [line for line in capsys.readouterr().out.splitlines()
+             if line.strip() and not line.startswith(("warning:", "Same storage:"))]  # fmt: skip
+    assert quiet[0].split()[:3] == ["config", "n", "median"], quiet
+    assert not any(line.startswith(("note:", "Report:", "results:", "[", "iobench:", "probe"))
+                   for line in quiet), quiet  # fmt: skip

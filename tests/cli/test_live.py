@@ -222,3 +222,44 @@ def test_trial_line_says_unknown_phases_are_unknown() -> None:
     assert trial_line(1, 1, _row("x-r1", "failed", error="pip failed")).endswith(
         "ready       -  pip failed"
     )
+
+
+def test_trial_lines_fit_a_terminal_s_width_and_keep_everything_when_piped() -> None:
+    """Issue 21: each trial line was ~163 characters and wrapped at 160 columns (3 rows at
+    80): on a terminal the details go first, then the phases; piped, nothing is dropped."""
+    row = _row("warm-cache-on-target-r1", "ok", time_to_ready_s=2.14, venv_s=0.5, download_s=0.1,
+               install_s=1.2, compile_s=0.25, import_s=0.1, write_bytes=1_500_000, write_calls=30)  # fmt: skip
+    full = trial_line(4, 8, row)
+    assert "wrote 1.5 MB" in full and "(venv 0.50" in full and len(full) > 120
+    for width in (160, 120, 80, 40):
+        line = trial_line(4, 8, row, width)
+        assert len(line) < width and line.startswith("[4/8] warm-cache-on-target-r1"), (width, line)
+    assert "(venv 0.50" in trial_line(4, 8, row, 130) and "wrote" not in trial_line(4, 8, row, 130)
+    assert trial_line(4, 8, row, 80).endswith("ready    2.14 s")
+    assert trial_line(4, 8, row, 30).endswith("…")
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_winner_is_emphasised_on_a_terminal_plain_when_piped_and_scripts_never_wrap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from iobench.cli.emphasis import print_answer
+
+    script = "    export PIP_CACHE_DIR=" + "/very/long/path" * 8
+    lines = ["config  n  median", "naive  3  4.9 s  baseline", "fast  3  2.5 s  1.9× faster",
+             "fast is 1.9× faster than naive.", "Set (start script, bash):", script]  # fmt: skip
+    piped = io.StringIO()
+    print_answer(lines, "fast", lines[3], piped)
+    assert piped.getvalue() == "\n".join(lines) + "\n"  # plain, every line as it was
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    tty = _Tty()
+    print_answer(lines, "fast", lines[3], tty)
+    text = tty.getvalue()
+    assert "\x1b[1" in text and script in text  # bold somewhere; the script line unbroken
+    plain = [ln for ln in text.splitlines() if "naive  3" in ln]
+    assert plain and "\x1b[1" not in plain[0]

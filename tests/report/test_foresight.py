@@ -53,3 +53,20 @@ def test_nothing_shown_without_predictions_or_censored_trials() -> None:
     nan = math.nan
     s = build(_trials([("a", "ok", 1.0, nan, nan)]), winner="a")
     assert s.lines() == [] and s.html() == ""
+
+
+def test_one_prediction_per_config_the_one_said_before_the_first_trial() -> None:
+    """Issue 21: a run printed 1.8 s before its trials and 1.6 s after (the table took the
+    median of the per-trial re-predictions); meta.json's predicted_s is the figure now."""
+    df = _trials([("a", "ok", 2.0, 1.6, math.nan), ("a", "ok", 2.2, 1.5, math.nan)])
+    assert build(df, None).rows[0].predicted_s == 1.55  # a run from before the key
+    assert build(df, None, {"a": 1.8}).rows[0].predicted_s == 1.8
+
+
+def test_a_section_added_to_the_page_sits_before_its_footer() -> None:
+    from iobench.report.html import insert_section
+
+    page = "<html><body><main><h1>x</h1><footer>f</footer></main></body></html>"
+    assert insert_section(page, "<section>s</section>") == (
+        "<html><body><main><h1>x</h1><section>s</section><footer>f</footer></main></body></html>"
+    )
