@@ -8,7 +8,9 @@ print the same figure the same way. "How much faster" has one convention everywh
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from rich.filesize import decimal
@@ -128,3 +130,20 @@ def printable(text: object) -> str:
 
 def _escaped(c: str) -> str:
     return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'naive'?"`` for a near miss among ``choices`` (names that start
+    with ``word``, any case, else difflib's closest), or ``""``. One definition for every
+    "unknown name" error: options, configs, scenarios, GPUs."""
+    names = list(choices)
+    low = word.lower()
+    close = [n for n in names if n.lower().startswith(low)] if low else []
+    if not close:
+        by_lower = {n.lower(): n for n in names}
+        close = [
+            by_lower[m] for m in difflib.get_close_matches(low, list(by_lower), n=1, cutoff=0.6)
+        ]
+    if not close:
+        return ""
+    return "did you mean " + " or ".join(repr(n) for n in close[:2]) + "?"

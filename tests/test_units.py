@@ -39,3 +39,15 @@ def test_run_keys_go_on_after_z() -> None:
     assert [run_key(i) for i in (0, 1, 25, 26, 27, 701, 702)] == [
         "A", "B", "Z", "AA", "AB", "ZZ", "AAA",
     ]  # fmt: skip
+
+
+def test_did_you_mean_prefixes_first_then_near_misses_else_nothing() -> None:
+    """Issue 21: no "did you mean" for config, scenario and GPU names."""
+    from iobench.units import did_you_mean
+
+    assert did_you_mean("naiv", ["naive", "tmp-fix"]) == "did you mean 'naive'?"
+    assert did_you_mean("h10", ["H100 PCIe", "H100 SXM", "H200"]) == (
+        "did you mean 'H100 PCIe' or 'H100 SXM'?"
+    )
+    assert did_you_mean("smkoe", ["smoke", "torch"]) == "did you mean 'smoke'?"
+    assert did_you_mean("zzz", ["naive", "tmp-fix"]) == ""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from iobench.errors import UsageError
+from iobench.units import did_you_mean
 
 
 # ---------------------------------------------------------------- validators
@@ -52,8 +52,8 @@ class ArgumentUsageError(UsageError):
 
 def suggest(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'run'?"`` for a near miss among ``choices`` (difflib), else ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(word, choices)
+    return f"; {hint}" if hint else ""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -36,12 +36,13 @@ class StoredRun:
     trials: int
     winner: str  # "" when no trial succeeded; ends in "*" when taken from trials.csv
     host: str = ""  # the host that ran it (meta.json)
+    target: str = ""  # the target role's filesystem type (meta.json's roles)
 
 
 def _add_list(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "list",
-        help="list the stored runs of a results folder (label, scenario, status, winner)",
+        help="list the stored runs of a results folder (label, scenario, target, status, winner)",
         description="List the run directories in RESULTS (default ./results), oldest first. "
         "A winner marked * comes from trials.csv because no report was built yet.",
     )
@@ -94,6 +95,7 @@ def read_run(path: Path) -> StoredRun:
         ok=sum(1 for r in rows if r.status == "ok"),
         trials=len(rows),
         winner=winner,
+        target=(meta.roles["target"].fstype or "") if "target" in meta.roles else "",
     )
 
 
@@ -129,9 +131,9 @@ def _status(run: StoredRun) -> str:
 
 def list_lines(runs: list[StoredRun]) -> list[str]:
     """The table `iobench list` prints."""
-    head = ("run", "label", "scenario", "status", "ok/all", "winner")
+    head = ("run", "label", "scenario", "target", "status", "ok/all", "winner")
     body = [
-        tuple(printable(cell) for cell in (r.path.name, r.label or "-", r.scenario,
+        tuple(printable(cell) for cell in (r.path.name, r.label or "-", r.scenario, r.target or "?",
                                            _status(r), f"{r.ok}/{r.trials}", r.winner or "-"))
         for r in runs
     ]  # fmt: skip

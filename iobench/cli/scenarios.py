@@ -29,10 +29,13 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
     for name in shipped():
         s = load_scenario(name)
-        print(f"{name}: {s.description} (repeats {s.repeats})")
+        restarts = ", each trial a first start and a cold restart" if s.lifecycle else ""
+        print(f"{name}: {s.description} (repeats {s.repeats}{restarts})")
         for c in s.configs:
             print(
-                f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} "
+                f"  {c.name:<24} "
+                + (f"strategy={c.strategy:<16} " if s.lifecycle else "")
+                + f"venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} "
                 f"{c.cache_state} {c.installer} compile={c.compile}"
             )
     print("show one's TOML: iobench scenarios show NAME")

@@ -17,6 +17,7 @@ from importlib import resources
 
 from iobench.errors import UsageError
 from iobench.rundir.meta import GpuInfo
+from iobench.units import did_you_mean
 
 DEFAULT_STARTS_PER_MONTH = 30.0  # one cold start a day
 
@@ -100,9 +101,10 @@ def find_preset(name: str) -> GpuPreset:
     if len(matches) > 1:
         names = ", ".join(p.name for p in matches)
         raise UsageError(f"--gpu {name!r} is ambiguous: it matches {names}; give one of those")
+    hint = did_you_mean(name, known_names())
     raise UsageError(
-        f"unknown --gpu {name!r}; known: {', '.join(known_names())} "
-        "(or give --gpu-price USD_PER_GPU_HOUR)"
+        f"unknown --gpu {name!r}{': ' + hint if hint else ''} (known: {', '.join(known_names())}; "
+        "or give --gpu-price USD_PER_GPU_HOUR)"
     )
 
 

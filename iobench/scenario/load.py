@@ -41,6 +41,7 @@ from iobench.scenario.vocab import (
     WORKLOADS,
     named_list,
 )
+from iobench.units import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,9 +143,11 @@ class Scenario:
         for c in self.configs:
             if c.name == name:
                 return c
+        names = [c.name for c in self.configs]
+        hint = did_you_mean(name[:80], names)
         raise ScenarioError(
-            f"unknown config '{name[:80]}' in scenario {self.name} "
-            f"(known: {named_list([c.name for c in self.configs])})"
+            f"unknown config '{name[:80]}' in scenario {self.name}"
+            f"{': ' + hint if hint else ''} (known: {named_list(names)})"
         )
 
     def select(self, names: list[str] | None) -> Scenario:
@@ -494,8 +497,10 @@ def load_scenario(name_or_path: str) -> Scenario:
     if path.suffix != ".toml" and not path.exists():
         path = SCENARIO_DIR / f"{name_or_path}.toml"
         if not path.is_file():
+            hint = did_you_mean(str(name_or_path), shipped())
             raise ScenarioError(
-                f"unknown scenario '{name_or_path}' (shipped: {', '.join(shipped())}; or give a .toml path)"
+                f"unknown scenario '{name_or_path}'{': ' + hint if hint else ''} "
+                f"(shipped: {', '.join(shipped())}; or give a .toml path)"
             )
     if not path.is_file():
         raise ScenarioError(f"scenario file {path} does not exist")

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import json
 import os
+import shlex
 import stat
 import subprocess
 import time
@@ -83,7 +84,9 @@ def dangerous_folder(real: Path) -> str | None:
 def check_role_dir(name: str, path: Path) -> Path:
     """Validate a role's folder: exists, is a folder, writable, not a dangerous place."""
     if not path.exists():
-        raise UsageError(f"--{name}: {path} does not exist")
+        raise UsageError(
+            f"--{name}: {path} does not exist (make it: mkdir -p {shlex.quote(str(path))})"
+        )
     if not path.is_dir():
         raise UsageError(f"--{name}: {path} is not a directory")
     real = path.resolve()

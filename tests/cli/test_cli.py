@@ -317,10 +317,12 @@ def test_list_shows_the_stored_run(exported_run: dict, capsys) -> None:
     results = exported_run["base"] / "results"
     assert main(["list", str(results)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["run", "label", "scenario", "status", "ok/all", "winner"]
+    assert out[0].split() == ["run", "label", "scenario", "target", "status", "ok/all", "winner"]
     winner = json.loads(exported_run["proc"].stdout)["winner"] or "-"
-    status = json.loads(next(results.glob("*/meta.json")).read_text())["status"]
-    assert len(out) == 2 and out[1].split()[1:] == ["exports", "standin", status, "4/4", winner]
+    meta = json.loads(next(results.glob("*/meta.json")).read_text())
+    fstype = meta["roles"]["target"]["fstype"]
+    assert len(out) == 2
+    assert out[1].split()[1:] == ["exports", "standin", fstype, meta["status"], "4/4", winner]
     assert main(["list", str(results), "--format", "json"]) == 0
     [entry] = json.loads(capsys.readouterr().out)
     assert entry["label"] == "exports" and entry["ok"] == 4

@@ -42,7 +42,7 @@ def test_cli_report_ok(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
         ("not-a-run", [], RunDirError, r"not-a-run is not an iobench run directory \(no meta.json\)"),
         ("missing", [], RunDirError, r"missing: no such folder"),
         ("all-failed", [], RunDirError, r"no successful trial to report \(4 failed\); first error: ERROR: Could not install"),
-        ("ok", ["--gpu", "Voodoo5"], UsageError, r"unknown --gpu 'Voodoo5'; known: RTX 4090, .*H100 SXM, H200.*p5\.48xlarge"),
+        ("ok", ["--gpu", "Voodoo5"], UsageError, r"unknown --gpu 'Voodoo5' \(known: RTX 4090, .*H100 SXM, H200.*p5\.48xlarge"),
         ("ok", ["--gpu-price", "-2"], UsageError, r"--gpu-price must not be negative \(got -2\)"),
         ("ok", ["--gpus", "0"], UsageError, r"--gpus must be a whole number of at least 1"),
         ("ok", ["--format", "yaml"], UsageError, r"--format must be one of table, markdown, json"),

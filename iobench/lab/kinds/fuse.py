@@ -7,6 +7,7 @@ import ctypes.util
 import importlib.util
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -29,7 +30,10 @@ class FuseKind:
         if ctypes.util.find_library("fuse3") is None:
             return "libfuse3 is missing (apt-get install libfuse3-3)"
         if importlib.util.find_spec("mfusepy") is None:
-            return "mfusepy is missing (pip install 'iobench[lab]')"
+            # the interpreter running iobench, whatever pip is first on PATH
+            return (
+                f"mfusepy is missing ({shlex.quote(sys.executable)} -m pip install 'iobench[lab]')"
+            )
         return None
 
     def start(self, lab: LabMount, options: VolumeOptions, timeout_s: float) -> None:
