@@ -54,7 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compare",
         help="merge runs from several pods or storage types into one table and chart",
         description="Compare run directories config by config; ratios are relative to the first "
-        "run given. Writes compare.csv, compare.json, compare.png and compare.html.",
+        "run given, and each row says whether the two runs' trials differ beyond noise (the "
+        "verdict's tie rule). Writes compare.csv, compare.json, compare.png and compare.html "
+        "into compare-<time>/ of the runs' results folder (the current folder when they lie "
+        "in different ones), or --out DIR.",
     )
     _common(compare)
     compare.set_defaults(func=compare_command)

@@ -30,20 +30,22 @@ from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
 from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, summarize
-from iobench.stats import MIN_TRIALS
+from iobench.report.verdict import configs_from_rows
+from iobench.stats import MIN_TRIALS, compare
 from iobench.units import fmt_s, fmt_speed, run_key
 
 COMPARE_FORMAT = "iobench-compare"
 #: 1: first version.
 #: 2: rows gain ``min_time_to_ready_s``/``max_time_to_ready_s``; ``speedup_vs_naive`` is
 #:    ``speedup_vs_baseline`` (summary.json version 2).
-COMPARE_FORMAT_VERSION = 2
+COMPARE_FORMAT_VERSION = 3  # 3: rows gain beyond_noise_vs_ref (the tie rule per row)
 
 LONG_COLUMNS = [
     "run_label", "run_id", "host", "config", "placement", "venv_fstype", "n_ok", "n_failed",
     "median_time_to_ready_s", "p10_time_to_ready_s", "p90_time_to_ready_s",
     "min_time_to_ready_s", "max_time_to_ready_s", "ratio_vs_ref",
     "speedup_vs_baseline", "cost_per_start_usd", "monthly_cost_usd", "bottleneck",
+    "beyond_noise_vs_ref",
 ]  # fmt: skip
 
 
@@ -135,6 +137,7 @@ def widen(long: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
                 float(first["median_time_to_ready_s"]) if first is not None else math.nan
             )
             row[f"{lab}: ratio"] = float(first["ratio_vs_ref"]) if first is not None else math.nan
+            row[f"{lab}: noise"] = first["beyond_noise_vs_ref"] if first is not None else None
             row[f"{lab}: monthly_usd"] = (
                 float(first["monthly_cost_usd"]) if first is not None else math.nan
             )
@@ -150,10 +153,21 @@ def headlines(long: pd.DataFrame, labels: list[str]) -> list[str]:
         if sub.empty:
             out.append(f"{lab} has no config in common with {labels[0]}")
             continue
+        noise = sub["beyond_noise_vs_ref"] if "beyond_noise_vs_ref" in sub else None
+        if noise is not None and len(sub) and not any(v is True for v in noise):
+            some = " (too few trials to tell for some)" if any(v is None for v in noise) else ""
+            out.append(
+                f"On {lab}, no config differs from {labels[0]} beyond noise{some}; the medians' "
+                f"ratio is {fmt_speed(1 / sub['ratio_vs_ref'].median())} at the median."
+            )
+            continue
+        if noise is not None:  # the extremes among the rows that differ beyond noise
+            sub = sub[[v is True for v in noise]]
         lo = sub.loc[sub["ratio_vs_ref"].idxmin()]
         hi = sub.loc[sub["ratio_vs_ref"].idxmax()]
+        beyond = "" if noise is None else f"{len(sub)} config(s) beyond noise: "
         text = (
-            f"On {lab}, configs run from {fmt_speed(1 / lo['ratio_vs_ref'])} to "
+            f"On {lab}, {beyond}from {fmt_speed(1 / lo['ratio_vs_ref'])} to "
             f"{fmt_speed(1 / hi['ratio_vs_ref'])} than on {labels[0]} (median: "
             f"{fmt_speed(1 / sub['ratio_vs_ref'].median())})"
         )
@@ -192,6 +206,15 @@ def compare_dict(result: CompareResult) -> dict[str, Any]:
     })  # fmt: skip
 
 
+def _vs_text(row: Any, label: str) -> str:
+    """``1.60× slower (within noise)``: the ratio and the per-row tie rule's answer."""
+    text = fmt_speed(1 / row[f"{label}: ratio"])
+    known = row.get(f"{label}: noise")
+    if text == "—" or known is None or (isinstance(known, float) and math.isnan(known)):
+        return text
+    return f"{text} ({'beyond noise' if known else 'within noise'})"
+
+
 def compare_table(result: CompareResult) -> list[str]:
     """Aligned text: config, then each run's median, then ratios to the reference."""
     labels = result.labels
@@ -202,7 +225,7 @@ def compare_table(result: CompareResult) -> list[str]:
         rows.append([
             str(r["config"]),
             *[fmt_s(r[f"{lab}: median_s"]) for lab in labels],
-            *[fmt_speed(1 / r[f"{lab}: ratio"]) for lab in labels[1:]],
+            *[_vs_text(r, lab) for lab in labels[1:]],
         ])  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [f"iobench compare: median time-to-ready of {len(labels)} runs", ""]
@@ -299,23 +322,45 @@ def trust_warnings(run: Run) -> list[str]:
 
 
 def output_folder(runs: Sequence[Run], out_dir: Path | str | None) -> Path:
-    """Where the comparison goes: never inside a run it reads, nor into a folder holding one."""
-    out = (
-        Path(out_dir)
-        if out_dir is not None
-        else Path.cwd() / time.strftime("iobench-compare-%Y%m%d-%H%M%S")
-    )
+    """Where the comparison goes: ``--out``, else ``compare-<time>/`` in the runs' results
+    folder (the one folder that holds them all; the current folder when they lie apart).
+    Never inside a run it reads, nor the results folder itself (its files would sit among
+    the runs); a folder without meta.json is no run to ``iobench list``."""
+    parents = {Path(run.path).resolve().parent for run in runs}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if out_dir is not None:
+        out = Path(out_dir)
+    elif len(parents) == 1:
+        out = next(iter(parents)) / f"compare-{stamp}"
+    else:
+        out = Path.cwd() / f"iobench-compare-{stamp}"
     target = out.resolve()
     for run in runs:
         path = Path(run.path).resolve()
         inside_run = target == path or path in target.parents
-        in_results = path.parent in (target, target.parent)
-        if inside_run or in_results:
+        if inside_run or target == path.parent:
             where = path if inside_run else path.parent
             raise UsageError(
                 f"{out}: the comparison would go into {where}, which holds a run it reads; "
-                "pass --out DIR outside the results folder"
+                "pass --out DIR (a new folder)"
             )
+    return out
+
+
+def noise_marks(runs: dict[str, Run], labels: list[str]) -> dict[tuple[str, str], bool | None]:
+    """(run label, config) -> whether its trials differ from the reference run's beyond
+    noise (iobench.stats.compare: pooled — two runs share no rounds — with the family-wise
+    level split over the configs compared); None when either side has too few trials."""
+    ref = {c.name: c for c in configs_from_rows(runs[labels[0]].trials.to_dict("records"))}
+    out: dict[tuple[str, str], bool | None] = {}
+    for lab in labels[1:]:
+        mine = {c.name: c for c in configs_from_rows(runs[lab].trials.to_dict("records"))}
+        common = [n for n in mine if n in ref and mine[n].n and ref[n].n]
+        for name in common:
+            a, b = mine[name], ref[name]
+            fast, slow = (a, b) if a.median <= b.median else (b, a)
+            test = compare(fast.name, fast.times, slow.name, slow.times, max(len(common), 1))
+            out[(lab, name)] = None if min(a.n, b.n) < MIN_TRIALS else test.distinguishable
     return out
 
 
@@ -343,6 +388,10 @@ def build_compare(
         notes += [f"{lab}: {w}" for w in trust_warnings(run)]
     by_label = dict(zip(labels, runs, strict=True))
     long = merge(summaries, by_label, labels)
+    marks = noise_marks(by_label, labels)
+    long["beyond_noise_vs_ref"] = [
+        marks.get((lab, cfg)) for lab, cfg in zip(long["run_label"], long["config"], strict=True)
+    ]
     wide = widen(long, labels)
     out = output_folder(runs, out_dir)
     try:

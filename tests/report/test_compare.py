@@ -15,6 +15,7 @@ from helpers.reports import run_cli
 from iobench.cost.prices import find_preset
 from iobench.errors import UsageError
 from iobench.report import build_compare
+from iobench.report.compare import compare_table
 
 H100_META = {
     "name": "NVIDIA H100 80GB HBM3",
@@ -76,22 +77,42 @@ def test_compare_needs_two_runs_and_labels_stay_unique(tmp_path: Path) -> None:
 
 
 @pytest.mark.charts
-def test_compare_never_writes_into_a_results_folder_it_reads(
+def test_compare_goes_into_the_runs_results_folder_never_into_a_run_or_among_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Issue 21: compare wrote iobench-compare-<time>/ into the current folder, not under
+    results/ and not in --help. Now: a compare-<time>/ folder of the runs' results folder
+    (no meta.json: `iobench list` passes it by); never inside a run nor the results folder
+    itself."""
     results = tmp_path / "results"
     a = rf.make_run_dir(results, run_id="20261130-120000-pod-a-torch")
     b = rf.make_run_dir(results, run_id="20261130-150000-pod-b-torch", seed=7)
-    for out in (results, results / "cmp", a, a / "cmp"):
+    for out in (results, a, a / "cmp"):
         with pytest.raises(UsageError, match="holds a run it reads; pass --out DIR"):
             build_compare([a, b], out)
     assert sorted(p.name for p in results.iterdir()) == sorted([a.name, b.name])
-    monkeypatch.chdir(results)  # the default folder would land beside the runs
-    with pytest.raises(UsageError, match="holds a run it reads"):
-        build_compare([a, b])
     monkeypatch.chdir(tmp_path)
     result = build_compare([a, b])
+    assert result.out_dir.parent == results and result.out_dir.name.startswith("compare-")
+    assert (result.out_dir / "compare.html").is_file()
+    elsewhere = rf.make_run_dir(tmp_path / "other", run_id="20261130-160000-pod-c-torch", seed=3)
+    result = build_compare([a, elsewhere])  # no one folder holds both: the current one
     assert result.out_dir.parent == tmp_path and result.out_dir.name.startswith("iobench-compare-")
+
+
+def test_each_row_says_whether_the_runs_differ_beyond_noise(tmp_path: Path) -> None:
+    """Issue 21: two runs of one machine were called "1.60x slower" with no noise test per
+    row; each row now carries the tie rule's answer, and a headline without any row beyond
+    noise says so."""
+    a = rf.make_run_dir(tmp_path / "a", run_id="20261130-120000-pod-a-torch")
+    b = rf.make_run_dir(tmp_path / "b", run_id="20261130-150000-pod-b-torch", seed=7)
+    result = build_compare([a, b], tmp_path / "out")
+    marks = result.long[result.long["run_label"] != result.labels[0]]["beyond_noise_vs_ref"]
+    assert len(marks) and all(v in (True, False, None) for v in marks)
+    text = "\n".join(compare_table(result))
+    assert "noise)" in text
+    data = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert all("beyond_noise_vs_ref" in row for row in data["rows"])
 
 
 @pytest.mark.charts
