@@ -57,6 +57,20 @@ def role_lines(plan: Any) -> list[str]:
     return lines
 
 
+def _index_line(plan: Any, trials: list[Any], cold: int, primings: int) -> str:
+    """What the run will pull from the index and write to each role, in bytes (estimates:
+    run/plan.written_mb)."""
+    from iobench.run import plan as run_plan
+
+    mb = run_plan.written_mb(plan.scenario, [t.config for t in trials], cold + primings)
+    roles = ", ".join(f"{r} {decimal(int(v * 1e6))}" for r, v in mb.items() if r != "index")
+    return (
+        f"bytes     about {decimal(int(mb['index'] * 1e6))} from the index "
+        f"({cold} cold install(s) and up to {primings} priming, the wheels taken as {run_plan.WHEELS_SHARE:.0%} of the "
+        f"installed size); written: {roles}"
+    )
+
+
 def plan_lines(plan: Any) -> list[str]:
     """The dry run's output for a checked ``run_plan.RunPlan``."""
     from iobench.trial import warmcache
@@ -90,6 +104,7 @@ def plan_lines(plan: Any) -> list[str]:
             else ""
         )
         + f"; from {_source(plan)}",
+        _index_line(plan, trials, cold, primings),
         *(
             ["events    each trial is a first start, then a restart from what its strategy kept"]
             if getattr(sc, "lifecycle", False)

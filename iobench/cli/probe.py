@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,8 +45,10 @@ def _add_probe(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--write-mb",
         type=float,
-        default=1024.0,
-        help="at most this many MB written; 0 skips the write (default 1024)",
+        default=None,
+        help="at most this many MB written, then removed; 0 skips the write (default: sized to "
+        "the folder: 1024 on a local disk, 256 on tmpfs (RAM), 64 on network and FUSE volumes "
+        "(metered I/O, burst credits), never over a tenth of the free space)",
     )
     p.add_argument(
         "--write-seconds",
@@ -118,6 +122,40 @@ def probe_lines(result: ProbeResult) -> list[str]:
     return lines
 
 
+#: the sequential write's size by the kind of filesystem (predict.doctor.kind_of), MB
+AUTO_WRITE_MB = {"local": 1024.0, "overlay": 256.0, "memory": 256.0, "network": 64.0, "fuse": 64.0}
+
+
+def auto_write_mb(folder: Path) -> float:
+    """The write a probe of ``folder`` makes by default: small where each byte costs (RAM,
+    metered network I/O, burst credits), never over a tenth of the free space."""
+    from iobench.predict.doctor import kind_of
+    from iobench.system import procfs
+
+    mount = procfs.mount_of(folder)
+    kind = kind_of(mount.fstype) if mount is not None else "network"
+    try:
+        st = os.statvfs(folder)
+        free_mb = st.f_bavail * st.f_frsize / 1e6
+    except OSError:
+        free_mb = math.inf
+    return round(min(AUTO_WRITE_MB.get(kind, 64.0), free_mb / 10), 1)
+
+
+def _what_it_writes(
+    folder: Path, files: int, size: int, write_mb: float, args: argparse.Namespace
+) -> str:
+    write = (
+        f"a sequential write of up to {write_mb:g} MB (at most {args.write_seconds:g} s)"
+        if write_mb
+        else "no sequential write"
+    )
+    return (
+        f"up to {files:,} small files of {size} B per operation (at most {args.seconds:g} s "
+        f"each), {write}; all removed afterwards"
+    )
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from iobench.predict.probe import median_file_bytes, probe, results_to_dict
     from iobench.system.scratch import check_role_dir
@@ -130,7 +168,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             0 < args.write_seconds <= 600,
             "> 0 and at most 600",
         ),
-        ("--write-mb", args.write_mb, 0 <= args.write_mb <= 1e6, "0 (skip) to 1e6"),
+        ("--write-mb", args.write_mb or 0.0, 0 <= (args.write_mb or 0.0) <= 1e6, "0 (skip) to 1e6"),
     ):
         if not (math.isfinite(value) and ok):
             raise UsageError(f"{flag} {value:g}: expected a number {what}")
@@ -139,10 +177,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
     size = median_file_bytes(args.profile)
     results = []
     for d in args.dirs:
+        write_mb = args.write_mb if args.write_mb is not None else auto_write_mb(d)
+        print(f"probe {d}: {_what_it_writes(d, args.files, size, write_mb, args)}", file=sys.stderr)
         res = probe(
             d,
             files=args.files,
-            write_mb=args.write_mb or None,
+            write_mb=write_mb or None,
             seconds=args.seconds,
             file_bytes=size,
             write_seconds=args.write_seconds,

@@ -397,6 +397,13 @@ def summarize(
     baseline, note = choose_baseline(table)
     if note:
         notes.append(note)
+    source = run.info.index.source if run.info.index is not None else ""
+    if price is not None and source.startswith("synthetic profile"):
+        notes.append(
+            f"the dollar figures are for the {run.info.scenario_name or 'synthetic'} scenario's "
+            f"synthetic wheels ({source}), not your packages: run --scenario torch (or "
+            "--package REQ) to price your own stack"
+        )
     configs = configs_from_rows(run.trials.to_dict("records"))
     marks = row_marks(configs, baseline)
     table["speedup_vs_baseline"] = [marks.get(c, (math.nan,))[0] for c in table["config"]]

@@ -24,6 +24,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from iobench.run.resume import ResumeState, resume_state
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import RunMeta
 from iobench.scenario import axes
-from iobench.scenario.load import Scenario, load_scenario
+from iobench.scenario.load import Config, Scenario, load_scenario
 from iobench.system import procfs
 from iobench.system.removal import QUIET_S
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
@@ -467,15 +468,35 @@ def check_tools(scenario: Scenario, python: str | None) -> None:
     installers.check_tools(scenario.configs, python)
 
 
+#: the packages' download (wheels) as a share of their installed size: the estimate the space
+#: check and the dry run's byte counts use (torch's CUDA wheels: ~2.5 GB for ~6 GB installed)
+WHEELS_SHARE = 0.4
+
+
 def _space_need(scenario: Scenario) -> dict[str, float]:
     size_mb = scenario.size_mb or _DEFAULT_SIZE_MB
     need: dict[str, float] = {}
     for c in scenario.configs:
         need[c.venv] = max(need.get(c.venv, 0.0), size_mb)
-        need[c.tmpdir] = max(need.get(c.tmpdir, 0.0), size_mb * 0.4)
+        need[c.tmpdir] = max(need.get(c.tmpdir, 0.0), size_mb * WHEELS_SHARE)
         if c.cache != "off":
-            need[c.cache] = max(need.get(c.cache, 0.0), size_mb * 0.4)
+            need[c.cache] = max(need.get(c.cache, 0.0), size_mb * WHEELS_SHARE)
     return need
+
+
+def written_mb(scenario: Scenario, configs: Sequence[Config], cold: int) -> dict[str, float]:
+    """MB written per role over the trials of ``configs`` (one entry per trial), and under
+    ``"index"`` the MB the ``cold`` cold installs download: each trial writes its venv, its
+    downloads into TMPDIR, and a cold one fills its cache (the WHEELS_SHARE estimate)."""
+    size_mb = scenario.size_mb or _DEFAULT_SIZE_MB
+    wheels = size_mb * WHEELS_SHARE
+    out: dict[str, float] = {"index": cold * wheels}
+    for c in configs:
+        out[c.venv] = out.get(c.venv, 0.0) + size_mb
+        out[c.tmpdir] = out.get(c.tmpdir, 0.0) + wheels
+        if c.cache != "off" and c.cache_state != "warm":
+            out[c.cache] = out.get(c.cache, 0.0) + wheels
+    return out
 
 
 def _free_mb(path: Path) -> float:

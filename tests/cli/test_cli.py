@@ -416,6 +416,10 @@ def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path, capsys, mon
         and "6 cold install(s)" in out
         and "loopback index (no network)" in out
     )
+    # issue 21: what measuring costs, in bytes (10 MB installed, wheels as 40 % of it):
+    # 6 cold installs and 1 priming from the index; venvs, downloads and cold caches per role
+    assert "bytes     about 28.0 MB from the index (6 cold install(s) and up to 1 priming" in out
+    assert "written: target 56.0 MB, tmp 72.0 MB" in out
     assert "naive-r1" in out and "nocache-r2" in out
     argv = ["run", "--dry-run", "--scenario", str(TINY), "--target", str(target)]
     assert main([*argv, "--tmp", str(tmp), "--repeats", "auto:3"]) == 0

@@ -201,3 +201,24 @@ def test_no_thread_is_left_after_a_normal_probe(tmp_path: Path) -> None:
     before = {t.name for t in threading.enumerate()}
     probe.probe(tmp_path, files=50, write_mb=1, seconds=0.05, write_seconds=0.1)
     assert "iobench-probe" not in {t.name for t in threading.enumerate()} - before
+
+
+def test_the_probe_says_what_it_writes_and_sizes_the_write_to_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21: `iobench probe` silently wrote 1 GB into each folder (RAM on /dev/shm,
+    metered I/O on a network volume). It says what it writes, and the default follows the
+    filesystem: 256 MB on tmpfs, 64 MB on network and FUSE volumes."""
+    from iobench.cli.probe import AUTO_WRITE_MB, auto_write_mb
+
+    assert (
+        AUTO_WRITE_MB["memory"] == 256 and AUTO_WRITE_MB["network"] == AUTO_WRITE_MB["fuse"] == 64
+    )
+    if Path("/dev/shm").is_dir():
+        assert auto_write_mb(Path("/dev/shm")) <= 256
+    assert (
+        main(["probe", str(tmp_path), "--seconds", "0.05", "--write-mb", "1", "--files", "20"]) == 0
+    )
+    err = capsys.readouterr().err
+    assert f"probe {tmp_path}: up to 20 small files" in err and "up to 1 MB" in err
+    assert "all removed afterwards" in err and list(tmp_path.iterdir()) == []
