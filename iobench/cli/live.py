@@ -95,6 +95,7 @@ class LiveProgress:
         self.durations: list[float] = []
         self.run_t0 = time.monotonic()
         self.trial: _Trial | None = None
+        self._notes: list[str] = []  # a trial's notes, printed under its line
 
     # ------------------------------------------------------------------ live area
     def _start(self) -> None:
@@ -274,10 +275,16 @@ class LiveProgress:
         self.finished += 1
         line = trial_line(k, n, row, self.console.width)
         self._print(Text(line, style=_BAD.get(row.status, "")))
+        for note in self._notes:  # a trial's notes after its line, where they belong
+            self._print(note)
+        self._notes = []
         self._redraw()
 
     def message(self, text: str) -> None:
-        self._print(text)
+        if self.trial is not None and text.startswith("  "):
+            self._notes.append(text)  # said during a trial: printed under its line
+        else:
+            self._print(text)
 
     def run_finished(self) -> None:
         self.close()

@@ -52,6 +52,14 @@ FACT_COLUMNS = tuple(c for _, c in PLACES + HOW)
 MORE_REPEATS = "iobench run --repeats 5"
 
 
+def _more_repeats(n: int) -> str:
+    """What to run for a clearer answer after ``n`` trials a config: 5 rounds, or twice as
+    many as this run had (and a quieter machine: noise, not the count, is then the limit)."""
+    if n < 5:
+        return MORE_REPEATS
+    return f"iobench run --repeats {2 * n}, on a machine without other disk I/O"
+
+
 def spread(values: Iterable[object]) -> tuple[float, float, str]:
     """(low, high, name) of the spread shown for a config's trials.
 
@@ -404,7 +412,7 @@ def _no_difference(
         kind="noise",
         headline=f"No difference beyond noise ({vs_base.interval_text}): fastest measured {_label(win)} vs "
         f"{_label(base)}; keep what you have, or measure again with more repeats "
-        f"({MORE_REPEATS}).",
+        f"({_more_repeats(min(win.n, base.n))}).",
         changes=tuple(real),
         moot=tuple(moot),
     )

@@ -14,14 +14,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from iobench.scenario.vocab import AUTO_MAX_REPEATS, MIN_AUTO_ROUNDS
 from iobench.stats import Comparison, censored_median, compare, ratio_interval
 
 #: --give-up-after below this would end trials that are only noisily slower
 MIN_GIVE_UP = 1.5
-#: rounds before the rule may stop a run (the tie rule needs two values a side)
-MIN_ROUNDS = 2
-#: --repeats auto's maximum unless given (``auto:N``)
-DEFAULT_MAX_REPEATS = 5
+#: rounds before the rule may stop a run; --repeats auto's maximum unless given (``auto:N``)
+MIN_ROUNDS, DEFAULT_MAX_REPEATS = MIN_AUTO_ROUNDS, AUTO_MAX_REPEATS
 #: the headline ratio is settled when its interval lies within this share of it
 RATIO_TOLERANCE = 0.25
 

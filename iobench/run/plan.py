@@ -146,6 +146,8 @@ def check(request: RunRequest) -> RunPlan:
     meta = state.meta if state is not None else None
     auto = auto or (meta is not None and req.repeats is None and bool(meta.repeats_auto))
     scenario, repeats = _scenario(req, state)
+    # a scenario that says repeats = "auto:N" repeats until settled unless --repeats says more
+    auto = auto or (state is None and req.repeats is None and scenario.repeats_auto)
     if len(scenario.configs) * repeats > MAX_TRIALS:
         raise UsageError(
             f"{len(scenario.configs):,} configs x {repeats:,} repeats = "

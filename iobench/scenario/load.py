@@ -31,10 +31,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from iobench.errors import RunDirError, ScenarioError
 from iobench.rundir.records import SAFE_NAME_MAX, SAFE_NAME_RE
 from iobench.scenario.vocab import (
+    AUTO_MAX_REPEATS,
     CACHE_STATES,
     INSTALLERS,
     LINK_MODES,
     MAX_CONFIGS,
+    MIN_AUTO_ROUNDS,
     ON_OFF,
     STRATEGIES,
     VENV_CREATORS,
@@ -127,6 +129,7 @@ class Scenario:
     size_mb: float | None = None  # estimated installed size, for the free-space check
     extra: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)  # the [workload] table: the kind's settings
+    repeats_auto: bool = False  # repeats = "auto[:N]": repeat until settled, ``repeats`` at most
 
     @property
     def installs(self) -> bool:
@@ -173,7 +176,11 @@ class Scenario:
         return Scenario(**{**self.__dict__, "packages": tuple(p.strip() for p in packages)})
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The stored form (meta.json): the TOML's shape, ``repeats`` as written there."""
+        data = asdict(self)
+        if data.pop("repeats_auto"):
+            data["repeats"] = f"auto:{self.repeats}"
+        return data
 
 
 def _where(src: str, key: str) -> str:
@@ -397,13 +404,29 @@ def _ready(value: object, src: str) -> str:
     return value
 
 
-def _numbers(s: dict, src: str) -> tuple[int, float | None]:
-    """repeats and size_mb: finite and in a sane range."""
+def _repeats(s: dict, src: str) -> tuple[int, bool]:
+    """``repeats``: N trials per config, or ``"auto"`` / ``"auto:N"`` (repeat until the
+    verdict is settled, at most N rounds: docs/early-stop.md) as (N, True)."""
     repeats = s.get("repeats", 3)
+    auto = False
+    if isinstance(repeats, str) and repeats.partition(":")[0] == "auto":
+        most = repeats.partition(":")[2]
+        auto, repeats = True, int(most) if most.isdigit() else AUTO_MAX_REPEATS
+        if repeats < MIN_AUTO_ROUNDS:
+            raise ScenarioError(
+                f"{_where(src, 'scenario.repeats')}: auto:N needs N of at least {MIN_AUTO_ROUNDS}"
+            )
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= REPEATS_MAX:
         raise ScenarioError(
-            f"{_where(src, 'scenario.repeats')}: expected an integer from 1 to {REPEATS_MAX}"
+            f"{_where(src, 'scenario.repeats')}: expected an integer from 1 to {REPEATS_MAX}, "
+            'or "auto" / "auto:N"'
         )
+    return repeats, auto
+
+
+def _numbers(s: dict, src: str) -> tuple[int, float | None]:
+    """repeats and size_mb: finite and in a sane range."""
+    repeats, _ = _repeats(s, src)
     size_mb = s.get("size_mb")
     if size_mb is not None and (
         not isinstance(size_mb, (int, float))
@@ -479,6 +502,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         wheels=wheels,
         ready=ready,
         repeats=repeats,
+        repeats_auto=_repeats(s, src)[1],
         configs=_configs(data, defaults, src, legacy_names),
         description=_text(s.get("description", ""), src, "scenario.description"),
         size_mb=size_mb,

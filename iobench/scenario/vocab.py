@@ -93,3 +93,9 @@ def named_list(names: list[str] | tuple[str, ...], most: int = 12) -> str:
     """``a, b, c`` for an error line; a long list ends ``… (and 2,036 more)``."""
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown}, … (and {len(names) - most:,} more)"
+
+
+#: repeats = "auto" (a scenario) and --repeats auto: the most rounds unless ``auto:N``
+AUTO_MAX_REPEATS = 5
+#: rounds before the early-stop rule may stop a run (the tie rule needs two values a side)
+MIN_AUTO_ROUNDS = 2

@@ -139,13 +139,22 @@ def _mb(mb: float) -> str:
 
 
 def format_contended(contenders: Iterable[Contender], limit: int = 5) -> str:
-    """``name:MB;name:MB`` for the trials.csv ``contended`` column (per name, busiest first)."""
+    """``name[pid]:MB;...`` for the trials.csv ``contended`` column (per name, busiest
+    first): the pid when one process had the name (another iobench run, say, is then found),
+    ``name[xN]`` when N had it."""
     by_name: dict[str, float] = {}
+    pids: dict[str, set[int]] = {}
     for c in contenders:
-        name = re.sub(r"[:;,\s]", "_", c.name) or "?"
+        name = re.sub(r"[:;,\s\[\]]", "_", c.name) or "?"
         by_name[name] = by_name.get(name, 0.0) + c.mb
+        pids.setdefault(name, set()).add(c.pid)
     top = sorted(by_name.items(), key=lambda kv: kv[1], reverse=True)[:limit]
-    return ";".join(f"{name}:{_mb(mb)}" for name, mb in top)
+
+    def label(name: str) -> str:
+        who = pids[name]
+        return f"{name}[{next(iter(who))}]" if len(who) == 1 else f"{name}[x{len(who)}]"
+
+    return ";".join(f"{label(name)}:{_mb(mb)}" for name, mb in top)
 
 
 def parse_contended(text: str | None) -> list[tuple[str, float]]:

@@ -80,6 +80,8 @@ class PlainProgress:
         self.verbose = verbose
         self.quiet = quiet
         self._warned_stall: set[str] = set()
+        self._in_trial = False
+        self._notes: list[str] = []  # a trial's notes, printed under its line
         # a terminal's width: trial lines fit it; piped output keeps every detail
         self.width = shutil.get_terminal_size().columns if self.stream.isatty() else None
 
@@ -93,6 +95,7 @@ class PlainProgress:
             self._print(f"iobench: {trials}{extra} -> {run_dir}")
 
     def trial_started(self, k: int, n: int, trial_id: str) -> None:
+        self._in_trial = True
         if self.verbose:
             self._print(f"[{k}/{n}] {trial_id}: started")
 
@@ -110,10 +113,17 @@ class PlainProgress:
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         if not self.quiet or row.get("status") != "ok":
             self._print(trial_line(k, n, row, self.width))
+        for note in self._notes:  # a trial's notes after its line, where they belong
+            self._print(note)
+        self._notes, self._in_trial = [], False
 
     def message(self, text: str) -> None:
-        if not self.quiet or text.lstrip().startswith(("warning:", "iobench:")):
-            self._print(text)  # --quiet: the table and the verdict, and what went wrong
+        if self.quiet and not text.lstrip().startswith(("warning:", "iobench:")):
+            return  # --quiet: the table and the verdict, and what went wrong
+        if self._in_trial and text.startswith("  ") and not self.verbose:
+            self._notes.append(text)  # said during a trial: printed under its line
+        else:
+            self._print(text)
 
     def run_finished(self) -> None:
         return

@@ -263,3 +263,16 @@ def test_the_winner_is_emphasised_on_a_terminal_plain_when_piped_and_scripts_nev
     assert "\x1b[1" in text and script in text  # bold somewhere; the script line unbroken
     plain = [ln for ln in text.splitlines() if "naive  3" in ln]
     assert plain and "\x1b[1" not in plain[0]
+
+
+def test_a_trial_s_notes_print_under_its_line_not_before_it() -> None:
+    """Issue 21: contention notes printed before the trial they belong to."""
+    out = io.StringIO()
+    p = PlainProgress(out)
+    p.trial_started(1, 2, "naive-r1")
+    p.message("  naive-r1: other processes did disk I/O meanwhile (MB): iobench[4242]:7.5")
+    p.message("warning: a run-level line prints at once")
+    p.trial_finished(1, 2, _row("naive-r1", "ok", time_to_ready_s=1.0))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("warning:") and lines[1].startswith("[1/2] naive-r1")
+    assert lines[2] == "  naive-r1: other processes did disk I/O meanwhile (MB): iobench[4242]:7.5"

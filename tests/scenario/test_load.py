@@ -393,3 +393,22 @@ def test_meta_and_files_share_one_validator() -> None:
             RunDirError, match=r"^meta\.json: scenario\.wheels: .* neither a profile name"
         ):
             scenario_from_meta(meta)
+
+
+def test_a_scenario_may_repeat_until_settled_and_the_default_run_does(tmp_path: Path) -> None:
+    """Issue 21: the default run kept 2 rounds and often ended "no difference (n=2)"; a
+    scenario's repeats = "auto:N" makes a run without --repeats go on until settled."""
+    smoke = load_scenario("smoke")
+    assert smoke.repeats_auto and smoke.repeats == 5
+    assert smoke.to_dict()["repeats"] == "auto:5"  # meta.json keeps the TOML's spelling
+    assert scenario_from_meta(json.loads(json.dumps(smoke.to_dict()))).repeats_auto
+    text = (Path(__file__).parents[1] / "data" / "tiny.toml").read_text()
+    for value, ok in (('"auto"', 5), ('"auto:3"', 3), ('"auto:1"', None), ('"sometimes"', None)):
+        path = tmp_path / "s.toml"
+        path.write_text(text.replace("repeats = 1", f"repeats = {value}"))
+        if ok is None:
+            with pytest.raises(ScenarioError, match="scenario.repeats"):
+                load_scenario(str(path))
+        else:
+            s = load_scenario(str(path))
+            assert s.repeats_auto and s.repeats == ok

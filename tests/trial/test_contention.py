@@ -139,11 +139,15 @@ def test_format_and_parse_contended() -> None:
         Contender("python3", 12, 0, 6_000_000),
         Contender("we:ird;name", 13, 0, 7_000_000),
     ]
-    text = format_contended(cs)
-    assert text == "dd:52;python3:12;we_ird_name:7.0"
-    assert parse_contended(text) == [("dd", 52.0), ("python3", 12.0), ("we_ird_name", 7.0)]
+    text = format_contended(cs)  # issue 21: the pid, so that another iobench run is found
+    assert text == "dd[10]:52;python3[x2]:12;we_ird_name[13]:7.0"
+    assert parse_contended(text) == [
+        ("dd[10]", 52.0),
+        ("python3[x2]", 12.0),
+        ("we_ird_name[13]", 7.0),
+    ]
     assert format_contended([]) == "" and parse_contended("") == [] and parse_contended(None) == []
-    assert format_contended(cs, limit=1) == "dd:52"
+    assert format_contended(cs, limit=1) == "dd[10]:52"
 
 
 def test_stop_before_start_is_an_error() -> None:
