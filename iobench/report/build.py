@@ -24,6 +24,7 @@ from iobench.report.parallel import fork_map
 from iobench.report.recommend import Recommendation, recommend
 from iobench.report.summary import Summary, collect_sample_figures, summarize
 from iobench.rundir.meta import RunMeta
+from iobench.rundir.records import PHASES
 from iobench.units import fmt_s
 
 
@@ -174,7 +175,9 @@ def write_charts(result: ReportResult, run: Run) -> dict[str, Path]:
                f"trials) · {row['bottleneck']}")  # fmt: skip
         path = out / f"timeline-{slug(config)}.png"
         args = (samples, config, trial_id, sub, path, run.trial_stalls(trial_id))
-        jobs[f"timeline:{config}"] = ("timeline_chart", args, {})
+        trial = run.trials.set_index("trial_id").loc[trial_id]
+        phases = {p: float(trial[f"{p}_s"]) for p in PHASES if f"{p}_s" in trial.index}
+        jobs[f"timeline:{config}"] = ("timeline_chart", args, {"phases": phases, "ready_s": ttr})
     drawn = fork_map(_draw, list(jobs.values()))
     timelines: dict[str, Path] = {}
     for key, png in zip(jobs, drawn):

@@ -48,6 +48,9 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; margin: 8px 0; 
 th, td { border-bottom: 1px solid #e3e3e3; padding: 5px 7px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; font-weight: 600; }
 td.num { text-align: right; white-space: nowrap; }
+td.name { white-space: nowrap; }
+td .line { display: block; white-space: nowrap; }
+.tw { overflow-x: auto; }
 th.num { text-align: right; }
 tr.winner td { background: #eef7f2; font-weight: 600; }
 tr.failed td { color: #888; }
@@ -104,10 +107,20 @@ def table_html(
     for k, row in enumerate(rows):
         cls = f' class="{classes[k]}"' if classes and classes[k] else ""
         cells = "".join(
-            f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(row)
+            f'<td class="num">{c}</td>'
+            if i in num
+            else (f'<td class="name">{c}</td>' if i == 0 else f"<td>{c}</td>")
+            for i, c in enumerate(row)
         )
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    # a narrow window scrolls the table sideways; its names and placements never break
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="tw">{table}</div>'
+
+
+def _lines(text: str) -> str:
+    """``a, b, c`` as one unbroken line per part (a placement: one role a line)."""
+    return "".join(f'<span class="line">{esc(part)}</span>' for part in text.split(", "))
 
 
 def page(title: str, body: str, rebuild: str = "iobench report RUN_DIR") -> str:
@@ -148,8 +161,8 @@ def summary_table_html(summary: Summary) -> str:
         rows.append(
             [
                 esc(r["config"]) + star,
-                esc(placement(r)),
-                esc(installer),
+                _lines(placement(r)),
+                _lines(installer),
                 f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
                 esc(fmt_s(r["median_time_to_ready_s"])),
                 esc(spread),
@@ -439,7 +452,7 @@ def _evidence_html(
     body.append(
         '<p class="caption">Bar length: median time-to-ready, split in proportion to the median '
         f"time of each phase. Whiskers: {spread_name(summary)} over trials. Dots: individual "
-        "trials. ★ marks the fastest measured; the label after each bar says how much faster or "
+        "trials. ★ marks the verdict's winner (none when it names none); the label after each bar says how much faster or "
         "slower than the baseline it is, and whether beyond noise. The table gives the same "
         "medians.</p>"
     )

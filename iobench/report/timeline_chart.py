@@ -4,6 +4,9 @@ change-point finder (:mod:`iobench.report.diagnose`) puts one."""
 
 from __future__ import annotations
 
+import math
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,7 @@ from iobench.report.charts import (
     tex_escape,
 )
 from iobench.report.diagnose import Drop, find_write_gaps, install_drop, install_write_rates
+from iobench.rundir.records import PHASES
 from iobench.units import fmt_mbps
 
 
@@ -35,6 +39,24 @@ def _phase_spans(t: np.ndarray, phase: np.ndarray) -> list[tuple[str, float, flo
             spans.append((str(phase[start]), float(t[start]), float(end)))
             start = i
     return spans
+
+
+def _complete_spans(
+    spans: list[tuple[str, float, float]], phases: Mapping[str, float]
+) -> list[tuple[str, float, float]]:
+    """``spans`` plus the phases of ``phases`` (in PHASES order) that no sample was labelled
+    with, each placed after the phase before it, as long as the row says it took."""
+    have = {name for name, _, _ in spans}
+    out = list(spans)
+    for name in PHASES:
+        seconds = phases.get(name)
+        if name in have or seconds is None or not math.isfinite(seconds) or seconds <= 0:
+            continue
+        before = [b for n, _, b in out if n in PHASES[: PHASES.index(name)]]
+        start = max(before) if before else (out[-1][2] if out else 0.0)
+        out.append((name, start, start + seconds))
+        have.add(name)
+    return sorted(out, key=lambda span: span[1])
 
 
 def _binned(
@@ -219,8 +241,15 @@ def timeline_chart(
     subtitle: str,
     path: Path,
     stalls: list[tuple[float, float]] | None = None,
+    phases: Mapping[str, float] | None = None,
+    ready_s: float | None = None,
 ) -> Path:
     """iowait/CPU %, write MB/s and blocked processes over one trial, with phase bands.
+
+    ``phases``: the trial row's phase seconds; a phase shorter than a sample interval has
+    no sample labelled with it (a 0.05 s import at 10 Hz) and gets its band from them,
+    after the last one sampled. ``ready_s``: the trial's time-to-ready, where the x axis
+    ends (the last sample comes up to an interval earlier).
 
     ``stalls`` are (start, end) seconds as the run recorded them (stalls.csv); a run without
     stalls.csv gets its write gaps drawn instead (diagnose.find_write_gaps), labelled as such.
@@ -232,8 +261,10 @@ def timeline_chart(
     width = _bin_width(t)
     fig = Figure(figsize=(11, 6.6))
     axes = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": [1, 1.3, 0.8]})
-    spans = _phase_spans(t, phase)
-    total = float(t[-1] - t[0]) if len(t) > 1 else 1.0
+    spans = _complete_spans(_phase_spans(t, phase), phases or {})
+    end = max([float(t[-1])] if len(t) else [1.0])
+    end = max(end, ready_s or 0.0, *(b for _, _, b in spans)) if spans else max(end, ready_s or 0.0)
+    total = end - float(t[0]) if len(t) > 1 else 1.0
     for ax in axes:
         style_axes(ax)
         ax.grid(axis="y", color="#EEEEEE", linewidth=0.8)
@@ -369,13 +400,15 @@ def timeline_chart(
     _legend_right(ax)
     ax.set_xlabel("seconds since the trial started")
     if len(t):
-        ax.set_xlim(t[0], t[-1])
+        ax.set_xlim(t[0], end)
     fig.suptitle(
         tex_escape(f"{config}: timeline of its median trial, {trial_id}"),
         x=0.07,
         ha="left",
         fontsize=12,
     )
-    fig.text(0.07, 0.935, tex_escape(subtitle), fontsize=9, color="#444444")
+    # a long placement wrapped, not clipped at the figure's edge (~150 characters at 9 pt)
+    fig.text(0.07, 0.935, tex_escape(textwrap.fill(subtitle, 150)), fontsize=9, color="#444444",
+             va="top" if len(subtitle) > 150 else "baseline")  # fmt: skip
     fig.subplots_adjust(left=0.07, right=0.79, top=0.87, bottom=0.08, hspace=0.14)
     return save_figure(fig, path)

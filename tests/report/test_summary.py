@@ -132,7 +132,7 @@ def test_a_config_whose_every_trial_failed_is_listed_not_averaged(tmp_path: Path
     assert result.winner == "venv-local"
     assert "timeline-broken.png" not in {p.name for p in result.paths.values()}
     html = (run / "report.html").read_text()
-    assert '<tr class="failed"><td>broken</td>' in html
+    assert '<tr class="failed"><td class="name">broken</td>' in html
     data = json.loads((run / "summary.json").read_text())
     broken = next(c for c in data["configs"] if c["config"] == "broken")
     assert broken["median_time_to_ready_s"] is None
