@@ -296,6 +296,11 @@ def shm_check(path: str = "/dev/shm") -> tuple[dict[str, Any] | None, list[Findi
                 "shm",
                 f"{path} is only {total / 2**20:.0f} MiB: too small "
                 "for TMPDIR and for PyTorch DataLoader workers (docker run --shm-size=8g)",
+                (
+                    "# start the container with more shared memory: docker run --shm-size=8g "
+                    "(compose: shm_size: 8gb);",
+                    "# until then keep TMPDIR and venvs off /dev/shm",
+                ),
             )
         ]
     return info, [Finding("ok", "shm", f"{path}: {total / 2**30:.1f} GiB")]
@@ -319,11 +324,20 @@ def gpu_check(timeout_s: float = 10.0) -> tuple[dict[str, Any], list[Finding]]:
         "processes": [asdict(a) for a in apps],
     }
     out: list[Finding] = []
+    busy = {a.gpu_index for a in apps}
+    free = [str(s.index) for s in states if s.index not in busy]
     for s in states:
         mine = [a for a in apps if a.gpu_index == s.index]
         if mine:
             who = ", ".join(f"pid {a.pid} {a.name} ({a.used_mib} MiB)" for a in mine)
-            out.append(Finding("warn", "gpu", f"GPU {s.index} ({s.name}) is already in use: {who}"))
+            fix = (
+                (f"export CUDA_VISIBLE_DEVICES={','.join(free)}  # the GPUs no process uses",)
+                if free
+                else (f"# every GPU is in use; end what you do not need: kill {mine[0].pid}",)
+            )
+            out.append(
+                Finding("warn", "gpu", f"GPU {s.index} ({s.name}) is already in use: {who}", fix)
+            )
     if len(states) > 1:
         p2p = gpu.p2p_read(timeout_s)
         info["p2p_read"] = (
@@ -379,6 +393,7 @@ def _probe_findings(doc: dict[str, Any], target: str, tmp: str) -> list[Finding]
                         "locks",
                         f"{kind} locks on the target {target}: {verdict}; pip, uv and "
                         "huggingface_hub caches shared by two processes there are not protected",
+                        _local_caches(tmp),
                     )
                 )
     if t and m and t.get("create") and m.get("create") and m["create"]["ms_each"] > 0:
@@ -412,6 +427,24 @@ def predict_all(
     return out
 
 
+def _local_caches(tmp: str) -> tuple[str, ...]:
+    """The caches in a folder of the user's own on the fast local folder ``tmp``, where
+    locks work (iobench.shell: made private, refused when someone else made it)."""
+    mine = shell.per_user(tmp)
+    return (
+        *shell.PRIVATE_DIR,
+        shell.private_dir(mine),
+        *(
+            f"export {name}={shell.quote(os.path.join(mine, sub))}"
+            for name, sub in (
+                ("PIP_CACHE_DIR", "pip-cache"),
+                ("UV_CACHE_DIR", "uv-cache"),
+                ("HF_HOME", "huggingface"),
+            )
+        ),  # fmt: skip
+    )
+
+
 def _prediction_findings(predictions: dict[str, list[dict[str, Any]]]) -> list[Finding]:
     out: list[Finding] = []
     for scen, preds in predictions.items():
@@ -425,6 +458,10 @@ def _prediction_findings(predictions: dict[str, list[dict[str, Any]]]) -> list[F
                     "predict",
                     f"{scen}: everything on the target takes ~{naive:.0f} s to ready, "
                     f"{best} ~{by[best]:.0f} s",
+                    (
+                        f"iobench run --scenario {scen} --configs naive,{best}  # measure it; "
+                        "its start script sets what to",
+                    ),
                 )
             )
         else:

@@ -97,6 +97,8 @@ def test_json_schema_busy_gpus_without_p2p(
     assert code >= 3  # a busy GPU and missing P2P are warnings at least
     for f in doc["findings"]:
         assert set(f) == {"level", "topic", "message", "fix"} and f["level"] in doctor.LEVELS
+        # issue 21: a warning's fix was empty; every warning now comes with one
+        assert f["level"] not in ("warn", "bad") or f["fix"] or f["topic"] == "probe", f
     names = [loc["name"] for loc in doc["locations"]]
     assert names[:7] == [
         "TMPDIR",
@@ -120,6 +122,7 @@ def test_json_schema_busy_gpus_without_p2p(
     )
     p2p = next(f for f in doc["findings"] if f["topic"] == "p2p")
     assert p2p["level"] == "warn" and "6 GPU pair(s)" in p2p["message"] and "CNS" in p2p["message"]
+    assert gpu[0]["fix"] == ["export CUDA_VISIBLE_DEVICES=0,2,3  # the GPUs no process uses"]
     assert "export NCCL_P2P_DISABLE=1" in doc["fix_script"]
     assert len(doc["gpus"]["gpus"]) == 4 and doc["gpus"]["processes"][0]["pid"] == 4242
     assert doc["gpus"]["p2p_read"]["0-1"] == "CNS"
