@@ -14,6 +14,7 @@ class IOBenchError(Exception):
     """
 
     exit_code = 1
+    run_status = "failed"  # meta.json's status for a run this error ended
 
 
 class UsageError(IOBenchError):
@@ -53,11 +54,15 @@ class LockHeldError(IOBenchError):
 class LockLostError(IOBenchError):
     """Our lock was taken over (we stopped refreshing it for longer than its ttl)."""
 
+    run_status = "lock-lost"
+
 
 class VolumeHungError(IOBenchError):
     """A role's volume stopped answering (a removal made no progress): the run ends there,
     its rows kept, and the message says what was left where. ``volume``: the scratch
     folder that hung, when known (nothing more is attempted under it)."""
+
+    run_status = "volume-hung"
 
     def __init__(self, message: str, volume: object | None = None) -> None:
         super().__init__(message)
@@ -67,3 +72,5 @@ class VolumeHungError(IOBenchError):
 class VolumeLostError(IOBenchError):
     """A role's scratch folder vanished mid-run (its volume unmounted, its server gone): the
     run ends there, its rows kept."""
+
+    run_status = "volume-lost"

@@ -37,10 +37,9 @@ def _trials(plan: Any) -> list[Any]:
 
 def role_lines(plan: Any) -> list[str]:
     """One line per role: folder, filesystem, free space and what the scenario needs there."""
-    from iobench.run import facts
-    from iobench.run import plan as run_plan
+    from iobench.run import facts, space
 
-    need = run_plan._space_need(plan.scenario)
+    need = space.need_mb(plan.scenario)
     lines = []
     for role, path in plan.roles.items():
         fs = facts.mount_of(path)
@@ -59,14 +58,14 @@ def role_lines(plan: Any) -> list[str]:
 
 def _index_line(plan: Any, trials: list[Any], cold: int, primings: int) -> str:
     """What the run will pull from the index and write to each role, in bytes (estimates:
-    run/plan.written_mb)."""
-    from iobench.run import plan as run_plan
+    run/space.written_mb)."""
+    from iobench.run import space
 
-    mb = run_plan.written_mb(plan.scenario, [t.config for t in trials], cold + primings)
+    mb = space.written_mb(plan.scenario, [t.config for t in trials], cold + primings)
     roles = ", ".join(f"{r} {decimal(int(v * 1e6))}" for r, v in mb.items() if r != "index")
     return (
         f"bytes     about {decimal(int(mb['index'] * 1e6))} from the index "
-        f"({cold} cold install(s) and up to {primings} priming, the wheels taken as {run_plan.WHEELS_SHARE:.0%} of the "
+        f"({cold} cold install(s) and up to {primings} priming, the wheels taken as {space.WHEELS_SHARE:.0%} of the "
         f"installed size); written: {roles}"
     )
 

@@ -24,7 +24,6 @@ import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,14 @@ from typing import Any
 from iobench import redact
 from iobench.cost.idle import CostOptions
 from iobench.errors import IOBenchError, UsageError
-from iobench.run import facts
+from iobench.run import facts, space
 from iobench.run.earlystop import MIN_GIVE_UP
 from iobench.run.resume import ResumeState, resume_state
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import RunMeta
 from iobench.scenario import axes
-from iobench.scenario.load import Config, Scenario, load_scenario
+from iobench.scenario.load import Scenario, load_scenario
+from iobench.scenario.vocab import MAX_REPEATS
 from iobench.system import procfs
 from iobench.system.removal import QUIET_S
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
@@ -51,7 +51,6 @@ from iobench.trial.workloads import check_settings
 #: the trial time limit's default: this much, plus TRIAL_S_PER_MB per MB the scenario installs
 TRIAL_BASE_S = 600.0
 TRIAL_S_PER_MB = 2.0
-_DEFAULT_SIZE_MB = 50.0
 #: the longest time any option may give (about 11 days): larger numbers are typos
 MAX_SECONDS = 1e6
 
@@ -208,7 +207,7 @@ def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
     plan.extra_index_urls = [axes.extra_index_url(u) for u in extra_index_urls]
     check_index(plan)
     if plan.resume_meta is None:
-        check_space(scenario, roles)
+        space.check(scenario, roles)
     else:
         check_resume(plan.resume_meta, plan)
 
@@ -230,12 +229,10 @@ def trusted_owners(names: list[str]) -> list[str]:
 
 def default_trial_timeout(scenario: Scenario) -> float:
     """A generous wall-clock limit for one trial: 10 minutes plus 2 s per MB installed."""
-    return TRIAL_BASE_S + TRIAL_S_PER_MB * (scenario.size_mb or _DEFAULT_SIZE_MB)
+    return TRIAL_BASE_S + TRIAL_S_PER_MB * (scenario.size_mb or space.DEFAULT_SIZE_MB)
 
 
 # ---------------------------------------------------------------- options
-#: the most trials per config a run takes (the scenario schema's own bound)
-MAX_REPEATS = 1000
 #: trials in one run at most: 10,000 trials of even 10 s each are more than a day
 MAX_TRIALS = 10_000
 
@@ -387,8 +384,8 @@ def default_tmp(target: Path, scenario: Scenario) -> tuple[Path, str]:
     if not same_filesystem(system, target):
         return system, "the system temp dir"
     shm = Path("/dev/shm")
-    need = _space_need(scenario).get("tmp", 0.0) + _space_need(scenario).get("target", 0.0)
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) and _free_mb(shm) >= need:
+    need = space.need_mb(scenario).get("tmp", 0.0) + space.need_mb(scenario).get("target", 0.0)
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) and space.free_mb(shm) >= need:
         return shm, f"the system temp dir {system} shares the target's filesystem; /dev/shm is RAM"
     return system, "the system temp dir; it shares the target's filesystem and /dev/shm has no room"
 
@@ -468,61 +465,6 @@ def check_results_place(results: Path, roles: dict[str, Path]) -> None:
 def check_tools(scenario: Scenario, python: str | None) -> None:
     """The installers and venv creator the configs need are present (before the first trial)."""
     installers.check_tools(scenario.configs, python)
-
-
-#: the packages' download (wheels) as a share of their installed size: the estimate the space
-#: check and the dry run's byte counts use (torch's CUDA wheels: ~2.5 GB for ~6 GB installed)
-WHEELS_SHARE = 0.4
-
-
-def _space_need(scenario: Scenario) -> dict[str, float]:
-    size_mb = scenario.size_mb or _DEFAULT_SIZE_MB
-    need: dict[str, float] = {}
-    for c in scenario.configs:
-        need[c.venv] = max(need.get(c.venv, 0.0), size_mb)
-        need[c.tmpdir] = max(need.get(c.tmpdir, 0.0), size_mb * WHEELS_SHARE)
-        if c.cache != "off":
-            need[c.cache] = max(need.get(c.cache, 0.0), size_mb * WHEELS_SHARE)
-    return need
-
-
-def written_mb(scenario: Scenario, configs: Sequence[Config], cold: int) -> dict[str, float]:
-    """MB written per role over the trials of ``configs`` (one entry per trial), and under
-    ``"index"`` the MB the ``cold`` cold installs download: each trial writes its venv, its
-    downloads into TMPDIR, and a cold one fills its cache (the WHEELS_SHARE estimate)."""
-    size_mb = scenario.size_mb or _DEFAULT_SIZE_MB
-    wheels = size_mb * WHEELS_SHARE
-    out: dict[str, float] = {"index": cold * wheels}
-    for c in configs:
-        out[c.venv] = out.get(c.venv, 0.0) + size_mb
-        out[c.tmpdir] = out.get(c.tmpdir, 0.0) + wheels
-        if c.cache != "off" and c.cache_state != "warm":
-            out[c.cache] = out.get(c.cache, 0.0) + wheels
-    return out
-
-
-def _free_mb(path: Path) -> float:
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize / 1e6
-
-
-def check_space(scenario: Scenario, roles: dict[str, Path]) -> None:
-    """Each filesystem has room for what the roles on it will hold at once."""
-    need = _space_need(scenario)
-    shared: dict[int, float] = {}
-    for role, mb in need.items():
-        dev = os.stat(roles[role]).st_dev
-        shared[dev] = shared.get(dev, 0.0) + mb
-    for role, path in roles.items():
-        if role not in need:
-            continue
-        free_mb = _free_mb(path)
-        want = shared[os.stat(path).st_dev]
-        if free_mb < want:
-            flag = role if role in ("target", "tmp") else "path " + role
-            raise UsageError(
-                f"--{flag}: {path} has {free_mb:.0f} MB free; scenario {scenario.name} needs about {want:.0f} MB there"
-            )
 
 
 def check_index(plan: RunPlan) -> None:

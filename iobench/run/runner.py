@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from iobench.errors import IOBenchError, LockLostError, VolumeHungError, VolumeLostError
+from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.run import overhead, start
 from iobench.run.plan import RunPlan
 from iobench.run.policy import RunTrials
@@ -40,13 +40,6 @@ from iobench.trial.outcome import TrialResult
 from iobench.trial.progress import PlainProgress, Progress
 from iobench.trial.sampler import stall_dicts
 from iobench.trial.warmcache import WarmCaches, placement
-
-#: meta.json's status for a run ended by one of these (any other error: "failed")
-_END_STATUS: dict[type, str] = {
-    LockLostError: "lock-lost",
-    VolumeHungError: "volume-hung",
-    VolumeLostError: "volume-lost",
-}
 
 
 class Runner:
@@ -90,7 +83,7 @@ class Runner:
             if isinstance(exc, VolumeHungError) and isinstance(exc.volume, Path):
                 self.remover.hung.append(exc.volume)  # the clean-up attempts nothing there
             if not isinstance(exc, KeyboardInterrupt):  # meta.json never stays "running"
-                changes.update(status=_END_STATUS.get(type(exc), "failed"), status_reason=str(exc))
+                changes.update(status=getattr(exc, "run_status", "failed"), status_reason=str(exc))
             if self.run_dir is not None:
                 self._update_meta(self.run_dir, **changes)
             raise
@@ -213,13 +206,7 @@ class Runner:
             for scratch in self.scratch.values():
                 self._remove(scratch.run_root, scratch.root)
             if self.lock is not None:
-                lock, where = self.lock, Scratch(self.plan.roles["target"]).root
-                lock.stop_heartbeat()  # here; the file's removal in a child, bounded
-                error = self.remover.run(lock.remove_file, where)
-                if error:
-                    self.progress.message(
-                        f"warning: lock in {where} not freed ({error}); it is stale once we exit"
-                    )
+                self._free_lock(self.lock, Scratch(self.plan.roles["target"]).root)
             for scratch in self.scratch.values():  # a clean run leaves no empty scratch behind
                 self.remover.run(scratch.drop_if_empty, scratch.root)
             process.set_subreaper(False)
@@ -239,6 +226,13 @@ class Runner:
     def _remove(self, path: Path, volume: Path) -> None:
         """Remove a scratch path while the removal progresses; say where it stays if not."""
         self._left(path, self.remover.remove(path, volume))
+
+    def _free_lock(self, lock: TargetLock, where: Path) -> None:
+        lock.stop_heartbeat()  # here; the file's removal in a child, bounded
+        if error := self.remover.run(lock.remove_file, where):
+            self.progress.message(
+                f"warning: lock in {where} not freed ({error}); stale once we exit"
+            )
 
     def _could_not_remove(self, errors: Iterable[str]) -> None:
         for error in errors:

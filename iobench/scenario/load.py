@@ -31,17 +31,16 @@ from packaging.requirements import InvalidRequirement, Requirement
 from iobench.errors import RunDirError, ScenarioError
 from iobench.rundir.records import SAFE_NAME_MAX, SAFE_NAME_RE
 from iobench.scenario.vocab import (
-    AUTO_MAX_REPEATS,
     CACHE_STATES,
     INSTALLERS,
     LINK_MODES,
     MAX_CONFIGS,
-    MIN_AUTO_ROUNDS,
     ON_OFF,
     STRATEGIES,
     VENV_CREATORS,
     WORKLOADS,
     named_list,
+    repeats_value,
 )
 from iobench.units import did_you_mean
 
@@ -74,7 +73,6 @@ _SCENARIO_KEYS = (
     "description",
     "size_mb",
 )
-REPEATS_MAX = 1000
 SIZE_MB_MAX = 10_000_000.0  # 10 TB
 # Scenario and config names become path components (venv folders, samples/<trial_id>.csv,
 # logs): letters, digits, '.', '_', '-', not starting with '.' or '-' (so no '..', no
@@ -404,29 +402,9 @@ def _ready(value: object, src: str) -> str:
     return value
 
 
-def _repeats(s: dict, src: str) -> tuple[int, bool]:
-    """``repeats``: N trials per config, or ``"auto"`` / ``"auto:N"`` (repeat until the
-    verdict is settled, at most N rounds: docs/early-stop.md) as (N, True)."""
-    repeats = s.get("repeats", 3)
-    auto = False
-    if isinstance(repeats, str) and repeats.partition(":")[0] == "auto":
-        most = repeats.partition(":")[2]
-        auto, repeats = True, int(most) if most.isdigit() else AUTO_MAX_REPEATS
-        if repeats < MIN_AUTO_ROUNDS:
-            raise ScenarioError(
-                f"{_where(src, 'scenario.repeats')}: auto:N needs N of at least {MIN_AUTO_ROUNDS}"
-            )
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= REPEATS_MAX:
-        raise ScenarioError(
-            f"{_where(src, 'scenario.repeats')}: expected an integer from 1 to {REPEATS_MAX}, "
-            'or "auto" / "auto:N"'
-        )
-    return repeats, auto
-
-
-def _numbers(s: dict, src: str) -> tuple[int, float | None]:
-    """repeats and size_mb: finite and in a sane range."""
-    repeats, _ = _repeats(s, src)
+def _numbers(s: dict, src: str) -> tuple[int, bool, float | None]:
+    """repeats (and whether "auto") and size_mb: finite and in a sane range."""
+    repeats, auto = repeats_value(s.get("repeats", 3), _where(src, "scenario.repeats"))
     size_mb = s.get("size_mb")
     if size_mb is not None and (
         not isinstance(size_mb, (int, float))
@@ -437,7 +415,7 @@ def _numbers(s: dict, src: str) -> tuple[int, float | None]:
         raise ScenarioError(
             f"{_where(src, 'scenario.size_mb')}: expected a number from 0 to {SIZE_MB_MAX:.0f}"
         )
-    return repeats, float(size_mb) if size_mb is not None else None
+    return repeats, auto, float(size_mb) if size_mb is not None else None
 
 
 def _configs(data: dict, defaults: dict, src: str, legacy: bool) -> tuple[Config, ...]:
@@ -489,7 +467,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     workload = data.get("workload", {})
     if not isinstance(workload, dict):
         raise ScenarioError(f"{_where(src, 'workload')}: expected a table [workload]")
-    repeats, size_mb = _numbers(s, src)
+    repeats, auto, size_mb = _numbers(s, src)
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
@@ -502,7 +480,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         wheels=wheels,
         ready=ready,
         repeats=repeats,
-        repeats_auto=_repeats(s, src)[1],
+        repeats_auto=auto,
         configs=_configs(data, defaults, src, legacy_names),
         description=_text(s.get("description", ""), src, "scenario.description"),
         size_mb=size_mb,

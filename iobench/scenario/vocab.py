@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iobench.errors import ScenarioError
+
 #: the installers a config may name
 INSTALLERS = ("pip", "uv")
 #: the most configs one scenario may expand to (a [matrix], --matrix): more is a mistake,
@@ -99,3 +101,26 @@ def named_list(names: list[str] | tuple[str, ...], most: int = 12) -> str:
 AUTO_MAX_REPEATS = 5
 #: rounds before the early-stop rule may stop a run (the tie rule needs two values a side)
 MIN_AUTO_ROUNDS = 2
+
+#: trials per config a scenario may ask for
+MAX_REPEATS = 1000
+
+
+def repeats_value(repeats: object, where: str) -> tuple[int, bool]:
+    """``repeats``: N trials per config, or ``"auto"`` / ``"auto:N"`` (repeat until the
+    verdict is settled, at most N rounds: docs/early-stop.md) as (N, True)."""
+    auto = False
+    if isinstance(repeats, str) and repeats.partition(":")[0] == "auto":
+        most = repeats.partition(":")[2]
+        auto, repeats = True, int(most) if most.isdigit() else AUTO_MAX_REPEATS
+    low = MIN_AUTO_ROUNDS if auto else 1  # auto:N: the tie rule needs two rounds
+    if (
+        not isinstance(repeats, int)
+        or isinstance(repeats, bool)
+        or not low <= repeats <= MAX_REPEATS
+    ):
+        raise ScenarioError(
+            f"{where}: expected an integer from 1 to {MAX_REPEATS}, "
+            f'or "auto" / "auto:N" (N from {MIN_AUTO_ROUNDS})'
+        )
+    return repeats, auto
