@@ -314,7 +314,7 @@ def decide(
     assert vs_base is not None
     real, moot = differences(win.facts, base.facts, roles)
     if real and vs_base.distinguishable:
-        return _advise_fastest(win, base, runner, vs_base, vs_runner, real, moot, common)
+        return _advise_fastest(win, base, runner, vs_base, vs_runner, real, moot, common, k, roles)
     slower = _slower_beyond_noise(usable, base, win, bool(real), k, roles, common)
     if slower is not None:
         return slower
@@ -353,15 +353,30 @@ def _advise_fastest(
     real: list[str],
     moot: list[str],
     common: Verdict,
+    k: int = 1,
+    roles: Mapping[str, RoleInfo] | None = None,
 ) -> Verdict:
-    """The fastest beats the baseline beyond noise; say so when the runner-up ties with it."""
-    extra, notes = "", []
-    if runner is not None and runner is not base and vs_runner and not vs_runner.distinguishable:
-        extra = f"; {runner.name} ({fmt_s(runner.median)}) is as fast within noise"
-        notes.append(
-            f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); "
-            "either change pays off, and the start script shows the faster-measured one"
-        )
+    """The fastest beats the baseline beyond noise; say so when the runner-up ties with it.
+
+    Two configs that tie within noise and both beat the baseline: the one with fewer
+    changes against the baseline is advised (then the first by name), not the
+    faster-measured — which of two tied configs measures faster is noise, and a verdict
+    that flips between them from run to run is no verdict."""
+    if runner is None or runner is base or vs_runner is None or vs_runner.distinguishable:
+        return _advice(win, base, vs_base, real, moot, common, "", [])
+    r_real, r_moot = differences(runner.facts, base.facts, roles or {})
+    vs_base_r = _compare(runner, base, k)
+    both = bool(r_real) and vs_base_r.distinguishable
+    simpler = both and (len(r_real), runner.name) < (len(real), win.name)
+    pick, other = (runner, win) if simpler else (win, runner)
+    extra = f"; {other.name} ({fmt_s(other.median)}) is as fast within noise"
+    notes = [
+        f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); either "
+        "change pays off, and the start script shows "
+        + ("the one with fewer changes" if both else "the faster-measured one")
+    ]
+    if simpler:
+        return _advice(runner, base, vs_base_r, r_real, r_moot, common, extra, notes)
     return _advice(win, base, vs_base, real, moot, common, extra, notes)
 
 

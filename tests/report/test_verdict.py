@@ -245,3 +245,14 @@ def test_the_verdict_pairs_trials_by_round_and_says_so() -> None:
     assert v.kind == "advice" and v.winner == "venv-on-tmp"
     assert v.vs_baseline is not None and v.vs_baseline.rule == "paired"
     assert "n=5, paired by round; beyond noise" in v.headline
+
+
+def test_two_configs_tied_within_noise_advise_the_same_one_whichever_measured_faster() -> None:
+    """Issue 21, measured: three default runs advised warm-cache-on-target, then (a CPU burner
+    started part-way) venv-on-tmp — tied within noise, the faster-measured one flipped. The
+    one with fewer changes against the baseline is advised (then the first by name)."""
+    for warm in ((1.95, 1.97, 1.99), (2.10, 2.12, 2.08)):  # faster, then slower than venv-on-tmp
+        v = decide(configs(naive=(4.0, 4.1, 3.9), venv_on_tmp=(2.0, 2.05, 2.03), warm=warm),
+                   "naive", DISK_AND_SHM)  # fmt: skip
+        assert v.kind == "advice" and v.winner == "venv-on-tmp", v.headline
+        assert "is as fast within noise" in v.headline and "fewer changes" in v.notes[0]
