@@ -62,7 +62,8 @@ def _index_line(plan: Any, trials: list[Any], cold: int, primings: int) -> str:
     from iobench.run import space
 
     mb = space.written_mb(plan.scenario, [t.config for t in trials], cold + primings)
-    roles = ", ".join(f"{r} {decimal(int(v * 1e6))}" for r, v in mb.items() if r != "index")
+    order = [r for r in plan.roles if r in mb] + sorted(r for r in mb if r not in plan.roles)
+    roles = ", ".join(f"{r} {decimal(int(mb[r] * 1e6))}" for r in order if r != "index")
     return (
         f"bytes     about {decimal(int(mb['index'] * 1e6))} from the index "
         f"({cold} cold install(s) and up to {primings} priming, the wheels taken as {space.WHEELS_SHARE:.0%} of the "
