@@ -167,6 +167,7 @@ def _ready_check(venv: Path) -> tuple[float, dict[str, int]]:
 
 
 @pytest.mark.lab
+@pytest.mark.timing  # asserts that a cold start is slower by the round trips it adds
 @pytest.mark.parametrize("method", ["lab-flush", "drop_caches"])
 def test_a_cold_persistent_venv_reads_from_the_volume_and_is_slower(
     slow_venv: Path, method: str
