@@ -16,6 +16,7 @@ the report is a dataclass with a versioned JSON form; formatting lives in the CL
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -445,25 +446,36 @@ def _local_caches(tmp: str) -> tuple[str, ...]:
     )
 
 
+#: a slow target is worth a warning past both: this many times the best config's time...
+SLOW_RATIO = 1.5
+#: ...and this many seconds more per start
+SLOW_EXTRA_S = 10.0
+#: the predictions of back-to-back doctors on one machine move by up to ~20 % (the probe on a
+#: busy machine): a warning needs both figures this far past their bar, "ok" this far below;
+#: in between the finding is "info" (exit 0), so the verdict does not flip between runs
+PREDICT_MARGIN = 1.25
+
+
 def _prediction_findings(predictions: dict[str, list[dict[str, Any]]]) -> list[Finding]:
     out: list[Finding] = []
     for scen, preds in predictions.items():
         by = {p["config"]: p["predicted_s"] for p in preds}
         best = min(by, key=by.__getitem__)
         naive = by.get("naive")
-        if naive is not None and naive > 1.5 * by[best] and naive - by[best] > 10:
+        if naive is None:
             out.append(
-                Finding(
-                    "warn",
-                    "predict",
-                    f"{scen}: everything on the target takes ~{naive:.0f} s to ready, "
-                    f"{best} ~{by[best]:.0f} s",
-                    (
-                        f"iobench run --scenario {scen} --configs naive,{best}  # measure it; "
-                        "its start script sets what to",
-                    ),
-                )
+                Finding("ok", "predict", f"{scen}: fastest {best} ~{by[best]:.0f} s to ready")
             )
+            continue
+        ratio, extra = naive / by[best] if by[best] > 0 else math.inf, naive - by[best]
+        text = f"{scen}: everything on the target takes ~{naive:.0f} s to ready, {best} ~{by[best]:.0f} s"
+        fix = (f"iobench run --scenario {scen} --configs naive,{best}  # measure it; its start "
+               "script sets what to",)  # fmt: skip
+        m = PREDICT_MARGIN
+        if ratio > SLOW_RATIO * m and extra > SLOW_EXTRA_S * m:
+            out.append(Finding("warn", "predict", text, fix))
+        elif ratio > SLOW_RATIO / m and extra > SLOW_EXTRA_S / m:
+            out.append(Finding("info", "predict", text + " (near the bar for a warning)", fix))
         else:
             out.append(
                 Finding("ok", "predict", f"{scen}: fastest {best} ~{by[best]:.0f} s to ready")

@@ -80,7 +80,12 @@ def test_a_phase_no_sample_saw_still_gets_its_band_and_the_axis_reaches_ready() 
     sample fell in a 0.05 s import) and ended at the last sample, before time-to-ready."""
     from iobench.report.timeline_chart import _complete_spans
 
-    spans = [("venv", 0.0, 0.5), ("download", 0.5, 1.8), ("install", 1.8, 2.2), ("compile", 2.2, 2.5)]
+    spans = [
+        ("venv", 0.0, 0.5),
+        ("download", 0.5, 1.8),
+        ("install", 1.8, 2.2),
+        ("compile", 2.2, 2.5),
+    ]
     out = _complete_spans(spans, {"venv": 0.5, "import": 0.05, "compile": 0.3})
     assert out[-1][0] == "import" and out[-1][1] == 2.5 and abs(out[-1][2] - 2.55) < 1e-9
     out = _complete_spans(spans[:3], {"compile": 0.3, "import": 0.05})
