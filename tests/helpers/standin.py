@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from helpers.files import only_run_dir
@@ -84,3 +85,17 @@ def scratch_left(*folders: Path) -> dict[str, set[str]]:
         names = {p.name for p in scratch.iterdir()} if scratch.exists() else set()
         out[str(folder)] = names - {".iobench-sentinel"}
     return out
+
+
+def wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = None):  # noqa: ANN001, ANN201
+    """``pred()``'s first truthy value within ``timeout`` seconds; an AssertionError when
+    the run ``proc`` ended first (naming its exit status) or the time ran out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = pred()
+        if found:
+            return found
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"iobench ended (exit {proc.returncode}) before {what}")
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import standin
 from helpers.files import DATA, TINY_PROFILE, only_run_dir, read_csv
 
 from iobench.__main__ import main
@@ -126,18 +127,6 @@ def test_unreachable_index_fails_early(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "r").exists()
 
 
-def _wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = None):  # noqa: ANN001, ANN202
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = pred()
-        if found:
-            return found
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"iobench ended (exit {proc.returncode}) before {what}")
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.lab
 @pytest.mark.timeout(600)
 def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Path) -> None:
@@ -184,7 +173,7 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
             "5",
         ]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        _wait_for(
+        standin.wait_for(
             lambda: list(results.glob("*/logs/naive-r1.install.out")), 120, "naive's install", proc
         )
         time.sleep(0.3)

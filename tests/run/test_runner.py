@@ -32,18 +32,6 @@ from iobench.system.scratch import Scratch
 from iobench.trial.progress import PlainProgress
 
 
-def _wait_for(pred, timeout: float, what: str, proc: subprocess.Popen | None = None):  # noqa: ANN001, ANN202
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = pred()
-        if found:
-            return found
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"iobench ended (exit {proc.returncode}) before {what}")
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_run_records_every_trial_in_the_planned_order_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:
@@ -123,7 +111,7 @@ def test_ctrl_c_keeps_finished_trials_and_resume_completes(tmp_path: Path) -> No
     (tmp_path / "target" / "user-file").write_text("mine")
     proc = standin.process(tmp_path, path, "--order-seed", "1")
     results = tmp_path / "results"
-    trials = _wait_for(lambda: [p for p in results.glob("*/trials.csv") if read_csv(p)], 60,
+    trials = standin.wait_for(lambda: [p for p in results.glob("*/trials.csv") if read_csv(p)], 60,
                        "the first row", proc)[0]  # fmt: skip
     time.sleep(0.5)  # inside the second trial's writer (2 s at 10 files/s)
     proc.send_signal(signal.SIGINT)
@@ -180,7 +168,7 @@ def test_losing_the_lock_ends_the_run_with_its_rows(tmp_path: Path) -> None:
     results, thieves = tmp_path / "results", []
 
     def take_over() -> None:
-        _wait_for(
+        standin.wait_for(
             lambda: runner.lock is not None and list(results.glob("*/meta.json")), 30, "a run"
         )
         time.sleep(0.2)
@@ -240,7 +228,7 @@ def test_the_clean_up_finishes_whatever_signals_arrive(tmp_path: Path) -> None:
     proc = standin.process(tmp_path, path)
     results = tmp_path / "results"
     try:
-        _wait_for(lambda: list(results.glob("*/logs/*")) or list(results.glob("*/meta.json")),
+        standin.wait_for(lambda: list(results.glob("*/logs/*")) or list(results.glob("*/meta.json")),
                   60, "a trial", proc)  # fmt: skip
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
@@ -295,7 +283,7 @@ def test_a_full_results_disk_keeps_the_row(tmpfs, tmp_path: Path) -> None:  # no
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        _wait_for(lambda: list(results.glob("*/meta.json")), 60, "the run folder", proc)
+        standin.wait_for(lambda: list(results.glob("*/meta.json")), 60, "the run folder", proc)
         filler = _fill(results)
         out, _ = proc.communicate(timeout=60)
     finally:
