@@ -61,9 +61,7 @@ def write(
             raise _named(exc, path) from None
         try:
             os.fchmod(fd, mode)  # whatever the umask
-            view = memoryview(raw)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, raw)
             os.close(fd)
             fd = -1
             os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
@@ -77,6 +75,13 @@ def write(
             raise _named(exc, path) from None
     finally:
         os.close(folder)
+
+
+def _write_all(fd: int, raw: bytes) -> None:
+    """All of ``raw`` to ``fd`` (``os.write`` may write less than it is given)."""
+    view = memoryview(raw)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 #: a disk without room: no temporary copy can be made
@@ -98,9 +103,7 @@ def _overwrite(folder: int, path: Path, raw: bytes) -> bool:
             raw = raw.rstrip() + b"\n"  # trailing blanks are room kept for this (meta.json)
         if len(raw) > size:
             return False
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view) :]
+        _write_all(fd, raw)
         os.ftruncate(fd, len(raw))
         os.fsync(fd)
     except OSError as exc:

@@ -113,7 +113,6 @@ class Summary:
 
     table: pd.DataFrame
     baseline: str | None
-    winner: str | None  # Verdict.winner: None unless the verdict advises or keeps
     fastest: str | None  # the fastest measured, named as such where it is shown
     cheapest: str | None
     price: PriceChoice | None
@@ -124,6 +123,11 @@ class Summary:
     configs: list[ConfigTimes] = field(default_factory=list)
     same_storage: list[str] = field(default_factory=list)  # sentences, said first everywhere
     lifecycle: LifecycleSection = field(default_factory=LifecycleSection)  # empty: no restarts
+
+    @property
+    def winner(self) -> str | None:
+        """The verdict's winner (``Verdict.winner``): None unless it advises or keeps."""
+        return self.verdict.winner
 
     @property
     def has_restarts(self) -> bool:
@@ -430,7 +434,6 @@ def summarize(
     return Summary(
         table,
         baseline,
-        verdict.winner,
         fastest,
         cheapest,
         price,

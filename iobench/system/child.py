@@ -99,13 +99,19 @@ def counters(pid: int) -> tuple[bytes, ...] | None:
     return tuple(seen)
 
 
+def _exited(pid: int) -> bool:
+    """Reap ``pid`` if it has exited (without waiting); True also when it is no child of
+    ours any more (reaped elsewhere)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return bool(done)
+
+
 def _reap_abandoned() -> None:
     for pid in list(_ABANDONED):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
+        if _exited(pid):
             _ABANDONED.discard(pid)
             HELPERS.discard(pid)
 
@@ -236,11 +242,7 @@ def _reaped(pid: int, wait_s: float = 2.0) -> None:
     """Reap a child that closed its pipe (it is exiting); abandon it if it lingers."""
     deadline = time.monotonic() + wait_s
     while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
+        if _exited(pid):
             HELPERS.discard(pid)
             return
         if time.monotonic() >= deadline:
