@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from iobench.cost.idle import CostOptions
+from iobench.cost.idle import AU_TARGET, CostOptions
 from iobench.cost.prices import DEFAULT_STARTS_PER_MONTH, known_names
 from iobench.errors import UsageError
 
@@ -38,6 +38,12 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
         "--starts",
         metavar="N",
         help=f"cold starts per month for the monthly figure (default {DEFAULT_STARTS_PER_MONTH:g})",
+    )
+    group.add_argument(
+        "--au-target",
+        metavar="SHARE",
+        help=f"a dataset run's bar for accelerator utilisation, 0-1 (default {AU_TARGET:g}, "
+        "MLPerf Storage's for ResNet-50 and U-Net3D)",
     )
     if storage:
         group.add_argument(
@@ -75,6 +81,7 @@ def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
     storage = _number(
         "--storage-usd-per-gb", getattr(args, "storage_usd_per_gb", None), "a price in USD per GB"
     )
+    au = _number("--au-target", getattr(args, "au_target", None), "a share from 0 to 1")
     gpus_raw = getattr(args, "gpus", None)
     gpus: int | None = None
     if gpus_raw is not None:
@@ -89,4 +96,5 @@ def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
         starts_per_month=DEFAULT_STARTS_PER_MONTH if starts is None else starts,
         storage_usd_per_gb=storage,
         storage=getattr(args, "storage", None),
+        au_target=AU_TARGET if au is None else au,
     )

@@ -194,7 +194,7 @@ def _diff(x: np.ndarray) -> np.ndarray:
     return x[1:] - x[:-1]
 
 
-def _window_rates(
+def window_rates(
     t: np.ndarray, cum: np.ndarray, window_s: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rates of a cumulative counter over ~``window_s`` windows: (window start t, rate/s)."""
@@ -263,7 +263,7 @@ def _install_series(df: SampleData) -> tuple[np.ndarray, np.ndarray]:
 
 def install_write_rates(df: SampleData, window_s: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Installer write rates (MB/s) during install over ``window_s`` windows: (start s, MB/s)."""
-    starts, rates = _window_rates(*_install_series(df), window_s)
+    starts, rates = window_rates(*_install_series(df), window_s)
     return starts, rates / 1e6
 
 
@@ -292,7 +292,7 @@ def _drop_of(
     if second_rates is not None and window == 1.0:
         starts, rates = second_rates
     else:
-        starts, rates = _window_rates(ti, wi, window)
+        starts, rates = window_rates(ti, wi, window)
     found = find_drop(starts, rates / 1e6)
     if found is None:
         return None
@@ -356,7 +356,7 @@ def sample_figures(df: SampleData) -> SampleFigures:
     ti, wi = _install_series(df)
     if len(ti) >= 2 and ti[-1] > ti[0]:
         out["install_write_mbps"] = (wi[-1] - wi[0]) / (ti[-1] - ti[0]) / 1e6
-        second_rates = _window_rates(ti, wi, 1.0)
+        second_rates = window_rates(ti, wi, 1.0)
         rates_mb = second_rates[1] / 1e6
         if len(rates_mb):
             p95 = _percentile(rates_mb, 95)

@@ -104,7 +104,19 @@ def verdict_dict(summary: Summary) -> dict[str, Any]:
 
 
 def placement(row: pd.Series | dict[str, Any]) -> str:
-    """``venv target (nfs4), tmp tmp (overlay), cache off`` — where things lived."""
+    """``venv target (nfs4), tmp tmp (overlay), cache off`` — where things lived; a dataset
+    config's ``data target (nfs4), copied to tmp (tmpfs), 2 loader workers``."""
+    if str(row.get("data_role") or "") not in ("", "nan"):
+        fs = str(row.get("data_fstype") or "")
+        text = f"data {row.get('data_role')}" + (f" ({fs})" if fs and fs != "nan" else "")
+        stage = str(row.get("stage_role") or "off")
+        if stage not in ("off", "nan"):
+            sfs = str(row.get("stage_fstype") or "")
+            text += f", copied to {stage}" + (f" ({sfs})" if sfs and sfs != "nan" else "")
+        workers = row.get("workers")
+        if workers is not None and workers == workers:  # not NaN
+            text += f", {int(workers)} loader worker{'' if int(workers) == 1 else 's'}"
+        return text
     parts = []
     for what, role_col, fs_col in (
         ("venv", "venv_role", "venv_fstype"),
@@ -238,6 +250,9 @@ def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> 
         for row in rows:
             row.insert(3, "restart" if row is header else restart.get(row[0].rstrip(" *"), "—"))
         right = {1, 2, 3, 4, 7, 8}
+    if meta.kind == "dataset":  # its own figures (AU, rates, dollars) follow in its section
+        rows = [row[:6] for row in rows]
+        header = rows[0]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         cells = [

@@ -63,11 +63,12 @@ footer { margin-top: 40px; color: #777; font-size: 12px; }
 """
 
 
-def insert_section(page: str, block: str) -> str:
-    """``block`` added to ``page`` as its last section: inside ``<main>``, before the footer
-    (before, sections added later landed after the footer, outside the page's column)."""
-    for mark in ("<footer>", "</main>", "</body>"):
-        if mark in page:
+def insert_section(page: str, block: str, at: str = "") -> str:
+    """``block`` added to ``page`` at the mark ``at`` when the page has it, else as its last
+    section: inside ``<main>``, before the footer (before, sections added later landed after
+    the footer, outside the page's column)."""
+    for mark in (at, "<footer>", "</main>", "</body>"):
+        if mark and mark in page:
             return page.replace(mark, block + mark, 1)
     return page + block
 
@@ -132,6 +133,35 @@ def page(title: str, body: str, rebuild: str = "iobench report RUN_DIR") -> str:
         f"<footer>Made by iobench {esc(__version__)} from the run directory alone; "
         f"rebuild any time with <code>{esc(rebuild)}</code>.</footer></main></body></html>\n"
     )
+
+
+def data_table_html(summary: Summary) -> str:
+    """A dataset run's summary table: where the data lay, where it was copied, the time of
+    the copy plus the epochs (the AU and read rates are in the training-data section)."""
+    t = fastest_first(summary)
+    sname = spread_name(summary)
+    headers = ["config", "data on", "copied to", "ok", "median (copy + epochs)", sname,
+               f"vs {esc(summary.baseline or 'baseline')}", "noise"]  # fmt: skip
+    rows, classes = [], []
+    for _, r in t.iterrows():
+        known = r["beyond_noise_vs_baseline"]
+        known = None if known is None or known is pd.NA or known != known else bool(known)
+        star = " ★" if r["config"] == summary.winner else ""
+        stage = str(r.get("stage_role") or "off")
+        rows.append([
+            esc(r["config"]) + star,
+            esc(f"{r.get('data_role') or '?'} ({r.get('data_fstype') or '?'})"),
+            esc("— (read in place)" if stage == "off" else stage),
+            f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
+            esc(fmt_s(r["median_time_to_ready_s"])),
+            esc(spread_text(r, sname)),
+            esc(r["vs_baseline"] or "—"),
+            esc(noise_word(known) or "—"),
+        ])  # fmt: skip
+        classes.append(
+            "winner" if r["config"] == summary.winner else ("failed" if r["n_ok"] == 0 else "")
+        )
+    return table_html(headers, rows, {3, 4, 5}, classes)
 
 
 def summary_table_html(summary: Summary) -> str:
@@ -297,10 +327,15 @@ def answer_html(summary: Summary, rec: Recommendation | None) -> str:
     t = summary.table.set_index("config")
     if summary.fastest and summary.fastest in t.index:
         w = t.loc[summary.fastest]
+        how = (
+            ""
+            if str(w.get("data_role") or "") not in ("", "nan")  # a dataset config: no install
+            else f"; {w['installer']}, cache {w['cache_state']}, bytecode compile {w['compile']}"
+            f". Its bottleneck: {w['bottleneck']}"
+        )
         parts.append(
-            f'<p class="small">Fastest measured, {esc(summary.fastest)}: {esc(placement(w))}; '
-            f"{esc(w['installer'])}, cache {esc(w['cache_state'])}, bytecode compile "
-            f"{esc(w['compile'])}. Its bottleneck: {esc(w['bottleneck'])}.</p>"
+            f'<p class="small">Fastest measured, {esc(summary.fastest)}: '
+            f"{esc(placement(w) + how)}.</p>"
         )
     cls = "answer" if v.advise or v.kind == "keep" else "answer neutral"
     return f'<div class="{cls}">{"".join(parts)}</div>'
@@ -327,8 +362,9 @@ def recommendation_html(rec: Recommendation | None) -> str:
     )
 
 
-def method_html(summary: Summary) -> str:
-    """Definitions and formulas, so every figure can be redone by hand."""
+def method_html(summary: Summary, kind: str = "install") -> str:
+    """Definitions and formulas, so every figure can be redone by hand (a dataset run's own
+    figures are defined in its section and docs/dataset.md)."""
     opt = summary.options
     storage = (
         f" plus {opt.storage_usd_per_gb:g} USD per GB written on the <i>target</i> role"
@@ -339,11 +375,30 @@ def method_html(summary: Summary) -> str:
     src = ""
     if price is not None and price.source.startswith("http"):
         src = f' (source: <a href="{esc(price.source)}">{esc(price.source)}</a>)'
+    first = (
+        "<li><b>time</b> of a dataset trial: the copy of the data to its stage role (when the "
+        "config copies it) plus the loader's listing and epochs (docs/dataset.md).</li>"
+        if kind == "dataset"
+        else "<li><b>time-to-ready</b>: from the start of venv creation until the ready check "
+        "(e.g. <code>import torch</code>) succeeds in the new venv.</li>"
+    )
+    install_rules = (
+        ""
+        if kind == "dataset"
+        else bottleneck_rules_html()
+        + "<li>A <b>throughput drop</b> (e.g. burst credits running out) is a lasting fall of "
+        f"the install phase's write rate to under {rules.DROP_RATIO:.0%} of its earlier mean "
+        "(from at least "
+        f"{rules.MIN_DROP_MBPS:g} MB/s), found with one least-squares change point; the "
+        "timeline marks it and draws both means. A <b>stall</b> is what the run recorded "
+        f"(stalls.csv: {STALL_WORDS} for <code>--stall-after</code> seconds); a "
+        f"<b>write gap</b> is a stretch of {rules.WRITE_GAP_MIN_S:g} s or more without installer "
+        "writes, drawn on timelines of runs that recorded no stalls.</li>"
+    )
     return (
         '<h2>How to read this</h2><ul class="small">'
-        "<li><b>time-to-ready</b>: from the start of venv creation until the ready check "
-        "(e.g. <code>import torch</code>) succeeds in the new venv.</li>"
-        "<li>Figures are medians over each config's successful trials; the spread is min–max "
+        + first
+        + "<li>Figures are medians over each config's successful trials; the spread is min–max "
         f"under {SPREAD_MINMAX_BELOW} trials (every trial inside it), else the 10th–90th "
         "percentile (linear interpolation). Failed or stalled trials are counted, never "
         "averaged in.</li>"
@@ -360,15 +415,8 @@ def method_html(summary: Summary) -> str:
         f"per month = per start × {opt.starts_per_month:g} starts. "
         + (f"Price: {esc(price.label)}{src}." if price else "No price was given.")
         + "</li>"
-        + bottleneck_rules_html()
-        + "<li>A <b>throughput drop</b> (e.g. burst credits running out) is a lasting fall of "
-        f"the install phase's write rate to under {rules.DROP_RATIO:.0%} of its earlier mean "
-        "(from at least "
-        f"{rules.MIN_DROP_MBPS:g} MB/s), found with one least-squares change point; the "
-        "timeline marks it and draws both means. A <b>stall</b> is what the run recorded "
-        f"(stalls.csv: {STALL_WORDS} for <code>--stall-after</code> seconds); a "
-        f"<b>write gap</b> is a stretch of {rules.WRITE_GAP_MIN_S:g} s or more without installer "
-        "writes, drawn on timelines of runs that recorded no stalls.</li></ul>"
+        + install_rules
+        + "</ul>"
     )
 
 
@@ -409,13 +457,17 @@ def render_report(
     body = [f"<h1>{esc(title)}</h1>", *_head_html(summary, meta)]
     body.append(answer_html(summary, rec))
     body.append(recommendation_html(rec))
-    body += _evidence_html(summary, charts, timelines)
+    body += (
+        _data_evidence_html(summary)
+        if meta.kind == "dataset"
+        else _evidence_html(summary, charts, timelines)
+    )
     body.append("<h2>The machine</h2>")
     body.append("<h3>Roles (the places under test)</h3>")
     body.append(roles_html(meta))
     body.append("<h3>Host</h3>")
     body.append(host_html(meta))
-    body.append(method_html(summary))
+    body.append(method_html(summary, meta.kind))
     notes = [*summary.notes, *warnings]
     if notes:
         body.append(
@@ -441,6 +493,22 @@ def _head_html(summary: Summary, meta: RunMeta) -> list[str]:
             "finished so far.</div>"
         )
     return out
+
+
+#: where a dataset run's section goes (after its table, before the machine)
+DATASET_MARK = "<!-- iobench: training-data section -->"
+
+
+def _data_evidence_html(summary: Summary) -> list[str]:
+    """A dataset run's table (its charts and AU follow in the training-data section)."""
+    return [
+        "<h2>Time per config: the copy plus the epochs</h2>",
+        '<p class="caption">Medians over each config\'s successful trials; ★ marks the '
+        "verdict's winner (none when it names none). The accelerator's utilisation, the read "
+        "rates and what the waiting costs are in the training-data section below.</p>",
+        data_table_html(summary),
+        DATASET_MARK,
+    ]
 
 
 def _evidence_html(

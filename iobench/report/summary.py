@@ -65,6 +65,11 @@ CONFIG_COLUMNS = (
     "venv_creator",
     "strategy",
     "link_mode",
+    "data_role",
+    "stage_role",
+    "data_fstype",
+    "stage_fstype",
+    "workers",
 )
 
 SUMMARY_COLUMNS = [

@@ -39,7 +39,13 @@ from iobench.units import fmt_s, fmt_s_range, fmt_speed
 #: below this many trials a spread is shown as min–max (every trial inside), above as p10–p90
 SPREAD_MINMAX_BELOW = 10
 #: where a config puts things: (what, trials.csv role column)
-PLACES = (("venv", "venv_role"), ("TMPDIR", "tmpdir_role"), ("cache", "cache_role"))
+PLACES = (
+    ("venv", "venv_role"),
+    ("TMPDIR", "tmpdir_role"),
+    ("cache", "cache_role"),
+    ("data", "data_role"),
+    ("data copied", "stage_role"),
+)
 #: how a config installs: (what, trials.csv column)
 HOW = (
     ("installer", "installer"),
@@ -47,6 +53,7 @@ HOW = (
     ("bytecode compile", "compile"),
     ("venv creator", "venv_creator"),
     ("uv link mode", "link_mode"),
+    ("loader workers", "workers"),
 )
 FACT_COLUMNS = tuple(c for _, c in PLACES + HOW)
 MORE_REPEATS = "iobench run --repeats 5"
@@ -225,6 +232,13 @@ def differences(
         if a == b:
             continue
         text = f"{what} on {_where(a, roles)} instead of {_where(b, roles)}"
+        if col == "stage_role":  # "off": the data is read where it lies
+            text = f"{what} to {_where(a, roles)}" if b == "off" else text
+            text = (
+                f"data read in place instead of copied to {_where(b, roles)}"
+                if a == "off"
+                else text
+            )
         (moot if "off" not in (a, b) and same_filesystem(roles, a, b) else real).append(text)
     for what, col in HOW:
         a, b = str(win.get(col) or ""), str(base.get(col) or "")

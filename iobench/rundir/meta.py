@@ -311,6 +311,12 @@ class RunMeta:
         return name if isinstance(name, str) and name else "?"
 
     @property
+    def kind(self) -> str:
+        """The scenario's workload kind (``install`` for runs made before there were others)."""
+        kind = self.scenario.get("kind")
+        return kind if isinstance(kind, str) and kind else "install"
+
+    @property
     def config_names(self) -> list[str]:
         """The scenario's configs, in its order."""
         return [

@@ -38,6 +38,8 @@ UNIT_RANGES: dict[str, tuple[float, float]] = {
     "s": (0.0, 1e7),  # 115 days: more is a damaged file, not a trial
     "bytes": (0, _LIMIT),
     "B/s": (0, _LIMIT),
+    "MB/s": (0.0, 1e9),  # 10^6 bytes per second
+    "MB": (0.0, 1e12),
     "count": (0, _LIMIT),
     "%": (0.0, 100.0),
     "fraction": (0.0, 1.0),
@@ -213,6 +215,47 @@ class TrialRow:
     link_fallback: str = text(
         "uv's fall-back warning, when it printed one (e.g. failed to hardlink)"
     )
+    data_role: str = text("a `dataset` trial's role holding the training data")
+    stage_role: str = text(
+        "the role the data was copied to before the epochs (`off`: read where it lies)"
+    )
+    data_fstype: str = text("filesystem type of the data's role")
+    stage_fstype: str = text("filesystem type of the stage role (empty when `off`)")
+    loader: str = text(
+        "what read the data: `plain` (worker processes) or `torch` (a real "
+        "torch.utils.data.DataLoader)"
+    )
+    workers: int | None = column("loader worker processes (0: the training loop reads)", "count")
+    epochs: int | None = column("passes over the data", "count")
+    batches: int | None = column("batches the loop took, all epochs", "count")
+    files_read: int | None = column("files the loader read, all epochs", "count")
+    data_bytes: int | None = column("bytes the loader read, all epochs", "bytes")
+    stage_s: float | None = column(
+        "the copy of the data to the stage role before the first epoch (part of time_to_ready_s)",
+        "s",
+    )
+    read_s: float | None = column(
+        "the epochs: from the loader's start (its listing included) to the last batch computed",
+        "s",
+    )
+    compute_s: float | None = column(
+        "the emulated accelerator's compute, summed over every batch (sleeps, as DLIO's)", "s"
+    )
+    io_wait_s: float | None = column(
+        "time the loop waited for batches (the accelerator idle for want of data), all epochs",
+        "s",
+    )
+    au: float | None = column(
+        "accelerator utilisation, as MLPerf Storage defines it: compute / wall time of the "
+        "epochs, each epoch's first batch left out (docs/dataset.md)",
+        "fraction",
+    )
+    read_mb_per_s: float | None = column(
+        "data bytes / read_s (10^6 bytes per second, as the lab's flags)", "MB/s"
+    )
+    data_cached: str = text(
+        "why some reads may have come from the page cache (empty when every epoch read cold)"
+    )
     error: str = text("one line: why the trial failed, with the last lines of the output")
 
     # transition: callers that still index rows by column name (``row["status"]``) while
@@ -255,6 +298,11 @@ class Sample:
     )
     fs_used_tmpdir: int | None = column("used bytes of the filesystem holding TMPDIR", "bytes")
     fs_used_cache: int | None = column("used bytes of the filesystem holding the cache", "bytes")
+    target_credits_mb: float | None = column(
+        "a `dataset` trial's data volume, when it is an iobench lab volume with burst credits: "
+        "its credit balance (10^6 bytes), read from the volume's live statistics",
+        "MB",
+    )
 
     def as_dict(self) -> dict[str, Any]:
         """The tick as a plain dict keyed by column (for consumers that index by name)."""

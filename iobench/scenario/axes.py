@@ -20,7 +20,14 @@ from typing import Any
 
 from iobench import redact
 from iobench.errors import ScenarioError, UsageError
-from iobench.scenario.load import Config, Scenario, _check_name, _config, requirement_problem
+from iobench.scenario.load import (
+    Config,
+    Scenario,
+    _check_name,
+    _config,
+    config_keys,
+    requirement_problem,
+)
 from iobench.scenario.vocab import MAX_CONFIGS
 
 #: config keys an axis may vary (not a config's name, description or strategy)
@@ -84,7 +91,8 @@ def cross(scenario: Scenario, axes: list[tuple[str, list[str]]]) -> Scenario:
     configs: list[Config] = []
     names: set[str] = set()
     for cfg in scenario.configs:
-        base = {k: v for k, v in asdict(cfg).items() if k != "name"}
+        keys = config_keys(scenario.kind)
+        base = {k: v for k, v in asdict(cfg).items() if k in keys}
         for combo in itertools.product(*(vals for _, vals in axes)):
             table = {**base, **dict(zip((k for k, _ in axes), combo))}
             if table.get("installer") != "uv":
@@ -95,7 +103,7 @@ def cross(scenario: Scenario, axes: list[tuple[str, list[str]]]) -> Scenario:
             if table.get("cache") == "off" and table.get("cache_state") == "warm":
                 continue  # impossible, as in a TOML [matrix]
             _check_name(name, "generated config name", where, f"configs.{name}")
-            configs.append(_config(name, table, {}, where, f"configs.{name}"))
+            configs.append(_config(name, table, {}, where, f"configs.{name}", scenario.kind))
             names.add(name)
     return replace(scenario, configs=tuple(configs))
 

@@ -61,6 +61,9 @@ _CONFIG_KEYS = {
     "strategy",
 }
 _CONFIG_KEYS |= {"venv_creator", "link_mode"}  # iobench.trial.installers: VENV_CREATORS, LINK_MODES
+#: a ``dataset`` config's keys: the role the training data lives on, the role it is copied to
+#: before the epochs (``off``: read in place), and its description (iobench.trial.dataset)
+_DATA_KEYS = {"data", "stage", "description"}
 # the schema: what each table may hold (anything else is an error naming file and key)
 _TABLES = ("scenario", "defaults", "configs", "matrix", "workload")
 _SCENARIO_KEYS = (
@@ -89,6 +92,8 @@ NAME_RULE = (
 # (axis-value pairs joined by '_', in the order the axes are written)
 _AXIS_LABEL = {"cache_state": "state"}
 _BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+#: a stored config's values for the fields its kind does not use (dropped on --resume)
+_NEUTRAL = ("", "off", "cold", "pip", "on", "reinstall", "virtualenv", "default")
 
 
 @dataclass(frozen=True)
@@ -106,9 +111,13 @@ class Config:
     strategy: str = "reinstall"  # iobench.trial.strategies: where the venv lives between starts
     venv_creator: str = "virtualenv"  # iobench.scenario.vocab.VENV_CREATORS
     link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.scenario.vocab.LINK_MODES); uv only
+    data: str = ""  # a dataset config's data role ("" for installs: they read no data)
+    stage: str = "off"  # a dataset config's local copy of the data, or "off" (read in place)
 
     def roles(self) -> set[str]:
-        return {self.venv, self.tmpdir} | ({self.cache} if self.cache != "off" else set())
+        """Every role the config puts something on (its trials get a folder on each)."""
+        used = {self.venv, self.tmpdir, self.data} | {self.cache, self.stage}
+        return used - {"", "off"}
 
 
 @dataclass(frozen=True)
@@ -270,9 +279,11 @@ def _unknown(table: dict, allowed: Iterable[str], src: str, key: str, what: str 
         )
 
 
-def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Config:
+def _config(name: str, table: dict, defaults: dict, src: str, key: str, kind: str) -> Config:
     if not isinstance(table, dict):
         raise ScenarioError(f"{_where(src, key)}: expected a table")
+    if kind == "dataset":
+        return _data_config(name, table, defaults, src, key)
     _unknown(table, _CONFIG_KEYS, src, key)
     t = {**defaults, **table}
     for needed in ("venv", "tmpdir", "cache"):
@@ -297,6 +308,26 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str) -> Confi
     return cfg
 
 
+def _data_config(name: str, table: dict, defaults: dict, src: str, key: str) -> Config:
+    """A ``dataset`` config: where the data lives and where it is copied first (or ``off``);
+    it has no venv, TMPDIR or installer cache (its loader settings are the [workload]'s)."""
+    _unknown(table, _DATA_KEYS, src, key)
+    t = {**defaults, **table}
+    if "data" not in t:
+        raise ScenarioError(f"{_where(src, key + '.data')}: missing (the role holding the data)")
+    data = _role(t["data"], src, f"{key}.data")
+    stage = t.get("stage", "off")
+    if stage != "off":
+        stage = _role(stage, src, f"{key}.stage")
+    if stage == data:
+        raise ScenarioError(
+            f"{_where(src, key + '.stage')}: {stage!r} is where the data already is "
+            "(stage names the role it is copied to, or 'off')"
+        )
+    return Config(name=name, venv="", tmpdir="", cache="off", data=data, stage=stage,
+                  description=_text(t.get("description", ""), src, f"{key}.description"))  # fmt: skip
+
+
 def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
     """venv_creator and link_mode (a link mode is uv's: pip always copies)."""
     link = _choice(t.get("link_mode", "default"), LINK_MODES, src, f"{key}.link_mode")
@@ -314,11 +345,11 @@ def _strategy(t: dict, src: str, key: str) -> str:
     return _choice(t.get("strategy", "reinstall"), tuple(STRATEGIES), src, f"{key}.strategy")
 
 
-def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:
+def _matrix_axes(table: dict, src: str, kind: str) -> tuple[dict, list[dict], str]:
     """A [matrix] table's axes, excludes and name pattern, each checked against the schema."""
     axes = {k: v for k, v in table.items() if k not in ("exclude", "name")}
     for k, v in axes.items():
-        if k not in _CONFIG_KEYS - {"description"}:
+        if k not in config_keys(kind) - {"description"}:
             raise ScenarioError(f"{_where(src, 'matrix.' + k)}: not a config axis")
         if not isinstance(v, list) or not v or len(v) > 100:
             raise ScenarioError(
@@ -342,8 +373,13 @@ def _matrix_axes(table: dict, src: str) -> tuple[dict, list[dict], str]:
     return axes, excludes, pattern
 
 
-def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
-    axes, excludes, pattern = _matrix_axes(table, src)
+def config_keys(kind: str) -> set[str]:
+    """The keys a config of this workload kind may hold."""
+    return _DATA_KEYS if kind == "dataset" else _CONFIG_KEYS
+
+
+def _matrix(table: dict, defaults: dict, src: str, kind: str) -> list[Config]:
+    axes, excludes, pattern = _matrix_axes(table, src, kind)
     keys = list(axes)
     out = []
     for combo in itertools.product(*(axes[k] for k in keys)):
@@ -357,7 +393,7 @@ def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
             continue  # a link mode is uv's
         if pattern:
             try:
-                name = pattern.format(**{k: full.get(k, "") for k in _CONFIG_KEYS})
+                name = pattern.format(**{k: full.get(k, "") for k in config_keys(kind)})
             except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
                 raise ScenarioError(f"{_where(src, 'matrix.name')}: bad pattern ({exc})") from None
             _check_name(name, "generated config name", src, "matrix.name")
@@ -370,7 +406,7 @@ def _matrix(table: dict, defaults: dict, src: str) -> list[Config]:
                 "matrix",
                 ' (set matrix.name to a pattern such as "{venv}-{cache}")',
             )
-        out.append(_config(name, values, defaults, src, f"matrix[{name}]"))
+        out.append(_config(name, values, defaults, src, f"matrix[{name}]", kind))
     return out
 
 
@@ -418,7 +454,7 @@ def _numbers(s: dict, src: str) -> tuple[int, bool, float | None]:
     return repeats, auto, float(size_mb) if size_mb is not None else None
 
 
-def _configs(data: dict, defaults: dict, src: str, legacy: bool) -> tuple[Config, ...]:
+def _configs(data: dict, defaults: dict, src: str, legacy: bool, kind: str) -> tuple[Config, ...]:
     raw_configs = data.get("configs", {})
     if not isinstance(raw_configs, dict):
         raise ScenarioError(f"{_where(src, 'configs')}: expected tables [configs.NAME]")
@@ -426,11 +462,11 @@ def _configs(data: dict, defaults: dict, src: str, legacy: bool) -> tuple[Config
     for cname, table in raw_configs.items():
         key = f"configs.{_key(cname)}"
         _check_name(cname, "config name", src, key, legacy=legacy)
-        configs.append(_config(cname, table, defaults, src, key))
+        configs.append(_config(cname, table, defaults, src, key, kind))
     if "matrix" in data:
         if not isinstance(data["matrix"], dict):
             raise ScenarioError(f"{_where(src, 'matrix')}: expected a table")
-        configs.extend(_matrix(data["matrix"], defaults, src))
+        configs.extend(_matrix(data["matrix"], defaults, src, kind))
     if not configs:
         raise ScenarioError(f"{src}: no configs (add [configs.NAME] tables or a [matrix])")
     seen: set[str] = set()
@@ -471,7 +507,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
-    _unknown(defaults, _CONFIG_KEYS, src, "defaults")
+    _unknown(defaults, config_keys(kind), src, "defaults")
     return Scenario(
         name=name,
         source=src,
@@ -481,7 +517,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         ready=ready,
         repeats=repeats,
         repeats_auto=auto,
-        configs=_configs(data, defaults, src, legacy_names),
+        configs=_configs(data, defaults, src, legacy_names, kind),
         description=_text(s.get("description", ""), src, "scenario.description"),
         size_mb=size_mb,
         workload=workload,
@@ -532,7 +568,7 @@ def scenario_from_meta(data: object, where: str = "meta.json") -> Scenario:
     try:
         _unknown(data, (*_SCENARIO_KEYS, *stored), where, "scenario", "key")
         doc = {"scenario": {k: data[k] for k in _SCENARIO_KEYS if k in data and data[k] is not None},
-               "configs": _configs_from_meta(data.get("configs"), where),
+               "configs": _configs_from_meta(data.get("configs"), where, data.get("kind")),
                **({"workload": data["workload"]} if data.get("workload") else {})}  # fmt: skip
         if "repeats" not in data:
             raise ScenarioError(f"{where}: scenario.repeats: missing")
@@ -557,8 +593,10 @@ def _stored_path(value: str) -> bool:
     return path.is_absolute() and ".." not in path.parts and "\0" not in value
 
 
-def _configs_from_meta(raw: object, where: str) -> dict[str, dict]:
-    """meta.json's list of configs as the TOML document's ``configs`` tables."""
+def _configs_from_meta(raw: object, where: str, kind: object) -> dict[str, dict]:
+    """meta.json's list of configs as the TOML document's ``configs`` tables (each with the
+    keys its kind takes: the stored form holds every field, neutral where the kind has none)."""
+    keep = config_keys(str(kind)) | {"name"}
     if not isinstance(raw, list) or not raw:
         raise ScenarioError(f"{where}: scenario.configs: expected a non-empty list of configs")
     tables: dict[str, dict] = {}
@@ -575,5 +613,7 @@ def _configs_from_meta(raw: object, where: str) -> dict[str, dict]:
             raise ScenarioError(
                 f"{where}: scenario.configs[{i}].name: config name '{name}' used twice"
             )
-        tables[name] = {k: v for k, v in c.items() if k != "name"}  # type: ignore[index]
+        tables[str(name)] = {
+            k: v for k, v in c.items() if k != "name" and (k in keep or v not in _NEUTRAL)
+        }
     return tables

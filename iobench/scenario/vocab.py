@@ -18,9 +18,9 @@ MAX_CONFIGS = 4096
 #: a config's cache at the start of a trial: empty, or primed by an untimed install
 CACHE_STATES = ("cold", "warm")
 ON_OFF = ("on", "off")
-#: what a trial does (iobench.trial.workloads): an install, or the stand-in iobench's own
-#: tests run the plumbing on
-WORKLOADS = ("install", "standin")
+#: what a trial does (iobench.trial.workloads): an install, a training job's reads of its
+#: data (``dataset``), or the stand-in iobench's own tests run the plumbing on
+WORKLOADS = ("install", "dataset", "standin")
 #: uv's link modes (``UV_LINK_MODE``); ``default`` leaves uv to choose (clone on macOS,
 #: hardlink on Linux, with a fall-back to copy when the cache is on another filesystem)
 LINK_MODES = ("default", "clone", "hardlink", "copy", "symlink")

@@ -46,7 +46,13 @@ def _details(row: TrialRow, parts: list[str]) -> list[str]:
         parts.append(
             f"first start {row.first_start_s or 0:.2f} s, restart {row.restart_s:.2f} s ({row.cold_method})"
         )
-    if row.status == "ok":
+    if row.status == "ok" and row.data_role:  # a dataset trial: the copy, the epochs, the AU
+        stage = f"stage {_seconds(row.stage_s)} + " if row.stage_s is not None else ""
+        parts.append(f"({stage}read {_seconds(row.read_s)})")
+        au = f"AU {row.au:.2f}" if row.au is not None else "AU ?"
+        rate = f"{row.read_mb_per_s:,.0f} MB/s" if row.read_mb_per_s is not None else "? MB/s"
+        parts.append(f"{au}, {rate}, waited {_seconds(row.io_wait_s)} s for data")
+    elif row.status == "ok":
         parts.append(
             "(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")"
         )

@@ -26,10 +26,12 @@ kept so its cost can be reported.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,9 @@ import psutil
 
 from iobench.rundir.records import Sample, Stall
 from iobench.system import child
+
+#: how often a lab volume's credit balance is re-read (its daemon writes it every 0.25 s)
+CREDITS_EVERY_S = 0.25
 
 
 @dataclass
@@ -226,12 +231,17 @@ class Sampler:
         hz: float = 10.0,
         stall_after: float = 30.0,
         fs_paths: dict[str, Path] | None = None,
+        credits: Callable[[], float | None] | None = None,
     ) -> None:
         if hz <= 0:
             raise ValueError("hz must be > 0")
         self.period = 1.0 / hz
         self.stall_after = stall_after
         self.fs_paths = dict(fs_paths or {})
+        #: a lab volume's burst-credit balance (MB), read at most every CREDITS_EVERY_S
+        self._credits = credits
+        self._credits_at = -math.inf
+        self._credits_mb: float | None = None
         self.rows: list[dict] = []
         self.stalls: list[Stall] = []
         self.phase = "setup"
@@ -400,10 +410,21 @@ class Sampler:
                 fs_used_venv=fs.get("venv"),
                 fs_used_tmpdir=fs.get("tmpdir"),
                 fs_used_cache=fs.get("cache"),
+                target_credits_mb=self._credit_balance(now),
             )
             # rows stay dicts keyed by column while the runner and live view index them by name
             self.rows.append(sample.as_dict())
         self._prev_stat, self._prev_disk, self._prev_net, self._prev_t = cpu, disk, net, now
+
+    def _credit_balance(self, now: float) -> float | None:
+        """The volume's balance, re-read only as often as the lab refreshes it."""
+        if self._credits is not None and now - self._credits_at >= CREDITS_EVERY_S:
+            self._credits_at = now
+            try:
+                self._credits_mb = self._credits()
+            except (OSError, ValueError, TypeError):
+                self._credits_mb = None
+        return self._credits_mb
 
     def _watch_progress(
         self, cum: TreeCounters, now: float, phase: str, dstate: int, running: bool

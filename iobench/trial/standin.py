@@ -21,7 +21,6 @@ folder is what is packed, copied and restored, and reinstall writes it again.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from iobench.errors import ScenarioError
+from iobench.scenario import settings
+from iobench.scenario.settings import Number
 from iobench.trial.outcome import Stop, check
 from iobench.trial.restart import Restart
 from iobench.trial.sampler import Sampler, SamplerResult
@@ -56,14 +57,15 @@ for i in range(n):
             time.sleep(ahead)
 sys.exit(int(code))
 """
-#: each parameter: (kind, lowest, highest, default)
-_NUMBERS: dict[str, tuple[type, float, float, float]] = {
-    "files": (int, 1, 1_000_000, 40),
-    "kb": (float, 0, 1_048_576, 4),
-    "rate": (float, 0, 1e7, 0),
-    "pause_s": (float, 0, 86_400, 0),
-    "exit": (int, 0, 255, 0),
+#: the numbers a stand-in takes (their defaults are Params')
+_NUMBERS: dict[str, Number] = {
+    "files": Number(int, 1, 1_000_000),
+    "kb": Number(float, 0, 1_048_576),
+    "rate": Number(float, 0, 1e7),
+    "pause_s": Number(float, 0, 86_400),
+    "exit": Number(int, 0, 255),
 }
+_DELAY_MS = Number(float, 0, 60_000)
 
 
 @dataclass(frozen=True)
@@ -81,57 +83,28 @@ class Params:
         return float(self.delay_ms.get(role, 0.0)) / 1000.0
 
 
-def _number(value: object, key: str, where: str) -> float:
-    kind, low, high, _ = _NUMBERS[key]
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        ok = ok and float(value).is_integer()  # type: ignore[arg-type]
-    if not ok or not math.isfinite(float(value)) or not low <= float(value) <= high:  # type: ignore[arg-type]
-        raise ScenarioError(f"{where}.{key}: expected a number from {low:g} to {high:g}")
-    return float(value)  # type: ignore[arg-type]
-
-
 def _params(table: Mapping[str, Any], where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        if key in _NUMBERS:
-            number = _number(value, key, where)
-            out[key] = int(number) if _NUMBERS[key][0] is int else number
-        elif key == "delay_ms":
-            if not isinstance(value, Mapping):
-                raise ScenarioError(f"{where}.delay_ms: expected a table of role = milliseconds")
-            out[key] = {}
-            for role, ms in value.items():
-                if (
-                    not isinstance(ms, (int, float))
-                    or isinstance(ms, bool)
-                    or not 0 <= ms <= 60_000
-                ):
-                    raise ScenarioError(f"{where}.delay_ms.{role}: expected 0 to 60000 ms")
-                out[key][str(role)] = float(ms)
-        elif key != "by_config":
-            known = ", ".join([*_NUMBERS, "delay_ms", "by_config"])
-            raise ScenarioError(f"{where}.{key}: not a stand-in setting (known: {known})")
+    out = settings.read_table(table, _NUMBERS, where, extra=("delay_ms",))
+    if "delay_ms" in table:
+        value = table["delay_ms"]
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{where}.delay_ms: expected a table of role = milliseconds")
+        out["delay_ms"] = {
+            str(role): float(settings.number(ms, _DELAY_MS, f"{where}.delay_ms.{role}"))
+            for role, ms in value.items()
+        }
     return out
 
 
 def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -> Params:
     """The stand-in's settings for ``config``: the table, then its ``by_config`` entry."""
-    base = _params(table, where)
-    by_config = table.get("by_config", {})
-    if not isinstance(by_config, Mapping):
-        raise ScenarioError(f"{where}.by_config: expected tables [workload.by_config.NAME]")
-    own = by_config.get(config, {})
-    if not isinstance(own, Mapping):
-        raise ScenarioError(f"{where}.by_config.{config}: expected a table")
-    return Params(**{**base, **_params(own, f"{where}.by_config.{config}")})
+    own = settings.config_table(table, config, where)
+    return Params(**{**_params(table, where), **_params(own, f"{where}.by_config.{config}")})
 
 
 def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
     """Every setting of the table valid for every config (before anything runs)."""
-    for name in table.get("by_config", {}) or {}:
-        if name not in configs:
-            raise ScenarioError(f"{where}.by_config.{name}: no such config")
+    settings.check_by_config(table, configs, where)
     for name in configs:
         params_for(table, name, where)
 

@@ -81,6 +81,8 @@ class Trial:
         self.ready_at = 0.0
         self.deadline: float | None = None
         self.priming_s = 0.0
+        #: a gauge the sampler records with every tick (a lab volume's credits; the workload sets it)
+        self.credits: Callable[[], float | None] | None = None
 
     def run(self) -> TrialResult:
         steps: tuple[Step, ...] = (
@@ -118,7 +120,10 @@ class Trial:
     def start_measuring(self) -> Stop | None:
         self.watch = ContentionWatch().start()  # its scans stay outside the timed interval
         self.sampler = Sampler(
-            self.ctx.sample_hz, stall_after=self.ctx.stall_after, fs_paths=self.work.fs_paths(self)
+            self.ctx.sample_hz,
+            stall_after=self.ctx.stall_after,
+            fs_paths=self.work.fs_paths(self),
+            credits=self.credits,
         )
         # the timed interval opens with the first timed step: a tick before its process
         # starts (a busy machine, another thread holding the interpreter) belongs to it

@@ -1,0 +1,88 @@
+"""A workload kind's ``[workload]`` table: its numbers and words checked against the kind's own
+spec, and ``[workload.by_config.NAME]`` applied on top for one config.
+
+Each kind (``iobench.trial.standin``, ``iobench.trial.dataset``) declares what it takes as
+data — a number's type and range, a word's choices — and this module is the one place that
+reads such a table, so every kind's errors name the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from iobench.errors import ScenarioError
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric setting: ``int`` or ``float``, from ``low`` to ``high`` inclusive."""
+
+    kind: type
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Word:
+    """A text setting: one of ``choices``, or any string when ``choices`` is empty."""
+
+    choices: tuple[str, ...] = ()
+
+
+Spec = Mapping[str, "Number | Word"]
+
+
+def number(value: object, spec: Number, where: str) -> int | float:
+    """``value`` as the spec's type, or a ScenarioError naming ``where`` and the range."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and spec.kind is int:
+        ok = float(value).is_integer()  # type: ignore[arg-type]
+    if not ok or not math.isfinite(float(value)) or not spec.low <= float(value) <= spec.high:  # type: ignore[arg-type]
+        raise ScenarioError(f"{where}: expected a number from {spec.low:g} to {spec.high:g}")
+    number = float(value)  # type: ignore[arg-type]  # checked above: an int or a float
+    return int(number) if spec.kind is int else number
+
+
+def read_table(
+    table: Mapping[str, Any], spec: Spec, where: str, extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The settings of one table that ``spec`` knows, checked; ``extra`` keys are the
+    caller's to check (left out here); any other key is an error listing the known ones."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        rule = spec.get(key)
+        if isinstance(rule, Number):
+            out[key] = number(value, rule, f"{where}.{key}")
+        elif isinstance(rule, Word):
+            if not isinstance(value, str) or (rule.choices and value not in rule.choices):
+                allowed = f"one of {', '.join(rule.choices)}" if rule.choices else "a string"
+                raise ScenarioError(f"{where}.{key}: expected {allowed}")
+            out[key] = value
+        elif key not in (*extra, "by_config"):
+            known = ", ".join([*spec, *extra, "by_config"])
+            raise ScenarioError(f"{where}.{key}: not a setting of this workload (known: {known})")
+    return out
+
+
+def config_table(table: Mapping[str, Any], config: str, where: str) -> Mapping[str, Any]:
+    """``[workload.by_config.NAME]`` for ``config`` (empty when it has none)."""
+    by_config = table.get("by_config", {})
+    if not isinstance(by_config, Mapping):
+        raise ScenarioError(f"{where}.by_config: expected tables [workload.by_config.NAME]")
+    own = by_config.get(config, {})
+    if not isinstance(own, Mapping):
+        raise ScenarioError(f"{where}.by_config.{config}: expected a table")
+    return own
+
+
+def check_by_config(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
+    """Every ``by_config`` entry names a config of the scenario."""
+    for name in table.get("by_config", {}) or {}:
+        if name not in configs:
+            raise ScenarioError(f"{where}.by_config.{name}: no such config")
+
+
+__all__ = ["Number", "Spec", "Word", "check_by_config", "config_table", "number", "read_table"]
