@@ -71,6 +71,37 @@ def _index_line(plan: Any, trials: list[Any], cold: int, primings: int) -> str:
     )
 
 
+def _install_lines(
+    plan: Any, trials: list[Any], cold: int, primings: int, warm: list[Any]
+) -> list[str]:
+    """What an install run downloads, and the bytes it moves."""
+    return [
+        f"downloads {cold} cold install(s) download every package"
+        + (
+            f", {len(warm)} warm trial(s) download nothing after at most {primings} untimed "
+            "priming install(s) (one per cache placement, none when a cold trial of that "
+            "placement filled it first, again only if a trial changed that cache)"
+            if warm
+            else ""
+        )
+        + f"; from {_source(plan)}",
+        _index_line(plan, trials, cold, primings),
+    ]
+
+
+def _data_size(sc: Any) -> str:
+    return f"about {decimal(int(sc.size_mb * 1e6))} of data" if sc.size_mb else "size not stated"
+
+
+def _written_line(plan: Any, trials: list[Any]) -> str:
+    """What a run of another kind writes to each role (the data once, a staged copy a trial)."""
+    from iobench.run import space
+
+    mb = space.written_mb(plan.scenario, [t.config for t in trials], 0)
+    order = [r for r in plan.roles if r in mb]
+    return "bytes     written: " + ", ".join(f"{r} {decimal(int(mb[r] * 1e6))}" for r in order)
+
+
 def plan_lines(plan: Any) -> list[str]:
     """The dry run's output for a checked ``run_plan.RunPlan``."""
     from iobench.trial import warmcache
@@ -88,23 +119,20 @@ def plan_lines(plan: Any) -> list[str]:
     lines = [
         "dry run: nothing was created; drop --dry-run to run this plan",
         f"scenario  {sc.name}: {sc.description}",
-        f"packages  {', '.join(sc.packages)} ({size})",
+        f"packages  {', '.join(sc.packages)} ({size})"
+        if sc.installs
+        else f"workload  {sc.kind} ({_data_size(sc)})",
         f"trials    {'at most ' if plan.repeats_auto else ''}{len(trials)} "
         f"({len(sc.configs)} configs x {plan.repeats} repeats"
         + (", fewer once settled: --repeats auto" if plan.repeats_auto else "")
         + (f", {plan.resume} continued" if plan.resume is not None else "")
         + ")"
         + (f"; limit {plan.trial_timeout_s:.0f} s each" if plan.trial_timeout_s else ""),
-        f"downloads {cold} cold install(s) download every package"
-        + (
-            f", {len(warm)} warm trial(s) download nothing after at most {primings} untimed "
-            "priming install(s) (one per cache placement, none when a cold trial of that "
-            "placement filled it first, again only if a trial changed that cache)"
-            if warm
-            else ""
-        )
-        + f"; from {_source(plan)}",
-        _index_line(plan, trials, cold, primings),
+        *(
+            _install_lines(plan, trials, cold, primings, warm)
+            if sc.installs
+            else [_written_line(plan, trials)]
+        ),
         *(
             ["events    each trial is a first start, then a restart from what its strategy kept"]
             if getattr(sc, "lifecycle", False)
@@ -114,10 +142,7 @@ def plan_lines(plan: Any) -> list[str]:
         *role_lines(plan),
         "configs",
         *(
-            f"  {c.name:<24} venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} {c.cache_state} "
-            f"{c.installer} compile={c.compile}"
-            + (f" venv_creator={c.venv_creator}" if c.venv_creator != "virtualenv" else "")
-            + (f" link_mode={c.link_mode}" if c.link_mode != "default" else "")
+            f"  {c.name:<24} {c.summary()}"
             + (
                 f" strategy={c.strategy}"
                 if getattr(c, "strategy", "reinstall") != "reinstall"

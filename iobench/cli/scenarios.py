@@ -35,8 +35,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
             print(
                 f"  {c.name:<24} "
                 + (f"strategy={c.strategy:<16} " if s.lifecycle else "")
-                + f"venv={c.venv} tmpdir={c.tmpdir} cache={c.cache} "
-                f"{c.cache_state} {c.installer} compile={c.compile}"
+                + c.summary()
             )
     print("show one's TOML: iobench scenarios show NAME")
     return 0

@@ -114,6 +114,17 @@ class Config:
     data: str = ""  # a dataset config's data role ("" for installs: they read no data)
     stage: str = "off"  # a dataset config's local copy of the data, or "off" (read in place)
 
+    def summary(self) -> str:
+        """Where things live and how, in one line (``iobench scenarios``, the dry run)."""
+        if self.data:
+            return f"data={self.data} stage={self.stage}"
+        return (
+            f"venv={self.venv} tmpdir={self.tmpdir} cache={self.cache} {self.cache_state} "
+            f"{self.installer} compile={self.compile}"
+            + (f" venv_creator={self.venv_creator}" if self.venv_creator != "virtualenv" else "")
+            + (f" link_mode={self.link_mode}" if self.link_mode != "default" else "")
+        )
+
     def roles(self) -> set[str]:
         """Every role the config puts something on (its trials get a folder on each)."""
         used = {self.venv, self.tmpdir, self.data} | {self.cache, self.stage}

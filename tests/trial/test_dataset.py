@@ -5,9 +5,11 @@ cold reads proved by the volume's own counters, and the report's section read ba
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -282,3 +284,32 @@ def test_the_read_rate_falls_where_the_lab_volumes_credits_run_out(tmp_path: Pat
         drop.au_before is not None and drop.au_after is not None and drop.au_after < drop.au_before
     )
     assert any("burst credits ran out" in line for line in report.dataset)
+
+
+def _torch_python() -> str | None:
+    """An interpreter that imports torch: ``IOBENCH_TORCH_PYTHON``, else this one if it can."""
+    given = os.environ.get("IOBENCH_TORCH_PYTHON")
+    if given:
+        return given
+    return sys.executable if importlib.util.find_spec("torch") is not None else None
+
+
+@pytest.mark.skipif(
+    _torch_python() is None, reason="no Python with torch (set IOBENCH_TORCH_PYTHON)"
+)
+def test_a_real_torch_dataloader_reads_the_same_batches(tmp_path: Path, disk_dir: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    workload = SMALL + f"python = '{_torch_python()}'\nloader = 'torch'\n"
+    rc, run_dir = run(
+        tmp_path,
+        disk_dir,
+        tmp,
+        workload=workload,
+        configs='[configs.from-volume]\ndata = "target"\n',
+    )
+    assert rc == 0
+    rows = check_rows(run_dir, 24, 200_000)
+    assert rows[0]["loader"] == "torch" and int(rows[0]["batches"]) == 6
+    record = json.loads((run_dir / "logs" / f"{rows[0]['trial_id']}.loader.json").read_text())
+    assert record["torch"].startswith("2.")
