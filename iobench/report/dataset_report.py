@@ -72,6 +72,7 @@ class DatasetSection:
     charts: dict[str, Path] = field(default_factory=dict)
     au_target: float = AU_TARGET
     au_png: Path | None = None
+    words: list[str] = field(default_factory=list)  # what the lines say under the table
 
 
 def _med(frame: pd.DataFrame, col: str) -> float:
@@ -210,15 +211,38 @@ def section_lines(
     preset: StoragePreset | None,
     starts_per_month: float,
 ) -> list[str]:
-    """The console's (and the page's) words: AU per config, the drop, the money."""
-    width = max(len(r.config) for r in section.rows)
-    lines = [f"Training-data reads (accelerator utilisation, AU; the bar {section.au_target:.2f}):"]
+    """The console's lines: a table of AU per config, then the words (``section.words``,
+    which the page shows under its own table): the drop, the break-even, the money."""
+    target = section.au_target
+    head = ["config", "AU", "MB/s", "waited", "epochs", "copy", ""]
+    cells = [head]
     for r in section.rows:
-        stage = f", copied first in {r.stage_s:.1f} s" if math.isfinite(r.stage_s) else ""
-        lines.append(
-            f"  {r.config:<{width}}  {_au_words(r.au, section.au_target)}; read "
-            f"{r.read_mb_per_s:,.0f} MB/s, waited {r.io_wait_s:.1f} s of {r.read_s:.1f} s{stage}"
+        verdict = (
+            ""
+            if not math.isfinite(r.au)
+            else ("meets the bar" if r.au >= target else "below the bar")
         )
+        cells.append([
+            r.config,
+            f"{r.au:.2f}" if math.isfinite(r.au) else "?",
+            f"{r.read_mb_per_s:,.0f}" if math.isfinite(r.read_mb_per_s) else "?",
+            f"{r.io_wait_s:.1f} s",
+            f"{r.read_s:.1f} s",
+            f"{r.stage_s:.1f} s" if math.isfinite(r.stage_s) else "—",
+            verdict,
+        ])  # fmt: skip
+    widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
+    table = [
+        "  ".join(
+            c.ljust(w) if i in (0, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))
+        ).rstrip()
+        for row in cells
+    ]
+    lines = [f"Training-data reads: AU, the accelerator's busy share (bar {target:.2f}):", *table]
+    words: list[str] = []
+    for r in section.rows:
+        if math.isfinite(r.au) and r.au < target:
+            words.append(f"{r.config}: the accelerator waits {1 - r.au:.0%} of the time for data")
     for r in section.rows:
         if r.drop is None:
             continue
@@ -231,17 +255,16 @@ def section_lines(
             if d.credits_out_s is not None
             else ""
         )
-        lines.append(
-            f"  {r.config}: the read rate fell from {d.drop.before_mbps:,.0f} to "
+        words.append(
+            f"{r.config}: the read rate fell from {d.drop.before_mbps:,.0f} to "
             f"{d.drop.after_mbps:,.0f} MB/s at {d.drop.at_s:.1f} s{credits}{au}"
         )
-    lines += break_even_lines(section.rows)
-    for r in section.rows:
-        if r.cached:
-            lines.append(f"  {r.config}: {r.cached}")
+    words += break_even_lines(section.rows)
+    words += [f"{r.config}: {r.cached}" for r in section.rows if r.cached]
     if price_usd_h is not None:
-        lines += cost_lines(section.rows, price_usd_h, preset, starts_per_month)
-    return lines
+        words += cost_lines(section.rows, price_usd_h, preset, starts_per_month)
+    section.words = words
+    return lines + [f"  {w}" if not w.endswith(":") else w for w in words]
 
 
 def break_even_lines(rows: list[ConfigReads]) -> list[str]:
@@ -259,8 +282,8 @@ def break_even_lines(rows: list[ConfigReads]) -> list[str]:
             )
             continue
         out.append(
-            f"  {r.config}: the copy ({r.stage_s:.1f} s) pays for itself after "
-            f"{r.stage_s / saved:.1f} epochs ({saved:.2f} s saved per epoch against {base.config})"
+            f"{r.config}: the {r.stage_s:.1f} s copy pays off after {r.stage_s / saved:.1f} "
+            f"epochs ({saved:.2f} s saved each vs {base.config})"
         )
     return out
 
@@ -269,7 +292,8 @@ def cost_lines(
     rows: list[ConfigReads], price_usd_h: float, preset: StoragePreset | None, starts: float
 ) -> list[str]:
     """GPU idle dollars per epoch and per month of training, beside the volume's charges."""
-    out = [f"What waiting for data costs at {format_usd(price_usd_h)}/h:"]
+    out = [f"GPU idle for want of data, at {format_usd(price_usd_h)}/h:"]
+    charges = []
     for r in rows:
         if not math.isfinite(r.au):
             continue
@@ -277,19 +301,17 @@ def cost_lines(
         month = (1 - r.au) * price_usd_h * HOURS_PER_MONTH
         copy = ""
         if math.isfinite(r.stage_s):
-            copy = f" + {format_usd(r.stage_s * price_usd_h / 3600)} per copy at each start"
-        store = ""
+            copy = f" + {format_usd(r.stage_s * price_usd_h / 3600)} a copy"
+        out.append(f"{r.config}: {format_usd(per_epoch)}/epoch{copy}, {format_usd(month)}/month")
         if preset is not None and r.data_gb > 0:
             epoch_s = r.read_s / r.epochs
             # read in place: every epoch reads the volume; copied: once per start
             reads_gb = (r.data_gb * HOURS_PER_MONTH * 3600 / epoch_s if not math.isfinite(r.stage_s)
                         else r.data_gb * starts)  # fmt: skip
             charge = r.data_gb * preset.usd_per_gb_month + reads_gb * preset.usd_per_gb_read
-            store = f"; {preset.name}: {format_usd(charge)} a month for the data and its reads"
-        out.append(
-            f"  {r.config}: {format_usd(per_epoch)} per epoch{copy}, {format_usd(month)} a month "
-            f"of training at this AU{store}"
-        )
+            charges.append(f"{r.config}: {format_usd(charge)}/month")
+    if charges and preset is not None:
+        out += [f"{preset.name}, the data and its reads (in place: every epoch):", *charges]
     return out
 
 
