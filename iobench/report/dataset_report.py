@@ -28,6 +28,7 @@ from iobench.cost.prices import StoragePreset, find_storage_preset, format_usd
 from iobench.report.charts import OKABE_ITO, save_figure, style_axes, tex_escape
 from iobench.report.diagnose import Drop, drop_window_s, find_drop, window_rates
 from iobench.stats import median
+from iobench.units import fmt_s
 
 #: a month of training, for the monthly figures
 HOURS_PER_MONTH = 730.0
@@ -226,9 +227,9 @@ def section_lines(
             r.config,
             f"{r.au:.2f}" if math.isfinite(r.au) else "?",
             f"{r.read_mb_per_s:,.0f}" if math.isfinite(r.read_mb_per_s) else "?",
-            f"{r.io_wait_s:.1f} s",
-            f"{r.read_s:.1f} s",
-            f"{r.stage_s:.1f} s" if math.isfinite(r.stage_s) else "—",
+            fmt_s(r.io_wait_s),
+            fmt_s(r.read_s),
+            fmt_s(r.stage_s),
             verdict,
         ])  # fmt: skip
     widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
@@ -282,8 +283,8 @@ def break_even_lines(rows: list[ConfigReads]) -> list[str]:
             )
             continue
         out.append(
-            f"{r.config}: the {r.stage_s:.1f} s copy pays off after {r.stage_s / saved:.1f} "
-            f"epochs ({saved:.2f} s saved each vs {base.config})"
+            f"{r.config}: the {fmt_s(r.stage_s)} copy pays off after {r.stage_s / saved:.1f} "
+            f"epochs ({fmt_s(saved)} saved each vs {base.config})"
         )
     return out
 
