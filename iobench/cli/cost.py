@@ -55,7 +55,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
             "--storage",
             metavar="PRESET",
             help="the volume's price preset, for what start-up strategies keep on it a month "
-            "(e.g. runpod, efs, gp3: iobench/cost/storage_prices.csv)",
+            "(e.g. runpod-volume, efs-bursting, efs-elastic, gp3: iobench/cost/storage_prices.csv)",
         )
 
 

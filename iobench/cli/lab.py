@@ -8,9 +8,11 @@ anything is mounted; handlers return an exit code and leave errors to ``main``.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import TYPE_CHECKING, Any
 
-from iobench.lab.options import DEFAULT_CACHE_S, KINDS, VolumeOptions
+from iobench.errors import UsageError
+from iobench.lab.options import KINDS, VolumeOptions
 
 if TYPE_CHECKING:  # the handlers import it: `iobench --help` must not pay for it
     from iobench.lab import manage
@@ -24,7 +26,7 @@ def register(sub: Any) -> None:
         description="Mount a volume that is slow the way network volumes are slow, to "
         "reproduce slow installs and to test against. Needs root and /dev/fuse.",
     )
-    lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status,flush}")
+    lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status,flush,presets}")
     lab_sub.required = True
     _add_up(lab_sub.add_parser("up", help="mount a slow volume and return once it is live"))
 
@@ -40,6 +42,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("mountpoint")
     p.set_defaults(func=handle_flush)
+
+    p = lab_sub.add_parser(
+        "presets", help="the storage people rent, by name: their figures, source and date"
+    )
+    p.set_defaults(func=handle_presets)
 
 
 def _add_up(p: argparse.ArgumentParser) -> None:
@@ -57,9 +64,31 @@ def _add_up(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="folder holding the files (default: a tmpfs the lab mounts itself)",
     )
+    presets = p.add_argument_group("presets (iobench lab presets)")
+    presets.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a named volume: efs-bursting, efs-provisioned, efs-elastic, runpod-volume, "
+        "nfs-lan, local-nvme; flags given beside it override its values",
+    )
+    presets.add_argument(
+        "--size-gib", type=float, metavar="G",
+        help="efs-bursting: the stored size its baseline (50 KiB/s per GiB) and credit cap follow "
+        "(default 500)",
+    )  # fmt: skip
+    presets.add_argument(
+        "--credits-gib", type=float, metavar="C",
+        help="efs-bursting: the starting credit balance (default: a new file system's, 2.1 TiB)",
+    )  # fmt: skip
+    presets.add_argument(
+        "--throughput-mib-s", type=float, metavar="T",
+        help="efs-provisioned: the throughput paid for, MiB/s (default 100)",
+    )  # fmt: skip
     _add_delays(p)
     p.add_argument(
-        "--stats", metavar="FILE", help="write operation counts and delays as JSON on unmount"
+        "--stats",
+        metavar="FILE",
+        help="write operation counts, delays and the credit balance over time as JSON on unmount",
     )
     p.set_defaults(func=handle_up)
 
@@ -69,16 +98,20 @@ def _add_delays(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--latency-ms",
         type=float,
-        default=0.0,
         metavar="L",
-        help="added to every metadata operation (lookup, create, open, ...)",
+        help="added to every metadata operation (lookup, create, open, ...); default 0",
     )
     p.add_argument(
         "--data-latency-ms",
         type=float,
-        default=0.0,
         metavar="L",
-        help="added to every read and write call",
+        help="added to every read and write call; default 0",
+    )
+    p.add_argument(
+        "--write-latency-ms",
+        type=float,
+        metavar="L",
+        help="added to every write call instead (default: --data-latency-ms)",
     )
     p.add_argument("--iops", type=float, metavar="N", help="token bucket: operations per second")
     p.add_argument(
@@ -102,7 +135,6 @@ def _add_delays(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-s",
         type=float,
-        default=DEFAULT_CACHE_S,
         metavar="S",
         help="let the kernel trust looked-up names and attributes for S seconds "
         "(default 1, libfuse's own, near an NFS client's attribute cache; "
@@ -110,23 +142,49 @@ def _add_delays(p: argparse.ArgumentParser) -> None:
     )
 
 
-def options_from_args(args: argparse.Namespace) -> VolumeOptions:
-    """The validated options of ``lab up`` (raises UsageError on a bad number)."""
-    return VolumeOptions(
-        latency_ms=args.latency_ms,
-        data_latency_ms=args.data_latency_ms,
-        iops=args.iops,
-        mb_per_s=args.mb_per_s,
-        burst_mb_per_s=args.burst_mb_per_s,
-        burst_credits_mb=args.burst_credits_mb,
-        cache_s=args.cache_s,
-    ).validate(args.kind)
+#: the flags that set a VolumeOptions field (given beside --preset, they override it)
+_FIELD_FLAGS = {
+    "latency_ms": "--latency-ms",
+    "data_latency_ms": "--data-latency-ms",
+    "write_latency_ms": "--write-latency-ms",
+    "iops": "--iops",
+    "mb_per_s": "--mb-per-s",
+    "burst_mb_per_s": "--burst-mb-per-s",
+    "burst_credits_mb": "--burst-credits-mb",
+    "cache_s": "--cache-s",
+}
+
+
+def options_from_args(args: argparse.Namespace) -> tuple[VolumeOptions, list[str]]:
+    """The validated options of ``lab up`` (raises UsageError on a bad number), and which of
+    a preset's values the flags given beside it replaced."""
+    from dataclasses import replace
+
+    given = {f: getattr(args, f) for f in _FIELD_FLAGS if getattr(args, f, None) is not None}
+    name = getattr(args, "preset", None)
+    if name:
+        from iobench.lab.presets import preset_options
+
+        base = preset_options(name, args.size_gib, args.credits_gib, args.throughput_mib_s)
+    else:
+        for flag in ("size_gib", "credits_gib", "throughput_mib_s"):
+            if getattr(args, flag, None) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} needs --preset")
+        base = VolumeOptions()
+    changed = [
+        f"{_FIELD_FLAGS[f]} {v:g} instead of {getattr(base, f) if getattr(base, f) is not None else 'none'}"
+        for f, v in given.items()
+        if name and getattr(base, f) != v
+    ]
+    return replace(base, **given).validate(args.kind), changed
 
 
 def handle_up(args: argparse.Namespace) -> int:
     from iobench.lab import manage
 
-    options = options_from_args(args)
+    options, changed = options_from_args(args)
+    if changed:
+        print(f"preset {args.preset} with {'; '.join(changed)}")
     lab = manage.up(args.mountpoint, args.kind, options, backing=args.backing, stats=args.stats)
     backing = "tmpfs" if lab.backing_tmpfs else lab.backing
     print(
@@ -169,6 +227,23 @@ def handle_flush(args: argparse.Namespace) -> int:
         f"({data['method']}, {data['seconds'] * 1000:.1f} ms); file data is re-read at every "
         "open; the daemon keeps no cache"
     )
+    return 0
+
+
+def handle_presets(args: argparse.Namespace) -> int:
+    """``iobench lab presets``: a table of the named volumes, then their notes and sources."""
+    from iobench.lab.presets import PRESETS, preset_rows
+
+    rows = preset_rows()
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print("MB/s: 10^6 bytes/s (1 MiB/s = 1.049 MB/s); *: an estimate (docs/lab.md)")
+    for p in PRESETS.values():
+        print(textwrap.fill(f"{p.name}: {p.product}; {p.note}", 78, subsequent_indent="  "))
+        source = f"source: {p.source} (as of {p.date})"
+        print(textwrap.fill(source, 78, initial_indent="  ", subsequent_indent="  "))
+    print("mount one: iobench lab up DIR --preset NAME")
     return 0
 
 

@@ -95,9 +95,12 @@ import mfusepy  # noqa: E402
 
 from iobench.lab.options import VolumeOptions  # noqa: E402
 from iobench.lab.state import REPLY_NAME  # noqa: E402
-from iobench.system.shaping import ByteLink, TokenBucket  # noqa: E402
+from iobench.system.shaping import ByteLink, TokenBucket, metered  # noqa: E402
 
-STATS_SCHEMA = 1  # 1: first version (ops: count, delayed_s; bytes_read, bytes_written)
+#: 1: ops (count, delayed_s), bytes_read, bytes_written; 2: + credits_history
+STATS_SCHEMA = 2
+#: the credit history's points at most (then every other one is dropped and the step doubles)
+HISTORY_MAX = 4000
 
 #: Operation names, in the order of the counters; those in DATA_OPS pay ``data_latency``.
 OPS = (
@@ -131,7 +134,13 @@ OPS = (
     "entry_getattr",
 )
 DATA_OPS = frozenset({"read", "write"})
+#: operations that change the volume (EFS meters them as writes, the others as reads)
+WRITE_OPS = frozenset({"mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link",
+                       "chmod", "chown", "truncate", "write", "fsync", "fsyncdir", "create",
+                       "utimens", "fallocate"})  # fmt: skip
 _OP = {name: i for i, name in enumerate(OPS)}
+_IS_WRITE = [name in WRITE_OPS for name in OPS]
+_IS_DATA = [name in DATA_OPS for name in OPS]
 _ENTRY_GETATTR = _OP["entry_getattr"]
 
 _FUSE_CAP_READDIRPLUS_AUTO = 1 << 14  # fuse_common.h: the kernel's adaptive READDIRPLUS
@@ -198,16 +207,24 @@ class SlowFS(mfusepy.Operations):
         self.options = options
         self._latency = options.latency_ms / 1000.0
         self._data_latency = options.data_latency_ms / 1000.0
+        write_ms = options.write_latency_ms
+        self._write_latency = (options.data_latency_ms if write_ms is None else write_ms) / 1000.0
         self._bucket = TokenBucket(options.iops) if options.iops else None
         self._link = (
             ByteLink(
                 options.mb_per_s * 1e6,
                 options.burst_mb_per_s * 1e6 if options.burst_mb_per_s else None,
-                options.burst_credits_mb * 1e6 if options.burst_credits_mb else None,
+                options.burst_credits_mb * 1e6 if options.burst_credits_mb is not None else None,
+                cap=options.burst_cap_mb * 1e6 if options.burst_cap_mb is not None else None,
             )
             if options.mb_per_s
             else None
         )
+        self._metered = options.metered
+        self._client = ByteLink(options.client_mb_per_s * 1e6) if options.client_mb_per_s else None
+        self._mono0 = time.monotonic()
+        self._history: list[list[float]] = []  # [seconds since mount, credits MB]
+        self._history_step = 0.25
         # Thread idents, not threading.local: ctypes gives a libfuse worker thread a fresh
         # Python thread state (and so fresh thread-locals) on every callback.
         self._entry_threads: set[int] = set()
@@ -232,11 +249,19 @@ class SlowFS(mfusepy.Operations):
     # ---- delays and counters -------------------------------------------------------------
 
     def _pay(self, op: int, t0: float, latency: float, nbytes: int = 0) -> None:
-        """Hold the current request until its deadline, then count it."""
+        """Hold the current request until its deadline, then count it: the IOPS bucket, then
+        the byte link (the metered bytes when the volume meters as EFS does: metadata too)
+        and, beside it, the client's own cap on actual bytes."""
         start = self._bucket.reserve(t0) if self._bucket is not None else t0
-        if nbytes and self._link is not None:
-            start = self._link.reserve(start, nbytes)
-        deadline = start + latency
+        done = start
+        data = _IS_DATA[op]
+        if self._link is not None and (data or self._metered):
+            amount = metered(nbytes, _IS_WRITE[op], data) if self._metered else nbytes
+            if amount:
+                done = self._link.reserve(start, amount)
+        if self._client is not None and nbytes:
+            done = max(done, self._client.reserve(start, nbytes))
+        deadline = done + latency
         slept = 0.0
         now = time.monotonic()
         if deadline > now:
@@ -273,8 +298,28 @@ class SlowFS(mfusepy.Operations):
             "delayed_s": round(sum(delayed), 6),
             "bytes_read": bytes_read,
             "bytes_written": bytes_written,
-            "link_credits_mb": round(self._link.credits / 1e6, 3) if self._link else None,
+            "link_credits_mb": self._credits_mb(),
+            "credits_history": [list(p) for p in self._history],
         }
+
+    def _credits_mb(self) -> float | None:
+        """The link's balance now (what it earned since its last request included), MB."""
+        if self._link is None:
+            return None
+        return round(self._link.balance_at(time.monotonic()) / 1e6, 3)
+
+    def _record_credits(self) -> None:
+        """One point of the balance's history, every ``_history_step`` s; thinned when long."""
+        if self._link is None or not self._link.max_credits:
+            return
+        now = time.monotonic() - self._mono0
+        if self._history and now - self._history[-1][0] < self._history_step:
+            return
+        with self._lock:
+            self._history.append([round(now, 3), self._credits_mb() or 0.0])
+            if len(self._history) > HISTORY_MAX:
+                self._history = self._history[::2]
+                self._history_step *= 2
 
     def write_stats(self, final: bool = False) -> None:
         """Write the counters (atomically) to the stats files; skip when nothing changed."""
@@ -294,6 +339,7 @@ class SlowFS(mfusepy.Operations):
 
     def _stats_loop(self) -> None:
         while not self._stop.wait(0.25):
+            self._record_credits()
             self.write_stats()
 
     def init(self, path: str) -> None:
@@ -653,7 +699,7 @@ class SlowFS(mfusepy.Operations):
         finally:
             with self._lock:
                 self._bytes_written += n
-            self._pay(14, t0, self._data_latency, n)
+            self._pay(14, t0, self._write_latency, n)
 
     def flush(self, path: str, fh: int) -> int:
         t0 = time.monotonic()

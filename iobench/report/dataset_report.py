@@ -119,6 +119,14 @@ def read_rates(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     part = samples[samples["phase"] == "read"] if "phase" in samples.columns else samples
     t = part["t"].to_numpy(dtype=float)
     cum = part["tree_read_bytes"].to_numpy(dtype=float)
+    # from the first byte read to the last: the listing before and the last batches' compute
+    # after (the workers have read everything ahead) would read as a fall of the rate
+    if len(cum) > 2 and cum[-1] > cum[0]:
+        span = cum[-1] - cum[0]  # the ends: where the first and the last 0.1 % were read
+        first = int(np.searchsorted(cum, cum[0] + 0.001 * span))
+        last = int(np.searchsorted(cum, cum[-1] - 0.001 * span))
+        lo, hi = max(0, first - 1), min(len(cum), last + 1)
+        t, cum = t[lo:hi], cum[lo:hi]
     starts, rates = window_rates(t, cum, drop_window_s(t))
     return starts, rates / 1e6
 

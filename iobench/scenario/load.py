@@ -30,6 +30,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from iobench.errors import RunDirError, ScenarioError
 from iobench.rundir.records import SAFE_NAME_MAX, SAFE_NAME_RE
+from iobench.scenario import settings
 from iobench.scenario.vocab import (
     CACHE_STATES,
     INSTALLERS,
@@ -519,6 +520,9 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     if not isinstance(defaults, dict):
         raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
     _unknown(defaults, config_keys(kind), src, "defaults")
+    configs = _configs(data, defaults, src, legacy_names, kind)
+    # [workload.by_config.NAME] names a config of the file (a selection may run fewer)
+    settings.check_by_config(workload, [c.name for c in configs], _where(src, "workload"))
     return Scenario(
         name=name,
         source=src,
@@ -528,7 +532,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         ready=ready,
         repeats=repeats,
         repeats_auto=auto,
-        configs=_configs(data, defaults, src, legacy_names, kind),
+        configs=configs,
         description=_text(s.get("description", ""), src, "scenario.description"),
         size_mb=size_mb,
         workload=workload,

@@ -79,8 +79,12 @@ def config_table(table: Mapping[str, Any], config: str, where: str) -> Mapping[s
 
 
 def check_by_config(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
-    """Every ``by_config`` entry names a config of the scenario."""
-    for name in table.get("by_config", {}) or {}:
+    """Every ``by_config`` entry names a config of the scenario file (checked when it is
+    read: ``--configs`` may then run only some of them)."""
+    by_config = table.get("by_config", {}) or {}
+    if not isinstance(by_config, Mapping):
+        raise ScenarioError(f"{where}.by_config: expected tables [workload.by_config.NAME]")
+    for name in by_config:
         if name not in configs:
             raise ScenarioError(f"{where}.by_config.{name}: no such config")
 

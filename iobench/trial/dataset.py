@@ -128,7 +128,6 @@ def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -
 
 def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
     """Every setting valid for every config (before anything runs)."""
-    settings.check_by_config(table, configs, where)
     for name in configs:
         p = params_for(table, name, where)
         if p.source and not os.path.isdir(p.source):

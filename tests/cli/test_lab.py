@@ -28,7 +28,7 @@ def test_cli_parses_every_subcommand() -> None:
         "--burst-mb-per-s 200 --burst-credits-mb 50 --stats /tmp/s.json --backing /srv/b".split()
     )
     assert args.func is lab_cli.handle_up
-    assert lab_cli.options_from_args(args) == VolumeOptions(1.5, 0.2, 500, 20, 200, 50)
+    assert lab_cli.options_from_args(args) == (VolumeOptions(1.5, 0.2, 500, 20, 200, 50), [])
     assert (args.kind, args.backing, args.stats) == ("fuse", "/srv/b", "/tmp/s.json")
     assert p.parse_args(["lab", "down", "/mnt/slow"]).func is lab_cli.handle_down
     assert p.parse_args(["lab", "status"]).func is lab_cli.handle_status
@@ -47,6 +47,46 @@ def test_cli_rejects_bad_numbers_before_mounting(monkeypatch: pytest.MonkeyPatch
     args = _parser().parse_args(["lab", "up", "/mnt/x", "--kind", "sshfs", "--iops", "10"])
     with pytest.raises(UsageError, match="--iops"):
         args.func(args)
+
+
+def test_a_preset_with_flags_beside_it_says_what_they_replaced() -> None:
+    p = _parser()
+    options, changed = lab_cli.options_from_args(
+        p.parse_args("lab up /m --preset efs-elastic --latency-ms 2".split())
+    )
+    assert options.preset == "efs-elastic" and options.latency_ms == 2
+    assert options.write_latency_ms == 2.7 and changed == ["--latency-ms 2 instead of 1.0"]
+    options, _ = lab_cli.options_from_args(
+        p.parse_args("lab up /m --preset efs-bursting --size-gib 100 --credits-gib 0.5".split())
+    )
+    assert options.burst_credits_mb == pytest.approx(0.5 * 2**30 / 1e6)
+    for argv, says in [
+        ("lab up /m --size-gib 100", "--size-gib needs --preset"),
+        ("lab up /m --preset efs-elastic --credits-gib 1", "efs-elastic has no credits"),
+        ("lab up /m --preset efs-bursting --throughput-mib-s 9", "efs-provisioned's"),
+        ("lab up /m --preset efs", "unknown --preset 'efs'; known: efs-bursting"),
+    ]:
+        with pytest.raises(UsageError, match=says):
+            lab_cli.options_from_args(p.parse_args(argv.split()))
+
+
+def test_lab_presets_lists_every_preset_within_80_columns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = _parser().parse_args(["lab", "presets"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    for name in (
+        "efs-bursting",
+        "efs-provisioned",
+        "efs-elastic",
+        "runpod-volume",
+        "nfs-lan",
+        "local-nvme",
+    ):
+        assert f"\n{name} " in out and f"{name}: " in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "25.6 (burst 104.9)" in out  # 500 GiB: 25 MiB/s baseline, 100 MiB/s burst, in MB/s
 
 
 def test_status_lines_show_health_and_counters() -> None:
@@ -79,10 +119,10 @@ def test_status_lines_show_health_and_counters() -> None:
 def test_unit_names_and_their_old_spellings() -> None:
     """--mb-per-s names its unit; --mbps (the same MB/s) still parses but is not shown."""
     p = _parser()
-    new = lab_cli.options_from_args(
+    new, _ = lab_cli.options_from_args(
         p.parse_args("lab up /m --mb-per-s 20 --burst-mb-per-s 90 --burst-credits-mb 5".split())
     )
-    old = lab_cli.options_from_args(
+    old, _ = lab_cli.options_from_args(
         p.parse_args("lab up /m --mbps 20 --burst-mbps 90 --burst-credits-mb 5".split())
     )
     assert new == old == VolumeOptions(mb_per_s=20, burst_mb_per_s=90, burst_credits_mb=5)

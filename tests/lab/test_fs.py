@@ -37,41 +37,52 @@ def _round_trips(
 
 
 @pytest.mark.lab
+def _rates(mnt: Path, name: str, n: int) -> tuple[float, float, float, float]:
+    """(creates/s, stats/s, round trips per create, per stat) of ``n`` files in ``mnt/name``."""
+    folder = mnt / name
+    folder.mkdir()
+    ops0 = live_ops(mnt)
+    created = probes.create_files_in(folder, n)
+    ops1 = live_ops(mnt)
+    stated = probes.stat_files_in(folder, n)
+    ops2 = live_ops(mnt)
+    rt_create, per_create = _round_trips(ops0, ops1, n)
+    rt_stat, _ = _round_trips(ops1, ops2, n)
+    assert per_create["create"] == pytest.approx(1.0, abs=0.02)
+    assert 2 <= rt_create <= 6 and 1 <= rt_stat <= 4, per_create
+    return created.per_s, stated.per_s, rt_create, rt_stat
+
+
 @pytest.mark.timing
 @needs_fuse
 @pytest.mark.parametrize("latency_ms", [0.5, 1.0, 2.0])
 def test_create_and_stat_rates_follow_the_configured_latency(
     volume: Callable[..., Path], latency_ms: float
 ) -> None:
-    """creates/s ≈ 1 / (round trips per create × latency), within ±25%.
+    """A create or stat takes its round trips × the latency, plus what the same requests cost
+    on a volume with no latency measured beside it (the Python FUSE cost, ~40-200 µs a
+    request depending on the machine and its load): never less, and at most 30 % more.
 
-    Never faster than the latency allows; slower by the Python FUSE cost (~40 µs a request)
-    and by CPU contention from other processes, so the best of three attempts counts.
-    """
-    mnt = volume(latency_ms=latency_ms, cache_s=0)  # every lookup reaches the daemon
+    Never faster than the latency allows (the upper bound holds on any machine); the lower
+    one is calibrated on this machine at this moment, so a slow CPU does not read as a lab
+    that adds more than it says. The best of three attempts counts."""
+    slow = volume("slow", latency_ms=latency_ms, cache_s=0)  # every lookup reaches the daemon
+    bare = volume("bare", latency_ms=0.0, cache_s=0)
     n = 300
     attempts = []
     for attempt in range(3):
-        folder = mnt / f"files{attempt}"
-        folder.mkdir()
-        ops0 = live_ops(mnt)
-        created = probes.create_files_in(folder, n)
-        ops1 = live_ops(mnt)
-        stated = probes.stat_files_in(folder, n)
-        ops2 = live_ops(mnt)
-        rt_create, per_create = _round_trips(ops0, ops1, n)
-        rt_stat, _ = _round_trips(ops1, ops2, n)
-        assert per_create["create"] == pytest.approx(1.0, abs=0.02)
-        assert 2 <= rt_create <= 6 and 1 <= rt_stat <= 4, per_create
-        ratio_create = created.per_s * rt_create * latency_ms / 1000.0
-        ratio_stat = stated.per_s * rt_stat * latency_ms / 1000.0
-        attempts.append((round(ratio_create, 3), round(ratio_stat, 3), per_create))
+        c0, s0, _, _ = _rates(bare, f"files{attempt}", n)
+        c, st, rt_create, rt_stat = _rates(slow, f"files{attempt}", n)
+        wait_c, wait_s = rt_create * latency_ms / 1000.0, rt_stat * latency_ms / 1000.0
         # the latency is really paid: never meaningfully faster than physics allows
-        assert ratio_create < 1.1 and ratio_stat < 1.1, attempts
-        if ratio_create > 0.6 and ratio_stat > 0.6:  # overhead on a loaded 2-core machine
+        assert c * wait_c < 1.1 and st * wait_s < 1.1, (c, st, wait_c, wait_s)
+        want_c, want_s = wait_c + 1 / c0, wait_s + 1 / s0  # seconds per create, per stat
+        ratios = (round(c * want_c, 3), round(st * want_s, 3))
+        attempts.append(ratios)
+        if min(ratios) > 1 / 1.3:
             break
     else:
-        pytest.fail(f"measured/expected rates below 0.6 in every attempt: {attempts}")
+        pytest.fail(f"measured / expected (latency + no-latency cost) below 0.77: {attempts}")
 
 
 @pytest.mark.lab
