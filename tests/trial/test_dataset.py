@@ -193,7 +193,9 @@ def test_dataset_run_on_tmpfs_and_disk_with_a_staged_copy(
     assert scratch_left(disk_dir, fast) == {str(disk_dir): set(), str(fast): set()}
     report = build_report(run_dir)
     text = "\n".join(report.dataset)
-    assert "the accelerator's busy share" in text and "from-volume" in text and "copy-to-tmp" in text
+    assert (
+        "the accelerator's busy share" in text and "from-volume" in text and "copy-to-tmp" in text
+    )
     assert (run_dir / "au.png").stat().st_size > 10_000
     assert 'id="dataset"' in (run_dir / "report.html").read_text()
     assert report.recommendation is None  # no venv script for a data placement
