@@ -408,9 +408,7 @@ def html_block(section: DatasetSection) -> str:
         f"<td>{num(r.read_s, '.2f')}</td><td>{num(r.stage_s, '.2f')}</td></tr>"
         for r in section.rows
     )
-    words = "<br>".join(
-        html.escape(line.strip()) for line in section.lines[1 + len(section.rows) :]
-    )
+    words = "<br>".join(html.escape(line) for line in section.words)
     imgs = "".join(
         f'<img src="{html.escape(p.name)}" alt="read rate of {html.escape(c)} over its trial">'
         for c, p in section.charts.items()
