@@ -72,6 +72,9 @@ CONFIG_COLUMNS = (
     "workers",
 )
 
+#: a dataset run's figures (docs/dataset.md), a median column each (NaN in other runs)
+DATASET_FIGURES = ("au", "read_mb_per_s", "io_wait_s", "read_s", "stage_s")
+
 SUMMARY_COLUMNS = [
     "config",
     *CONFIG_COLUMNS,
@@ -88,6 +91,7 @@ SUMMARY_COLUMNS = [
     "median_first_start_s",
     "median_restart_s",
     *[f"median_{p}_s" for p in PHASES],
+    *[f"median_{c}" for c in DATASET_FIGURES],
     "iowait_mean_pct",
     "iowait_p95_pct",
     "offcpu_frac",
@@ -277,7 +281,7 @@ def _trial_figures(ok: pd.DataFrame, trials: pd.DataFrame) -> dict[str, float]:
     fig["p90_time_to_ready_s"] = percentile(ttr, 90)
     fig["min_time_to_ready_s"] = percentile(ttr, 0)
     fig["max_time_to_ready_s"] = percentile(ttr, 100)
-    for col in ("first_start_s", "restart_s"):  # empty outside runs with start-up strategies
+    for col in ("first_start_s", "restart_s", *DATASET_FIGURES):  # empty in other runs
         fig[f"median_{col}"] = median(ok[col]) if col in ok.columns else math.nan
     for p in PHASES:
         fig[f"median_{p}_s"] = median(ok[f"{p}_s"])

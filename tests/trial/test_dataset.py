@@ -199,6 +199,11 @@ def test_dataset_run_on_tmpfs_and_disk_with_a_staged_copy(
     assert (run_dir / "au.png").stat().st_size > 10_000
     assert 'id="dataset"' in (run_dir / "report.html").read_text()
     assert report.recommendation is None  # no venv script for a data placement
+    table = report.summary.table.set_index("config")  # the exports carry the figures too
+    assert 0 < table.loc["copy-to-tmp", "median_au"] <= 1
+    assert table.loc["copy-to-tmp", "median_stage_s"] > 0
+    page = (run_dir / "report.html").read_text()
+    assert "pays off after" in page and "config  " not in page  # words, not the console table
 
 
 def test_a_source_folder_is_only_read_and_epochs_are_counted(
