@@ -343,6 +343,7 @@ class SlowFS(mfusepy.Operations):
             self.write_stats()
 
     def init(self, path: str) -> None:
+        self._record_credits()  # the history starts with the balance the volume was given
         if self._live_path is not None:
             threading.Thread(target=self._stats_loop, name="stats", daemon=True).start()
         self._session = _current_session()
