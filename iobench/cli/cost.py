@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from iobench.cost.checkpoint import MTBF_HOURS
 from iobench.cost.idle import AU_TARGET, CostOptions
 from iobench.cost.prices import DEFAULT_STARTS_PER_MONTH, known_names
 from iobench.errors import UsageError
@@ -44,6 +45,17 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
         metavar="SHARE",
         help=f"a dataset run's bar for accelerator utilisation, 0-1 (default {AU_TARGET:g}, "
         "MLPerf Storage's for ResNet-50 and U-Net3D)",
+    )
+    group.add_argument(
+        "--mtbf-hours",
+        metavar="H",
+        help=f"a checkpoint run's pod: mean hours between failures, pre-emptions and restarts "
+        f"(default {MTBF_HOURS:g}: a preemptible VM's longest life; docs/checkpoint.md)",
+    )
+    group.add_argument(
+        "--every-minutes",
+        metavar="M",
+        help="a checkpoint run: your own interval between saves, priced beside the best one",
     )
     if storage:
         group.add_argument(
@@ -82,6 +94,8 @@ def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
         "--storage-usd-per-gb", getattr(args, "storage_usd_per_gb", None), "a price in USD per GB"
     )
     au = _number("--au-target", getattr(args, "au_target", None), "a share from 0 to 1")
+    mtbf = _number("--mtbf-hours", getattr(args, "mtbf_hours", None), "a number of hours")
+    every = _number("--every-minutes", getattr(args, "every_minutes", None), "a number of minutes")
     gpus_raw = getattr(args, "gpus", None)
     gpus: int | None = None
     if gpus_raw is not None:
@@ -97,4 +111,6 @@ def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
         storage_usd_per_gb=storage,
         storage=getattr(args, "storage", None),
         au_target=AU_TARGET if au is None else au,
+        mtbf_hours=MTBF_HOURS if mtbf is None else mtbf,
+        every_minutes=every,
     )

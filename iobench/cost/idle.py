@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from iobench.cost.checkpoint import MTBF_HOURS
 from iobench.cost.prices import (
     DEFAULT_STARTS_PER_MONTH,
     GpuPreset,
@@ -44,6 +45,8 @@ class CostOptions:
     storage_usd_per_gb: float | None = None
     storage: str | None = None  # a volume price preset (iobench/cost/storage_prices.csv)
     au_target: float = AU_TARGET  # a dataset run's bar for accelerator utilisation
+    mtbf_hours: float = MTBF_HOURS  # a checkpoint run's pod: mean hours between failures
+    every_minutes: float | None = None  # a checkpoint run's own interval between saves
 
     def __post_init__(self) -> None:
         _check_number("--gpu-price", self.gpu_price, allow_zero=True)
@@ -59,6 +62,8 @@ class CostOptions:
             raise UsageError(
                 f"--au-target must be a share from 0 to 1 (e.g. 0.9), not {self.au_target!r}"
             )
+        _check_number("--mtbf-hours", self.mtbf_hours, allow_zero=False)
+        _check_number("--every-minutes", self.every_minutes, allow_zero=False)
 
 
 @dataclass(frozen=True)

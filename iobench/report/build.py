@@ -15,7 +15,14 @@ from pathlib import Path
 from iobench import files
 from iobench.cost.idle import CostOptions, resolve_price
 from iobench.errors import RunDirError
-from iobench.report import charts, dataset_report, foresight, formats, timeline_chart
+from iobench.report import (
+    charts,
+    checkpoint_report,
+    dataset_report,
+    foresight,
+    formats,
+    timeline_chart,
+)
 from iobench.report import html as html_page
 from iobench.report.lifecycle_chart import plot_lifecycle
 from iobench.report.lifecycle_report import build_section, html_block, write_csv
@@ -43,6 +50,7 @@ class ReportResult:
         default_factory=list
     )  # start-up strategies (report/lifecycle_report.py)
     dataset: list[str] = field(default_factory=list)  # training-data reads (dataset_report.py)
+    checkpoint: list[str] = field(default_factory=list)  # saves (checkpoint_report.py)
 
     @property
     def winner(self) -> str | None:
@@ -59,7 +67,7 @@ class ReportResult:
         """What ``iobench run`` prints before its table: notes, the strategies' month, the
         predictions, warnings and where the report went — so that the answer comes last."""
         lines = formats.note_lines(self.summary)
-        lines += self.lifecycle + self.dataset
+        lines += self.lifecycle + self.dataset + self.checkpoint
         lines += [f"warning: {w}" for w in self.warnings[:3]]
         lines.append(f"Report: {self.paths.get('html')}")
         return lines
@@ -85,7 +93,7 @@ class ReportResult:
         if fmt == "markdown":
             return formats.markdown_lines(self.summary, self.meta, self.recommendation)
         lines = formats.table_lines(self.summary, self.meta, self.recommendation)
-        lines += self.lifecycle + self.dataset
+        lines += self.lifecycle + self.dataset + self.checkpoint
         lines += [f"warning: {w}" for w in self.warnings[:5]]
         if len(self.warnings) > 5:
             lines.append(f"warning: ... and {len(self.warnings) - 5} more (see report.html)")
@@ -94,10 +102,6 @@ class ReportResult:
             f"Report: {self.paths.get('html')} (+ summary.csv, summary.json, {n_png} charts)"
         )
         return lines
-
-
-#: the workload kinds whose advice is a start script that makes a venv (recommend.py)
-INSTALL_KINDS = ("install", "standin")
 
 
 def slug(name: str) -> str:
@@ -249,6 +253,35 @@ def _with_dataset(result: ReportResult, run: Run, page: str, charts: bool) -> st
     )
 
 
+def _with_checkpoint(result: ReportResult, run: Run, page: str, charts: bool) -> str:
+    """Saves and restores: each placement's pause, copy and restore, how often to save, charts
+    and a section."""
+    s = result.summary
+    price = s.price.usd_per_hour if s.price is not None else None
+    section = checkpoint_report.build_section(
+        run.trials, s.median_trials, price, s.options.mtbf_hours, s.options.every_minutes
+    )
+    if not section.rows:
+        return page
+    result.checkpoint = section.lines
+    if charts:
+        title = f"Save and restore per config — {run.scenario_name} on {run.hostname or '?'}"
+        png = checkpoint_report.saves_chart(section, title, result.out_dir / "saves.png")
+        if png is not None:
+            result.paths["saves_png"] = section.saves_png = png
+    for row in section.rows if charts else []:
+        samples = run.read_samples(row.trial) if row.trial else None
+        if samples is None:
+            continue
+        path = result.out_dir / f"io-{slug(row.config)}.png"
+        png = checkpoint_report.rate_chart(samples, row, path)
+        if png is not None:
+            section.charts[row.config] = result.paths[f"io:{row.config}"] = png
+    return html_page.insert_section(
+        page, checkpoint_report.html_block(section), html_page.CHECKPOINT_MARK
+    )
+
+
 def build_report(
     run_dir: Path | str,
     cost: CostOptions | None = None,
@@ -271,7 +304,9 @@ def build_report(
     if cost_line := formats.overhead_line(run.info.overhead):  # iobench's own cost
         summary.notes.append(cost_line)
     meta = run.info
-    rec = recommend(summary, meta) if meta.kind in INSTALL_KINDS else None  # a venv's script
+    rec = (
+        recommend(summary, meta) if meta.kind in formats.INSTALL_KINDS else None
+    )  # a venv's script
     out = Path(out_dir) if out_dir is not None else run.path
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -283,7 +318,9 @@ def build_report(
     try:
         write_summary_files(result)
         # a dataset run's pictures are its own (the AU and read-rate charts of _with_dataset)
-        timelines = write_charts(result, run) if charts and meta.kind in INSTALL_KINDS else {}
+        timelines = (
+            write_charts(result, run) if charts and meta.kind in formats.INSTALL_KINDS else {}
+        )
         chart_paths = {
             "time_to_ready": result.paths.get("time_to_ready_png"),
             "cost": result.paths.get("cost_png"),
@@ -291,6 +328,7 @@ def build_report(
         page = html_page.render_report(summary, meta, rec, chart_paths, timelines, result.warnings)
         page = _with_lifecycle(result, run, page, charts)
         page = _with_dataset(result, run, page, charts)
+        page = _with_checkpoint(result, run, page, charts)
         page = foresight.add_to(result, run.trials, page)  # predicted vs measured, censored
         html_path = out / "report.html"
         files.write(html_path, page)

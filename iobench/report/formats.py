@@ -103,19 +103,41 @@ def verdict_dict(summary: Summary) -> dict[str, Any]:
     }
 
 
+#: the workload kinds whose advice is a start script that makes a venv (recommend.py); the
+#: others (``dataset``, ``checkpoint``) place data, and their figures follow in their sections
+INSTALL_KINDS = ("install", "standin")
+#: a placed thing's columns: (word, its role, its filesystem, its copy's role, the copy's
+#: filesystem, the copy's word, the count column and its word)
+_PLACED = (
+    ("data", "data_role", "data_fstype", "stage_role", "stage_fstype", "copied to",
+     "workers", "loader worker"),
+    ("checkpoint on", "save_role", "save_fstype", "copy_role", "copy_fstype", "copied to",
+     "shards", "shard"),
+)  # fmt: skip
+
+
+def _known_text(value: object) -> str:
+    text = str(value or "")
+    return "" if text == "nan" else text
+
+
 def placement(row: pd.Series | dict[str, Any]) -> str:
     """``venv target (nfs4), tmp tmp (overlay), cache off`` — where things lived; a dataset
-    config's ``data target (nfs4), copied to tmp (tmpfs), 2 loader workers``."""
-    if str(row.get("data_role") or "") not in ("", "nan"):
-        fs = str(row.get("data_fstype") or "")
-        text = f"data {row.get('data_role')}" + (f" ({fs})" if fs and fs != "nan" else "")
-        stage = str(row.get("stage_role") or "off")
-        if stage not in ("off", "nan"):
-            sfs = str(row.get("stage_fstype") or "")
-            text += f", copied to {stage}" + (f" ({sfs})" if sfs and sfs != "nan" else "")
-        workers = row.get("workers")
-        if workers is not None and workers == workers:  # not NaN
-            text += f", {int(workers)} loader worker{'' if int(workers) == 1 else 's'}"
+    config's ``data target (nfs4), copied to tmp (tmpfs), 2 loader workers``; a checkpoint
+    config's ``checkpoint on tmp (tmpfs), copied to target (nfs4), 1 shard``."""
+    for word, role_col, fs_col, copy_col, copy_fs_col, copied, count_col, count_word in _PLACED:
+        role = _known_text(row.get(role_col))
+        if not role:
+            continue
+        fs = _known_text(row.get(fs_col))
+        text = f"{word} {role}" + (f" ({fs})" if fs else "")
+        copy = _known_text(row.get(copy_col)) or "off"
+        if copy != "off":
+            cfs = _known_text(row.get(copy_fs_col))
+            text += f", {copied} {copy}" + (f" ({cfs})" if cfs else "")
+        count = row.get(count_col)
+        if count is not None and count == count:  # not NaN
+            text += f", {int(count)} {count_word}{'' if int(count) == 1 else 's'}"
         return text
     parts = []
     for what, role_col, fs_col in (
@@ -250,7 +272,7 @@ def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> 
         for row in rows:
             row.insert(3, "restart" if row is header else restart.get(row[0].rstrip(" *"), "—"))
         right = {1, 2, 3, 4, 7, 8}
-    if meta.kind == "dataset":  # its own figures (AU, rates, dollars) follow in its section
+    if meta.kind not in INSTALL_KINDS:  # its own figures follow in its section (AU, rates, $)
         rows = [row[:6] for row in rows]
         header = rows[0]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

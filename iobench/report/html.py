@@ -17,7 +17,14 @@ import pandas as pd
 
 from iobench import __version__, redact
 from iobench.report import diagnose as rules
-from iobench.report.formats import fastest_first, fmt_usd, placement, spread_name, spread_text
+from iobench.report.formats import (
+    INSTALL_KINDS,
+    fastest_first,
+    fmt_usd,
+    placement,
+    spread_name,
+    spread_text,
+)
 from iobench.report.load import PHASES
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
@@ -135,23 +142,35 @@ def page(title: str, body: str, rebuild: str = "iobench report RUN_DIR") -> str:
     )
 
 
-def data_table_html(summary: Summary) -> str:
-    """A dataset run's summary table: where the data lay, where it was copied, the time of
-    the copy plus the epochs (the AU and read rates are in the training-data section)."""
+#: a placing kind's summary table: (its role's header, role column, filesystem column, the
+#: copy's header, copy column, the words for no copy, what its time is the sum of)
+_PLACED_TABLE = {
+    "dataset": ("data on", "data_role", "data_fstype", "copied to", "stage_role",
+                "— (read in place)", "copy + epochs"),
+    "checkpoint": ("saved to", "save_role", "save_fstype", "copied to (background)", "copy_role",
+                   "— (none)", "save + restore"),
+}  # fmt: skip
+
+
+def data_table_html(summary: Summary, kind: str = "dataset") -> str:
+    """A dataset or checkpoint run's summary table: where the thing lay, where it was copied,
+    the time (a dataset's copy plus epochs, a checkpoint's save plus restore); the kind's own
+    figures are in its section."""
+    where, role_col, fs_col, copied, copy_col, no_copy, what = _PLACED_TABLE[kind]
     t = fastest_first(summary)
     sname = spread_name(summary)
-    headers = ["config", "data on", "copied to", "ok", "median (copy + epochs)", sname,
+    headers = ["config", where, copied, "ok", f"median ({what})", sname,
                f"vs {esc(summary.baseline or 'baseline')}", "noise"]  # fmt: skip
     rows, classes = [], []
     for _, r in t.iterrows():
         known = r["beyond_noise_vs_baseline"]
         known = None if known is None or known is pd.NA or known != known else bool(known)
         star = " ★" if r["config"] == summary.winner else ""
-        stage = str(r.get("stage_role") or "off")
+        copy = str(r.get(copy_col) or "off")
         rows.append([
             esc(r["config"]) + star,
-            esc(f"{r.get('data_role') or '?'} ({r.get('data_fstype') or '?'})"),
-            esc("— (read in place)" if stage == "off" else stage),
+            esc(f"{r.get(role_col) or '?'} ({r.get(fs_col) or '?'})"),
+            esc(no_copy if copy in ("off", "nan") else copy),
             f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
             esc(fmt_s(r["median_time_to_ready_s"])),
             esc(spread_text(r, sname)),
@@ -329,7 +348,7 @@ def answer_html(summary: Summary, rec: Recommendation | None) -> str:
         w = t.loc[summary.fastest]
         how = (
             ""
-            if str(w.get("data_role") or "") not in ("", "nan")  # a dataset config: no install
+            if str(w.get("venv_role") or "") in ("", "nan")  # a dataset or checkpoint config
             else f"; {w['installer']}, cache {w['cache_state']}, bytecode compile {w['compile']}"
             f". Its bottleneck: {w['bottleneck']}"
         )
@@ -363,8 +382,8 @@ def recommendation_html(rec: Recommendation | None) -> str:
 
 
 def method_html(summary: Summary, kind: str = "install") -> str:
-    """Definitions and formulas, so every figure can be redone by hand (a dataset run's own
-    figures are defined in its section and docs/dataset.md)."""
+    """Definitions and formulas, so every figure can be redone by hand (a dataset or checkpoint
+    run's own figures are defined in its section and docs/dataset.md, docs/checkpoint.md)."""
     opt = summary.options
     storage = (
         f" plus {opt.storage_usd_per_gb:g} USD per GB written on the <i>target</i> role"
@@ -375,16 +394,22 @@ def method_html(summary: Summary, kind: str = "install") -> str:
     src = ""
     if price is not None and price.source.startswith("http"):
         src = f' (source: <a href="{esc(price.source)}">{esc(price.source)}</a>)'
-    first = (
-        "<li><b>time</b> of a dataset trial: the copy of the data to its stage role (when the "
-        "config copies it) plus the loader's listing and epochs (docs/dataset.md).</li>"
-        if kind == "dataset"
-        else "<li><b>time-to-ready</b>: from the start of venv creation until the ready check "
-        "(e.g. <code>import torch</code>) succeeds in the new venv.</li>"
+    first = {
+        "dataset": "<li><b>time</b> of a dataset trial: the copy of the data to its stage role "
+        "(when the config copies it) plus the loader's listing and epochs "
+        "(docs/dataset.md).</li>",
+        "checkpoint": "<li><b>time</b> of a checkpoint trial: what the GPU waits for — one "
+        "save to the config's save role (every file and folder fsynced) plus one cold restore "
+        "from where a restarted pod finds it; a background copy is not in it "
+        "(docs/checkpoint.md).</li>",
+    }.get(
+        kind,
+        "<li><b>time-to-ready</b>: from the start of venv creation until the ready check "
+        "(e.g. <code>import torch</code>) succeeds in the new venv.</li>",
     )
     install_rules = (
         ""
-        if kind == "dataset"
+        if kind not in INSTALL_KINDS
         else bottleneck_rules_html()
         + "<li>A <b>throughput drop</b> (e.g. burst credits running out) is a lasting fall of "
         f"the install phase's write rate to under {rules.DROP_RATIO:.0%} of its earlier mean "
@@ -458,8 +483,8 @@ def render_report(
     body.append(answer_html(summary, rec))
     body.append(recommendation_html(rec))
     body += (
-        _data_evidence_html(summary)
-        if meta.kind == "dataset"
+        _data_evidence_html(summary, meta.kind)
+        if meta.kind in _PLACED_TABLE
         else _evidence_html(summary, charts, timelines)
     )
     body.append("<h2>The machine</h2>")
@@ -497,17 +522,28 @@ def _head_html(summary: Summary, meta: RunMeta) -> list[str]:
 
 #: where a dataset run's section goes (after its table, before the machine)
 DATASET_MARK = "<!-- iobench: training-data section -->"
+#: where a checkpoint run's section goes (the same place)
+CHECKPOINT_MARK = "<!-- iobench: checkpoint section -->"
+#: each placing kind's evidence: (the table's title, what follows below it, its section's mark)
+_EVIDENCE = {
+    "dataset": ("Time per config: the copy plus the epochs", "The accelerator's utilisation, "
+                "the read rates and what the waiting costs are in the training-data section "
+                "below.", DATASET_MARK),
+    "checkpoint": ("Time per config: one save plus one restore", "The write and read rates, "
+                   "the fsync's share, the background copy and how often to save are in the "
+                   "checkpoint section below.", CHECKPOINT_MARK),
+}  # fmt: skip
 
 
-def _data_evidence_html(summary: Summary) -> list[str]:
-    """A dataset run's table (its charts and AU follow in the training-data section)."""
+def _data_evidence_html(summary: Summary, kind: str = "dataset") -> list[str]:
+    """A dataset or checkpoint run's table (its own figures follow in its section)."""
+    title, below, mark = _EVIDENCE[kind]
     return [
-        "<h2>Time per config: the copy plus the epochs</h2>",
+        f"<h2>{esc(title)}</h2>",
         '<p class="caption">Medians over each config\'s successful trials; ★ marks the '
-        "verdict's winner (none when it names none). The accelerator's utilisation, the read "
-        "rates and what the waiting costs are in the training-data section below.</p>",
-        data_table_html(summary),
-        DATASET_MARK,
+        f"verdict's winner (none when it names none). {esc(below)}</p>",
+        data_table_html(summary, kind),
+        mark,
     ]
 
 

@@ -70,6 +70,11 @@ CONFIG_COLUMNS = (
     "data_fstype",
     "stage_fstype",
     "workers",
+    "save_role",
+    "copy_role",
+    "save_fstype",
+    "copy_fstype",
+    "shards",
 )
 
 #: a dataset run's figures (docs/dataset.md), a median column each (NaN in other runs)

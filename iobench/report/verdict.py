@@ -45,7 +45,11 @@ PLACES = (
     ("cache", "cache_role"),
     ("data", "data_role"),
     ("data copied", "stage_role"),
+    ("checkpoint", "save_role"),
+    ("checkpoint copied", "copy_role"),
 )
+#: the role columns whose ``off`` means "not copied", and the words for it
+COPY_OFF = {"stage_role": "data read in place", "copy_role": "no background copy"}
 #: how a config installs: (what, trials.csv column)
 HOW = (
     ("installer", "installer"),
@@ -54,6 +58,7 @@ HOW = (
     ("venv creator", "venv_creator"),
     ("uv link mode", "link_mode"),
     ("loader workers", "workers"),
+    ("checkpoint shards", "shards"),
 )
 FACT_COLUMNS = tuple(c for _, c in PLACES + HOW)
 MORE_REPEATS = "iobench run --repeats 5"
@@ -232,12 +237,10 @@ def differences(
         if a == b:
             continue
         text = f"{what} on {_where(a, roles)} instead of {_where(b, roles)}"
-        if col == "stage_role":  # "off": the data is read where it lies
+        if col in COPY_OFF:  # "off": not copied (the data read in place, the save left local)
             text = f"{what} to {_where(a, roles)}" if b == "off" else text
             text = (
-                f"data read in place instead of copied to {_where(b, roles)}"
-                if a == "off"
-                else text
+                f"{COPY_OFF[col]} instead of copied to {_where(b, roles)}" if a == "off" else text
             )
         (moot if "off" not in (a, b) and same_filesystem(roles, a, b) else real).append(text)
     for what, col in HOW:

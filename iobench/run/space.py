@@ -4,7 +4,8 @@ run), and the bytes each role and the index see over the run (the dry run says t
 One estimate for both: a trial writes its venv (the scenario's installed size) on the venv
 role, its downloads (``WHEELS_SHARE`` of that) into TMPDIR, and a cold trial fills its cache.
 A ``dataset`` config's data (the scenario's size) is written once on its data role and copied
-to its stage role by every trial.
+to its stage role by every trial. A ``checkpoint`` config's checkpoint (the scenario's size) is
+written by every trial on its save role and, when it copies it, on its copy's role too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ def need_mb(scenario: Scenario) -> dict[str, float]:
             for role in {c.data, c.stage} - {"off"}:
                 need[role] = max(need.get(role, 0.0), size_mb)
             continue
+        if c.save:
+            for role in {c.save, c.copy_to} - {"off"}:
+                need[role] = max(need.get(role, 0.0), size_mb)
+            continue
         need[c.venv] = max(need.get(c.venv, 0.0), size_mb)
         need[c.tmpdir] = max(need.get(c.tmpdir, 0.0), size_mb * WHEELS_SHARE)
         if c.cache != "off":
@@ -52,6 +57,10 @@ def written_mb(scenario: Scenario, configs: Sequence[Config], cold: int) -> dict
             out.setdefault(c.data, size_mb)  # generated once per run
             if c.stage != "off":
                 out[c.stage] = out.get(c.stage, 0.0) + size_mb
+            continue
+        if c.save:
+            for role in {c.save, c.copy_to} - {"off"}:
+                out[role] = out.get(role, 0.0) + size_mb
             continue
         out[c.venv] = out.get(c.venv, 0.0) + size_mb
         out[c.tmpdir] = out.get(c.tmpdir, 0.0) + wheels

@@ -235,7 +235,9 @@ class TrialRow:
         "s",
     )
     read_s: float | None = column(
-        "the epochs: from the loader's start (its listing included) to the last batch computed",
+        "the timed read: a `dataset` trial's epochs, from the loader's start (its listing "
+        "included) to the last batch computed; a `checkpoint` trial's cold restore, from the "
+        "first reader's start to the last shard read",
         "s",
     )
     compute_s: float | None = column(
@@ -251,11 +253,48 @@ class TrialRow:
         "fraction",
     )
     read_mb_per_s: float | None = column(
-        "data bytes / read_s (10^6 bytes per second, as the lab's flags)", "MB/s"
+        "bytes read / read_s (10^6 bytes per second, as the lab's flags)", "MB/s"
     )
     data_cached: str = text(
         "why some reads may have come from the page cache (empty when every epoch read cold)"
     )
+    save_role: str = text("a `checkpoint` trial's role the checkpoint was saved to")
+    copy_role: str = text(
+        "the role the saved checkpoint was copied to in the background (`off`: none)"
+    )
+    save_fstype: str = text("filesystem type of the save role")
+    copy_fstype: str = text("filesystem type of the copy's role (empty when `off`)")
+    ckpt_format: str = text(
+        "how the checkpoint was written: `torch` and its version (torch.save of tensors) or "
+        "`raw` (the same bytes)"
+    )
+    shards: int | None = column(
+        "files the checkpoint was saved as, one writer process each", "count"
+    )
+    ckpt_bytes: int | None = column("bytes of the checkpoint's files, all shards", "bytes")
+    write_s: float | None = column(
+        "the save (the GPU's pause): from the first writer's start to the last shard's fsync "
+        "and the folders' fsync",
+        "s",
+    )
+    write_mb_per_s: float | None = column("ckpt_bytes / write_s (10^6 bytes per second)", "MB/s")
+    fsync_share: float | None = column(
+        "the share of the writers' time spent in fsync (every shard's and the folders')",
+        "fraction",
+    )
+    fsync_calls: int | None = column(
+        "fsync calls the save issued (each file, two folders)", "count"
+    )
+    copy_s: float | None = column(
+        "the background copy to copy_role, each file and folder fsynced (the GPU does not wait)",
+        "s",
+    )
+    exposed_s: float | None = column(
+        "from the save's end until the checkpoint was durable where a restarted pod finds it: "
+        "a crash in this window loses the save (0 when saved there directly)",
+        "s",
+    )
+    verified: str = text("how the bytes read back were checked against those written")
     error: str = text("one line: why the trial failed, with the last lines of the output")
 
     # transition: callers that still index rows by column name (``row["status"]``) while
@@ -299,7 +338,8 @@ class Sample:
     fs_used_tmpdir: int | None = column("used bytes of the filesystem holding TMPDIR", "bytes")
     fs_used_cache: int | None = column("used bytes of the filesystem holding the cache", "bytes")
     target_credits_mb: float | None = column(
-        "a `dataset` trial's data volume, when it is an iobench lab volume with burst credits: "
+        "a `dataset` trial's data volume or a `checkpoint` trial's restore volume, when it is an "
+        "iobench lab volume with burst credits: "
         "its credit balance (10^6 bytes), read from the volume's live statistics",
         "MB",
     )

@@ -65,6 +65,19 @@ _CONFIG_KEYS |= {"venv_creator", "link_mode"}  # iobench.trial.installers: VENV_
 #: a ``dataset`` config's keys: the role the training data lives on, the role it is copied to
 #: before the epochs (``off``: read in place), and its description (iobench.trial.dataset)
 _DATA_KEYS = {"data", "stage", "description"}
+#: a ``checkpoint`` config's keys: the role the checkpoint is saved to (the GPU waits for it),
+#: the role it is copied to in the background (``off``: none), and its description
+#: (iobench.trial.checkpoint)
+_CKPT_KEYS = {"save", "copy_to", "description"}
+#: the kinds whose config places one thing on a role and may copy it to another: kind ->
+#: (the role's key, what it holds, the copy's key, what naming the same role for both means)
+_PLACED = {
+    "dataset": ("data", "the role holding the data", "stage",
+                "where the data already is (stage names the role it is copied to, or 'off')"),
+    "checkpoint": ("save", "the role the checkpoint is saved to", "copy_to",
+                   "where the checkpoint is saved (copy_to names the role it is copied to, "
+                   "or 'off')"),
+}  # fmt: skip
 # the schema: what each table may hold (anything else is an error naming file and key)
 _TABLES = ("scenario", "defaults", "configs", "matrix", "workload")
 _SCENARIO_KEYS = (
@@ -114,6 +127,8 @@ class Config:
     link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.scenario.vocab.LINK_MODES); uv only
     data: str = ""  # a dataset config's data role ("" for installs: they read no data)
     stage: str = "off"  # a dataset config's local copy of the data, or "off" (read in place)
+    save: str = ""  # a checkpoint config's role the save goes to ("" for other kinds)
+    copy_to: str = "off"  # a checkpoint config's background copy's role, or "off"
 
     def summary(self) -> str:
         """Where things live and how, in one line (``iobench scenarios``, the dry run)."""
@@ -128,8 +143,8 @@ class Config:
 
     def roles(self) -> set[str]:
         """Every role the config puts something on (its trials get a folder on each)."""
-        used = {self.venv, self.tmpdir, self.data} | {self.cache, self.stage}
-        return used - {"", "off"}
+        used = {self.venv, self.tmpdir, self.data, self.save} | {self.cache, self.stage}
+        return (used | {self.copy_to}) - {"", "off"}
 
 
 @dataclass(frozen=True)
@@ -294,8 +309,8 @@ def _unknown(table: dict, allowed: Iterable[str], src: str, key: str, what: str 
 def _config(name: str, table: dict, defaults: dict, src: str, key: str, kind: str) -> Config:
     if not isinstance(table, dict):
         raise ScenarioError(f"{_where(src, key)}: expected a table")
-    if kind == "dataset":
-        return _data_config(name, table, defaults, src, key)
+    if kind in _PLACED:
+        return _placed_config(name, table, defaults, src, key, kind)
     _unknown(table, _CONFIG_KEYS, src, key)
     t = {**defaults, **table}
     for needed in ("venv", "tmpdir", "cache"):
@@ -320,23 +335,22 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str, kind: st
     return cfg
 
 
-def _data_config(name: str, table: dict, defaults: dict, src: str, key: str) -> Config:
-    """A ``dataset`` config: where the data lives and where it is copied first (or ``off``);
-    it has no venv, TMPDIR or installer cache (its loader settings are the [workload]'s)."""
-    _unknown(table, _DATA_KEYS, src, key)
+def _placed_config(name: str, table: dict, defaults: dict, src: str, key: str, kind: str) -> Config:
+    """A ``dataset`` config (where the data lives, where it is copied first) or a
+    ``checkpoint`` config (where it is saved, where it is copied after): a role and a second
+    role or ``off``; no venv, TMPDIR or installer cache (the rest is the [workload]'s)."""
+    first, holds, second, same = _PLACED[kind]
+    _unknown(table, config_keys(kind), src, key)
     t = {**defaults, **table}
-    if "data" not in t:
-        raise ScenarioError(f"{_where(src, key + '.data')}: missing (the role holding the data)")
-    data = _role(t["data"], src, f"{key}.data")
-    stage = t.get("stage", "off")
-    if stage != "off":
-        stage = _role(stage, src, f"{key}.stage")
-    if stage == data:
-        raise ScenarioError(
-            f"{_where(src, key + '.stage')}: {stage!r} is where the data already is "
-            "(stage names the role it is copied to, or 'off')"
-        )
-    return Config(name=name, venv="", tmpdir="", cache="off", data=data, stage=stage,
+    if first not in t:
+        raise ScenarioError(f"{_where(src, key + '.' + first)}: missing ({holds})")
+    role = _role(t[first], src, f"{key}.{first}")
+    copy = t.get(second, "off")
+    if copy != "off":
+        copy = _role(copy, src, f"{key}.{second}")
+    if copy == role:
+        raise ScenarioError(f"{_where(src, key + '.' + second)}: {copy!r} is {same}")
+    return Config(name=name, venv="", tmpdir="", cache="off", **{first: role, second: copy},
                   description=_text(t.get("description", ""), src, f"{key}.description"))  # fmt: skip
 
 
@@ -387,7 +401,7 @@ def _matrix_axes(table: dict, src: str, kind: str) -> tuple[dict, list[dict], st
 
 def config_keys(kind: str) -> set[str]:
     """The keys a config of this workload kind may hold."""
-    return _DATA_KEYS if kind == "dataset" else _CONFIG_KEYS
+    return {"dataset": _DATA_KEYS, "checkpoint": _CKPT_KEYS}.get(kind, _CONFIG_KEYS)
 
 
 def _matrix(table: dict, defaults: dict, src: str, kind: str) -> list[Config]:

@@ -19,8 +19,9 @@ MAX_CONFIGS = 4096
 CACHE_STATES = ("cold", "warm")
 ON_OFF = ("on", "off")
 #: what a trial does (iobench.trial.workloads): an install, a training job's reads of its
-#: data (``dataset``), or the stand-in iobench's own tests run the plumbing on
-WORKLOADS = ("install", "dataset", "standin")
+#: data (``dataset``), its saves and restores (``checkpoint``), or the stand-in iobench's own
+#: tests run the plumbing on
+WORKLOADS = ("install", "dataset", "checkpoint", "standin")
 #: uv's link modes (``UV_LINK_MODE``); ``default`` leaves uv to choose (clone on macOS,
 #: hardlink on Linux, with a fall-back to copy when the cache is on another filesystem)
 LINK_MODES = ("default", "clone", "hardlink", "copy", "symlink")

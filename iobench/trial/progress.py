@@ -52,6 +52,13 @@ def _details(row: TrialRow, parts: list[str]) -> list[str]:
         au = f"AU {row.au:.2f}" if row.au is not None else "AU ?"
         rate = f"{row.read_mb_per_s:,.0f} MB/s" if row.read_mb_per_s is not None else "? MB/s"
         parts.append(f"{au}, {rate}, waited {_seconds(row.io_wait_s)} s for data")
+    elif row.status == "ok" and row.save_role:  # a checkpoint trial: save, copy, restore
+        copy = f" (copy {_seconds(row.copy_s)} in the background)" if row.copy_s is not None else ""
+        parts.append(f"(save {_seconds(row.write_s)} + restore {_seconds(row.read_s)}){copy}")
+        parts.append(
+            f"write {_rate(row.write_mb_per_s)}, fsync {row.fsync_share or 0:.0%} of it; "
+            f"read {_rate(row.read_mb_per_s)} ({row.cold_method})"
+        )
     elif row.status == "ok":
         parts.append(
             "(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")"
@@ -60,6 +67,10 @@ def _details(row: TrialRow, parts: list[str]) -> list[str]:
     elif row.error:
         parts.append(row.error[:160])
     return parts
+
+
+def _rate(mb_per_s: float | None) -> str:
+    return f"{mb_per_s:,.0f} MB/s" if mb_per_s is not None else "? MB/s"
 
 
 class Progress(Protocol):

@@ -2,7 +2,7 @@
 
 Each kind is one module on the seam of :mod:`iobench.trial.steps` (``Workload``): ``install``
 (a venv, pip or uv, bytecode, the ready check), ``dataset`` (a training loop's reads of its
-data) and ``standin`` (iobench's own tests' fast stand-in). A scenario names its kind (``[scenario] kind``, ``iobench.scenario.vocab.WORKLOADS``).
+data), ``checkpoint`` (a trainer's saves and restores) and ``standin`` (iobench's own tests' fast stand-in). A scenario names its kind (``[scenario] kind``, ``iobench.scenario.vocab.WORKLOADS``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from iobench.errors import ScenarioError
-from iobench.trial import dataset, standin
+from iobench.trial import checkpoint, dataset, standin
+from iobench.trial.checkpoint import Checkpoint
 from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.dataset import Dataset
 from iobench.trial.install import Install
@@ -23,10 +24,15 @@ from iobench.trial.steps import Trial, Workload
 KINDS: dict[str, Callable[[], Workload]] = {
     Install.kind: Install,
     Dataset.kind: Dataset,
+    Checkpoint.kind: Checkpoint,
     StandIn.kind: StandIn,
 }
 #: each kind's check of its [workload] table (a kind without one takes no settings)
-_CHECKS = {Dataset.kind: dataset.check_params, StandIn.kind: standin.check_params}
+_CHECKS = {
+    Dataset.kind: dataset.check_params,
+    Checkpoint.kind: checkpoint.check_params,
+    StandIn.kind: standin.check_params,
+}
 #: the kinds that install packages into venvs: the run serves them an index, warms up a venv
 #: creator, records the installers' versions and predicts their time from a probe
 INSTALLS = frozenset({Install.kind})

@@ -1,0 +1,272 @@
+"""The ``checkpoint`` workload: what saving a model and restoring it cost on a role.
+
+A trial does what a careful trainer does (``iobench.trial.saver``, processes of their own):
+it saves a checkpoint of ``checkpoint_mb`` MB to the config's ``save`` role as one file or as
+``shards`` files written by as many processes at once — ``torch.save`` of tensors when the
+saver's Python imports torch, else the same bytes — ``fsync``s every file and the folders,
+then, when the config has a ``copy_to`` role, copies it there in the background (the GPU
+waits only for the save; the copy's time is the window in which a crash still loses the
+save). The checkpoint where a restarted pod would find it (``copy_to``, else ``save``) is
+then made cold as a restart is (``iobench.trial.coldcache``: lab flush, drop_caches or
+fadvise; the row records which) and read back, and every byte read is checked against the
+bytes it was made from (crc32). MLPerf Storage's checkpointing workload (DLIO) does the same:
+each rank ``torch.save``s its shard, then a forced ``fsync``; reads must not come from the
+page cache; its rule takes the slowest rank's time, as ``write_s`` and ``read_s`` do here.
+
+A config says where the checkpoint is saved (``save``) and where it is copied (``copy_to``,
+or ``off``); the ``[workload]`` table sets the rest, and ``[workload.by_config.NAME]`` changes
+any of it for one config: ``checkpoint_mb`` (256), ``shards`` (1: one file), ``tensor_mb``
+(64: the largest tensor; a shard holds as many as it needs), ``format`` (``auto``: torch when
+it imports, else ``raw``; or ``torch`` / ``raw``), ``python`` (the interpreter that runs the
+saver: iobench's own, or a training venv's with torch), ``seed`` (1). docs/checkpoint.md says
+what each figure means and how the report turns them into how often to save.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from iobench import files
+from iobench.errors import IOBenchError, ScenarioError
+from iobench.lab.state import read_stats
+from iobench.scenario import settings
+from iobench.scenario.settings import Number, Word
+from iobench.system.procfs import mount_of
+from iobench.trial import coldcache
+from iobench.trial.outcome import Stop, check
+from iobench.trial.process import PhaseResult
+from iobench.trial.sampler import SamplerResult
+from iobench.trial.steps import Step, Trial
+
+#: the saver script (run by path: it imports nothing of iobench)
+SAVER = Path(__file__).with_name("saver.py")
+
+_SPEC: dict[str, Number | Word] = {
+    "checkpoint_mb": Number(float, 0.001, 10_000_000),
+    "shards": Number(int, 1, 1024),
+    "tensor_mb": Number(float, 0.001, 64),
+    "format": Word(("auto", "torch", "raw")),
+    "python": Word(),
+    "seed": Number(int, 0, 2**31 - 1),
+}
+
+
+@dataclass(frozen=True)
+class Params:
+    """The checkpoint's settings for one config (docs/checkpoint.md)."""
+
+    checkpoint_mb: float = 256.0
+    shards: int = 1
+    tensor_mb: float = 64.0
+    format: str = "auto"
+    python: str = ""
+    seed: int = 1
+
+    def shard_bytes(self) -> list[int]:
+        """Each shard's tensor bytes: equal shares, the remainder spread over the first ones."""
+        total = max(self.shards, round(self.checkpoint_mb * 1e6))
+        share, extra = divmod(total, self.shards)
+        return [share + (1 if i < extra else 0) for i in range(self.shards)]
+
+    def saver_settings(self, folder: Path, copy_to: Path | None) -> dict[str, Any]:
+        return {
+            "folder": str(folder),
+            "copy_to": str(copy_to) if copy_to is not None else "",
+            "shard_bytes": self.shard_bytes(),
+            "tensor_bytes": round(self.tensor_mb * 1e6),
+            "format": self.format,
+            "seed": self.seed,
+        }
+
+
+def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -> Params:
+    """The settings for ``config``: the table, then its ``by_config`` entry; paths checked."""
+    own = settings.config_table(table, config, where)
+    values = {
+        **settings.read_table(table, _SPEC, where),
+        **settings.read_table(own, _SPEC, f"{where}.by_config.{config}"),
+    }
+    python = values.get("python", "")
+    if python and (not os.path.isabs(python) or "\0" in python):
+        raise ScenarioError(f"{where}.python: expected an absolute path, not {python[:80]!r}")
+    return Params(**values)
+
+
+def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
+    """Every setting valid for every config (before anything runs)."""
+    settings.check_by_config(table, configs, where)
+    for name in configs:
+        p = params_for(table, name, where)
+        if p.python and not os.access(p.python, os.X_OK):
+            raise ScenarioError(f"{where}.python: {p.python} is not an executable interpreter")
+
+
+def checkpoint_mb(table: Mapping[str, Any]) -> float:
+    """MB one checkpoint takes (the free-space check's figure), the largest of any config."""
+    sizes = [params_for(table, "").checkpoint_mb]
+    for name in table.get("by_config", {}) or {}:
+        sizes.append(params_for(table, str(name)).checkpoint_mb)
+    return max(sizes)
+
+
+# ---------------------------------------------------------------------------------- figures
+
+
+def span(record: Mapping[str, Any]) -> float:
+    """Seconds from the first process's start to the record's end (the slowest one, folders'
+    fsync included)."""
+    return max(0.0, float(record["end"]) - float(record["go"]))
+
+
+def fsync_share(save: Mapping[str, Any]) -> float | None:
+    """The share of the writers' time spent in ``fsync``: every shard's fsync and the folders',
+    over every shard's time from its start to its close plus the folders'."""
+    dirsync = float(save["dirsync"][1]) - float(save["dirsync"][0])
+    in_fsync = sum(float(s[2]) - float(s[1]) for s in save["shards"]) + dirsync
+    total = sum(float(s[3]) - float(s[0]) for s in save["shards"]) + dirsync
+    return min(1.0, max(0.0, in_fsync / total)) if total > 0 else None
+
+
+def rate_mb_per_s(nbytes: float, seconds: float) -> float | None:
+    return nbytes / 1e6 / seconds if seconds > 0 else None
+
+
+# ---------------------------------------------------------------------------------- the trial
+
+
+class Checkpoint:
+    """One checkpoint trial: the save, an optional copy, the cold restore and its check."""
+
+    kind: ClassVar[str] = "checkpoint"
+
+    def __init__(self) -> None:
+        self.params = Params()
+        self.saved = Path()  # the checkpoint's folder on the save role
+        self.copied: Path | None = None  # its copy on the copy_to role
+        self.base: dict[str, Any] = {}  # the saver's settings every mode shares
+        self.records: dict[str, Path] = {}
+        self.read_from = Path()
+
+    def prepare(self, t: Trial) -> Stop | None:
+        p = self.params = params_for(t.ctx.params, t.cfg.name)
+        if p.python and not os.access(p.python, os.X_OK):
+            return Stop("failed", f"workload.python: {p.python} is not executable")
+        self.saved = t.dirs[t.cfg.save] / "ckpt"
+        if t.cfg.copy_to != "off":
+            self.copied = t.dirs[t.cfg.copy_to] / "ckpt"
+        self.read_from = self.copied or self.saved
+        t.env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TMPDIR": str(t.ctx.cwd)}
+        row = t.row
+        row.save_role, row.copy_role = t.cfg.save, t.cfg.copy_to
+        row.save_fstype = _fstype(t.dirs[t.cfg.save]) or t.ctx.fstypes.get(t.cfg.save, "")
+        if self.copied is not None:
+            row.copy_fstype = _fstype(self.copied.parent) or t.ctx.fstypes.get(t.cfg.copy_to, "")
+        row.shards = p.shards
+        mount = mount_of(str(self.read_from.parent))
+        if mount is not None and mount.fstype == coldcache.LAB_FSTYPE:
+            point = mount.mountpoint
+            t.credits = lambda: _credits_mb(point)
+        t.phases = dict.fromkeys(t.phases)  # an install's phases: none of them ran
+        self.base = p.saver_settings(self.saved, self.copied)
+        self.records = {m: t.ctx.logs / f"{t.tid}.{m}.json" for m in ("save", "copy", "restore")}
+        return None
+
+    def fs_paths(self, t: Trial) -> dict[str, Path]:
+        return {}
+
+    def timed(self) -> Sequence[Step]:
+        return (self.save, self.copy, self.cold, self.restore, self.verify)
+
+    def _run(
+        self, t: Trial, mode: str, out: Path, extra: Mapping[str, Any] | None = None
+    ) -> PhaseResult:
+        """One of the saver's modes as a phase (its settings in the run's logs)."""
+        path = t.ctx.logs / f"{t.tid}.{mode}-settings.json"
+        files.write(path, json.dumps({**self.base, **(extra or {}), "zero": t.t0}))
+        python = self.params.python or sys.executable
+        return t.phase(mode, [python, "-I", str(SAVER), mode, str(path), str(out)])
+
+    def _saved(self) -> dict[str, Any]:
+        return json.loads(self.records["save"].read_text())
+
+    def save(self, t: Trial) -> Stop | None:
+        r = self._run(t, "save", self.records["save"])
+        return check(r, f"saving the checkpoint to {t.cfg.save}")
+
+    def copy(self, t: Trial) -> Stop | None:
+        if self.copied is None:
+            return None
+        saved = self._saved()
+        r = self._run(t, "copy", self.records["copy"], {"files": saved["files"]})
+        return check(r, f"copying the checkpoint to {t.cfg.copy_to}")
+
+    def cold(self, t: Trial) -> Stop | None:
+        try:
+            cold = coldcache.make_cold(self.read_from, t.ctx.cache_mode)
+        except IOBenchError as exc:
+            return Stop("failed", f"making the checkpoint cold: {exc}")
+        t.row.cold_method, t.row.cold_warm_left = cold.method, cold.warm_left
+        return None
+
+    def restore(self, t: Trial) -> Stop | None:
+        extra = {"folder": str(self.read_from), "files": self._saved()["files"]}
+        r = self._run(t, "restore", self.records["restore"], extra)
+        t.mark_ready(r.end)
+        return check(r, "reading the checkpoint back")
+
+    def verify(self, t: Trial) -> Stop | None:
+        saved = self._saved()
+        extra = {"folder": str(self.read_from), "files": saved["files"],
+                 "saved_format": saved["format"]}  # fmt: skip
+        out = t.ctx.logs / f"{t.tid}.check.json"
+        r = self._run(t, "check", out, extra)
+        stop = check(r, "checking the bytes read back")
+        if stop is None:
+            t.row.verified = str(json.loads(out.read_text()).get("how", ""))
+        return stop
+
+    def measured(self, t: Trial, result: SamplerResult) -> None:
+        saved = self._saved()
+        restored = json.loads(self.records["restore"].read_text())
+        row = t.row
+        row.ckpt_format = saved["format"] + (f" {saved['torch']}" if saved.get("torch") else "")
+        row.ckpt_bytes = int(sum(float(s[4]) for s in saved["shards"]))
+        row.fsync_calls = int(saved["fsync_calls"])
+        row.write_s = span(saved)
+        row.write_mb_per_s = rate_mb_per_s(row.ckpt_bytes, row.write_s)
+        row.fsync_share = fsync_share(saved)
+        if self.copied is not None:
+            copied = json.loads(self.records["copy"].read_text())
+            row.copy_s = span(copied)
+            # from the moment the trainer goes on (the save done) to the copy durable
+            row.exposed_s = max(0.0, float(copied["end"]) - float(saved["end"]))
+        else:
+            row.exposed_s = 0.0
+        row.read_s = span(restored)
+        read_bytes = sum(float(f[2]) for f in restored["files"])
+        row.read_mb_per_s = rate_mb_per_s(read_bytes, row.read_s)
+        row.time_to_ready_s = row.write_s + row.read_s  # what the GPU waits: a save, a restore
+
+    def after(self, t: Trial, stop: Stop | None) -> None:
+        return None
+
+
+def _fstype(path: Path) -> str:
+    mount = mount_of(str(path))
+    return mount.fstype if mount is not None else ""
+
+
+def _credits_mb(mountpoint: str) -> float | None:
+    value = (read_stats(mountpoint) or {}).get("link_credits_mb")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+__all__ = ["Checkpoint", "Params", "check_params", "checkpoint_mb", "fsync_share",
+           "params_for", "span"]  # fmt: skip
