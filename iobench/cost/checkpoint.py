@@ -29,7 +29,7 @@ from dataclasses import dataclass
 #: fails far less often (Meta's Llama 3 training saw 419 unexpected interruptions in 54 days on
 #: 16,384 GPUs: one per ~50,700 GPU-hours). Pass --mtbf-hours for your own pod.
 MTBF_HOURS = 24.0
-#: the run of issue 25's story: a LoRA fine-tune that died after 7 h 20 min without a save
+#: docs/checkpoint.md's story: a LoRA fine-tune that died after 7 h 20 min without a save
 NO_SAVE_RUN_HOURS = 7 + 20 / 60
 
 

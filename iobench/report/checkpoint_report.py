@@ -6,7 +6,7 @@ trials) and the median trial's samples (the write and read rates of the saver's 
 the trial). How often to save is ``iobench.cost.checkpoint``'s: Young's interval from the
 measured pause, the copy's window and the restore, for the pod's mean time between failures
 (``--mtbf-hours``), the share of GPU time each placement then loses, the share at the user's
-own interval (``--every-minutes``), and what a run of issue 25's length risked without saves.
+own interval (``--every-minutes``), and what a run as long as the LoRA fine-tune of docs/checkpoint.md risked without saves.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def section_lines(
         money = f" ({format_usd(lost_s * price_usd_h / 3600)})"
     lines.append(
         f"  a {NO_SAVE_RUN_HOURS:.0f} h {round(NO_SAVE_RUN_HOURS % 1 * 60):d} min run without "
-        f"saves (issue 25's) risked: a {chance:.0%} chance of a failure, {lost_s / 3600:.2f} h "
+        f"saves (a LoRA run lost so: docs/checkpoint.md) risked: a {chance:.0%} chance of a failure, {lost_s / 3600:.2f} h "
         f"of GPU time lost on average{money}; saving every {_minutes(t_best)} {best.how}: "
         f"{saved_s / 3600:.2f} h, saves and failures together"
     )
