@@ -155,8 +155,10 @@ def check_rows(run_dir: Path, nbytes: int, shards: int = 1) -> list[dict[str, st
         assert int(r["shards"]) == shards and int(r["fsync_calls"]) == shards + 2
         write_s, read_s = float(r["write_s"]), float(r["read_s"])
         assert write_s == pytest.approx(saved["end"] - saved["go"], abs=1e-3)
-        assert float(r["write_mb_per_s"]) == pytest.approx(nbytes / 1e6 / write_s, rel=0.01)
-        assert float(r["read_mb_per_s"]) == pytest.approx(nbytes / 1e6 / read_s, rel=0.01)
+        # the CSV keeps seconds to 4 places: a 4 ms save's rate is known to within 1.3 %
+        for rate, secs in (("write_mb_per_s", write_s), ("read_mb_per_s", read_s)):
+            lo, hi = nbytes / 1e6 / (secs + 5e-5), nbytes / 1e6 / max(secs - 5e-5, 1e-9)
+            assert lo * 0.999 <= float(r[rate]) <= hi * 1.001, (rate, r[rate], secs)
         assert float(r["time_to_ready_s"]) == pytest.approx(write_s + read_s, abs=2e-3)
         assert 0 <= float(r["fsync_share"]) <= 1
         assert r["verified"] == f"crc32 of {shards} files" and r["ckpt_format"] == "raw"
