@@ -7,6 +7,7 @@ and ``iobench report`` (any time later) share it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -228,8 +229,9 @@ def _with_dataset(result: ReportResult, run: Run, page: str, charts: bool) -> st
     s = result.summary
     au_target = s.options.au_target
     price = s.price.usd_per_hour if s.price is not None else None
+    samples_of = functools.cache(run.read_samples)  # the drop and the chart read one file once
     section = dataset_report.build_section(
-        run.trials, s.median_trials, run.path, run.read_samples, price, s.options.storage,
+        run.trials, s.median_trials, run.path, samples_of, price, s.options.storage,
         s.options.starts_per_month, au_target,
     )  # fmt: skip
     if not section.rows:
@@ -241,7 +243,7 @@ def _with_dataset(result: ReportResult, run: Run, page: str, charts: bool) -> st
         if png is not None:
             result.paths["au_png"] = section.au_png = png
     for row in section.rows if charts else []:
-        samples = run.read_samples(row.trial) if row.trial else None
+        samples = samples_of(row.trial) if row.trial else None
         if samples is None:
             continue
         path = result.out_dir / f"reads-{slug(row.config)}.png"

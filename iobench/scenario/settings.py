@@ -9,6 +9,7 @@ reads such a table, so every kind's errors name the file, the key and what was e
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,13 @@ class Word:
     choices: tuple[str, ...] = ()
 
 
-Spec = Mapping[str, "Number | Word"]
+@dataclass(frozen=True)
+class AbsPath:
+    """A path setting: absolute, without NUL (or "" for none); whether it exists is the kind's
+    to check, on the machine that runs it."""
+
+
+Spec = Mapping[str, "Number | Word | AbsPath"]
 
 
 def number(value: object, spec: Number, where: str) -> int | float:
@@ -56,6 +63,14 @@ def read_table(
         rule = spec.get(key)
         if isinstance(rule, Number):
             out[key] = number(value, rule, f"{where}.{key}")
+        elif isinstance(rule, AbsPath):
+            if not isinstance(value, str) or (
+                value and (not os.path.isabs(value) or "\0" in value)
+            ):
+                raise ScenarioError(
+                    f"{where}.{key}: expected an absolute path, not {str(value)[:80]!r}"
+                )
+            out[key] = value
         elif isinstance(rule, Word):
             if not isinstance(value, str) or (rule.choices and value not in rule.choices):
                 allowed = f"one of {', '.join(rule.choices)}" if rule.choices else "a string"
@@ -65,6 +80,15 @@ def read_table(
             known = ", ".join([*spec, *extra, "by_config"])
             raise ScenarioError(f"{where}.{key}: not a setting of this workload (known: {known})")
     return out
+
+
+def for_config(table: Mapping[str, Any], spec: Spec, config: str, where: str) -> dict[str, Any]:
+    """One config's settings: the table's, then its ``[workload.by_config.NAME]`` on top."""
+    own = config_table(table, config, where)
+    return {
+        **read_table(table, spec, where),
+        **read_table(own, spec, f"{where}.by_config.{config}"),
+    }
 
 
 def config_table(table: Mapping[str, Any], config: str, where: str) -> Mapping[str, Any]:
@@ -89,4 +113,14 @@ def check_by_config(table: Mapping[str, Any], configs: Sequence[str], where: str
             raise ScenarioError(f"{where}.by_config.{name}: no such config")
 
 
-__all__ = ["Number", "Spec", "Word", "check_by_config", "config_table", "number", "read_table"]
+__all__ = [
+    "AbsPath",
+    "Number",
+    "Spec",
+    "Word",
+    "for_config",
+    "check_by_config",
+    "config_table",
+    "number",
+    "read_table",
+]

@@ -37,7 +37,7 @@ from iobench import files
 from iobench.errors import IOBenchError, ScenarioError
 from iobench.lab.state import read_stats
 from iobench.scenario import settings
-from iobench.scenario.settings import Number, Word
+from iobench.scenario.settings import AbsPath, Number, Word
 from iobench.system.procfs import mount_of
 from iobench.trial import coldcache
 from iobench.trial.outcome import Stop, check
@@ -48,12 +48,12 @@ from iobench.trial.steps import Step, Trial
 #: the saver script (run by path: it imports nothing of iobench)
 SAVER = Path(__file__).with_name("saver.py")
 
-_SPEC: dict[str, Number | Word] = {
+_SPEC: settings.Spec = {
     "checkpoint_mb": Number(float, 0.001, 10_000_000),
     "shards": Number(int, 1, 1024),
     "tensor_mb": Number(float, 0.001, 64),
     "format": Word(("auto", "torch", "raw")),
-    "python": Word(),
+    "python": AbsPath(),
     "seed": Number(int, 0, 2**31 - 1),
 }
 
@@ -87,22 +87,13 @@ class Params:
 
 
 def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -> Params:
-    """The settings for ``config``: the table, then its ``by_config`` entry; paths checked."""
-    own = settings.config_table(table, config, where)
-    values = {
-        **settings.read_table(table, _SPEC, where),
-        **settings.read_table(own, _SPEC, f"{where}.by_config.{config}"),
-    }
-    python = values.get("python", "")
-    if python and (not os.path.isabs(python) or "\0" in python):
-        raise ScenarioError(f"{where}.python: expected an absolute path, not {python[:80]!r}")
-    return Params(**values)
+    """The settings for ``config``: the table, then its ``by_config`` entry."""
+    return Params(**settings.for_config(table, _SPEC, config, where))
 
 
 def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
     """Every setting valid for every config (before anything runs)."""
-    settings.check_by_config(table, configs, where)
-    for name in configs:
+    for name in configs:  # by_config's names were checked when the file was read
         p = params_for(table, name, where)
         if p.python and not os.access(p.python, os.X_OK):
             raise ScenarioError(f"{where}.python: {p.python} is not an executable interpreter")

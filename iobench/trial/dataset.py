@@ -42,7 +42,7 @@ from iobench import files
 from iobench.errors import IOBenchError, ScenarioError
 from iobench.lab.state import read_stats
 from iobench.scenario import settings
-from iobench.scenario.settings import Number, Word
+from iobench.scenario.settings import AbsPath, Number, Word
 from iobench.system.procfs import mount_of
 from iobench.trial import coldcache
 from iobench.trial.outcome import Stop, check
@@ -60,12 +60,12 @@ _WORDS = (
     "storage read write cache file shard sample image text label tensor device memory"
 ).split()
 
-_SPEC: dict[str, Number | Word] = {
+_SPEC: settings.Spec = {
     "files": Number(int, 1, 10_000_000),
     "file_mb": Number(float, 0.001, 4096),
     "size_sd": Number(float, 0, 3),
     "format": Word(("jsonl", "binary")),
-    "source": Word(),
+    "source": AbsPath(),
     "batch": Number(int, 1, 100_000),
     "workers": Number(int, 0, 256),
     "prefetch": Number(int, 1, 64),
@@ -73,7 +73,7 @@ _SPEC: dict[str, Number | Word] = {
     "compute_ms": Number(float, 0, 600_000),
     "compute_sd_ms": Number(float, 0, 600_000),
     "loader": Word(("auto", "plain", "torch")),
-    "python": Word(),
+    "python": AbsPath(),
     "seed": Number(int, 0, 2**31 - 1),
 }
 
@@ -113,17 +113,8 @@ class Params:
 
 
 def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -> Params:
-    """The settings for ``config``: the table, then its ``by_config`` entry; paths checked."""
-    own = settings.config_table(table, config, where)
-    values = {
-        **settings.read_table(table, _SPEC, where),
-        **settings.read_table(own, _SPEC, f"{where}.by_config.{config}"),
-    }
-    for key in ("source", "python"):
-        path = values.get(key, "")
-        if path and (not os.path.isabs(path) or "\0" in path):
-            raise ScenarioError(f"{where}.{key}: expected an absolute path, not {path[:80]!r}")
-    return Params(**values)
+    """The settings for ``config``: the table, then its ``by_config`` entry."""
+    return Params(**settings.for_config(table, _SPEC, config, where))
 
 
 def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
