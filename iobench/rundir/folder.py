@@ -59,8 +59,10 @@ __all__ = [
 MAX_TRIALS_BYTES = 512 * 1024 * 1024
 
 
-def utcnow() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def utcnow(precise: bool = False) -> str:
+    """Now, ISO 8601 UTC: to the second, or to the microsecond (a trial's start, which a
+    fleet's figures subtract from each other)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds" if precise else "seconds")
 
 
 def new_run_id(host: str, scenario: str) -> str:
@@ -158,11 +160,14 @@ class RunDir:
 
     # -------------------------------------------------------------- meta.json
     @classmethod
-    def create(cls, results_root: Path, run_id: str, meta: RunMeta) -> RunDir:
-        """Make the run's folder and write its meta.json (``meta.run_id`` is set to ``run_id``)."""
+    def create(
+        cls, results_root: Path, run_id: str, meta: RunMeta, folder: str | None = None
+    ) -> RunDir:
+        """Make the run's folder and write its meta.json (``meta.run_id`` is set to
+        ``run_id``); the folder is named ``folder`` (a fleet's worker), else the run id."""
         info = replace(meta, run_id=run_id, schema_version=SCHEMA_VERSION)
         RunMeta.from_json(info.to_json())  # what is written must read back
-        path = results_root / run_id
+        path = results_root / (folder or run_id)
         try:
             path.mkdir(parents=True, exist_ok=False)
             (path / "samples").mkdir()

@@ -289,6 +289,11 @@ class RunMeta:
         "(`--trust-owner`; by default only root's and the running user's)",
         [],
     )
+    fleet: dict[str, Any] | None = key(
+        "a fleet run (docs/fleet.md): {engine (`mpi` or `fleet-dir`), size, library, sizes "
+        "(`--ranks`), stagger_s, workers: [{rank or worker, host, clock_offset_s, rtt_s}]}; "
+        "a worker's own folder: {worker, rank, clock_offset_s} (null: a run of one)"
+    )
     env: dict[str, str] = key(
         "environment variables the run saw, credentials redacted (iobench/run/facts.py)", {}
     )

@@ -30,12 +30,14 @@ PHASES = ("venv", "download", "install", "compile", "import")
 STALL_WORDS = "no read or write progress"
 #: trial statuses; a trial with a final status is not run again by --resume
 FINAL_STATUSES = ("ok", "failed", "stalled", "censored")
-STATUSES = (*FINAL_STATUSES, "interrupted")
+#: ``lost``: a fleet's worker that sent no row (it died or stopped answering); run again by --resume
+STATUSES = (*FINAL_STATUSES, "interrupted", "lost")
 
 #: units, and the range a value read back must lie in (inclusive)
 _LIMIT = 2**63 - 1
 UNIT_RANGES: dict[str, tuple[float, float]] = {
     "s": (0.0, 1e7),  # 115 days: more is a damaged file, not a trial
+    "±s": (-1e7, 1e7),  # a difference between two clocks
     "bytes": (0, _LIMIT),
     "B/s": (0, _LIMIT),
     "MB/s": (0.0, 1e9),  # 10^6 bytes per second
@@ -295,6 +297,37 @@ class TrialRow:
         "s",
     )
     verified: str = text("how the bytes read back were checked against those written")
+    worker: str = text(
+        "a fleet's worker (docs/fleet.md): `w<rank>` under MPI, the `--worker-id` under "
+        "`--fleet-dir`; empty in a run of one"
+    )
+    host: str = text("the host the worker ran on (fleet runs)")
+    rank: int | None = column(
+        "the worker's MPI rank (0 gathers the rows); empty otherwise", "count"
+    )
+    fleet_size: int | None = column(
+        "workers that started this trial together (the sweep's size with `--ranks`)", "count"
+    )
+    clock_offset_s: float | None = column(
+        "this worker's clock minus the fleet's reference clock (rank 0's, or the shared "
+        "volume's file times), measured at the start; subtracted from its times",
+        "±s",
+    )
+    fleet_start_s: float | None = column(
+        "when this worker's trial started, after the first start of its fleet trial "
+        "(clock offsets applied)",
+        "s",
+    )
+    fleet_ready_s: float | None = column(
+        "fleet_start_s + time_to_ready_s: when this worker was ready, from the fleet's first "
+        "start; the fleet's time-to-ready is the largest",
+        "s",
+    )
+    lock_lines: int | None = column(
+        "lines of the installer's output that name a lock (waits, retries, failures: a cache "
+        "shared by a fleet)",
+        "count",
+    )
     error: str = text("one line: why the trial failed, with the last lines of the output")
 
     # transition: callers that still index rows by column name (``row["status"]``) while
