@@ -71,6 +71,7 @@ _drop_a_library_path_that_breaks_ssl()
 APT_PACKAGES = [
     "fuse3", "libfuse3-3", "sshfs", "openssh-server", "iproute2",
     "squashfs-tools", "squashfuse", "zstd",  # packed-venv's archives (tests/test_strategies.py)
+    "openmpi-bin", "libopenmpi-dev",  # fleet runs under mpirun (tests/fleet/; mpi4py over it)
 ]  # fmt: skip
 APT_COMMANDS = {
     "fusermount3": "fuse3",
@@ -80,6 +81,7 @@ APT_COMMANDS = {
     "mksquashfs": "squashfs-tools",
     "squashfuse": "squashfuse",
     "zstd": "zstd",
+    "mpirun": "openmpi-bin",
 }
 LIBFUSE = (
     "/usr/lib/x86_64-linux-gnu/libfuse3.so.3",

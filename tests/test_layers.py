@@ -28,8 +28,9 @@ BASE = {
 #: what each wing may import besides itself and the base (docs/design.md, "Wings")
 ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
-    "cli": {"run", "predict", "trial", "lab", "report", "scenario", "wheels", "cost", "system", "rundir"},
-    "run": {"predict", "trial", "lab", "scenario", "wheels", "cost", "system", "rundir"},
+    "cli": {"run", "fleet", "predict", "trial", "lab", "report", "scenario", "wheels", "cost", "system", "rundir"},
+    "run": {"fleet", "predict", "trial", "lab", "scenario", "wheels", "cost", "system", "rundir"},
+    "fleet": set(),
     "predict": {"trial", "scenario", "wheels", "system", "rundir"},
     "trial": {"lab", "scenario", "system", "rundir"},
     "lab": {"system"},

@@ -19,7 +19,7 @@ DESIGN = ROOT / "docs" / "design.md"
 BEGIN = "<!-- generated: python tools/module_map.py -->"
 END = "<!-- end generated -->"
 #: the wings from the top of the import order down, then the base (docs/design.md)
-WINGS = ("cli", "run", "predict", "trial", "lab", "report", "scenario", "wheels", "cost",
+WINGS = ("cli", "run", "fleet", "predict", "trial", "lab", "report", "scenario", "wheels", "cost",
          "system", "rundir")  # fmt: skip
 
 

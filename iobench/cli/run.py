@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 from iobench.cli import emphasis
 from iobench.cli.common import positive_float, role_spec
-from iobench.errors import IOBenchError
+from iobench.errors import IOBenchError, UsageError
 
 #: trial statuses that are a result: finished, or ended by --give-up-after with a lower bound
 FINISHED = ("ok", "censored")
@@ -45,6 +46,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     _add_limits(p)
     _add_order(p)
     _add_strategies(p)
+    _add_fleet(p)
     from iobench.cli.cost import add_cost_arguments
 
     add_cost_arguments(p)
@@ -267,6 +269,56 @@ def _add_strategies(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: worker counts such as 1,2,4") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: worker counts of at least 1, such as 1,2,4")
+    return sizes
+
+
+def _add_fleet(p: argparse.ArgumentParser) -> None:
+    """Many workers on one volume (docs/fleet.md)."""
+    fleet = p.add_argument_group("fleets: many workers, one volume (docs/fleet.md)")
+    fleet.add_argument(
+        "--fleet",
+        action="store_true",
+        help="every MPI rank runs this plan, starting each trial together: "
+        "`mpirun -n N iobench run --fleet ...` (mpi4py: pip install 'iobench[fleet]')",
+    )
+    fleet.add_argument(
+        "--ranks",
+        type=_sizes,
+        default=None,
+        metavar="N,N,...",
+        help="with --fleet: run each trial on the first N ranks for each N (a scaling sweep, "
+        "e.g. 1,2,4 under mpirun -n 4; default: all ranks)",
+    )
+    fleet.add_argument(
+        "--stagger",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="with --fleet: rank k starts k x S seconds after the agreed start (a scale-up)",
+    )
+    fleet.add_argument(
+        "--fleet-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a worker no launcher reaches: write this run under DIR/workers/<worker id> on "
+        "the shared volume; `iobench report DIR` merges the workers",
+    )
+    fleet.add_argument(
+        "--worker-id",
+        default=None,
+        metavar="NAME",
+        help="this worker's name under --fleet-dir (default: <host>-<pid>)",
+    )
+
+
 def _add_axes(what: argparse._ArgumentGroup) -> None:
     """Axes crossed with the scenario's configs, requirement files and extra indexes (iobench.scenario.axes)."""
 
@@ -378,8 +430,43 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"nothing to do: all {len(rows)} trials of {plan.resume} are done "
               f"(`iobench report {plan.resume}` rebuilds its report)")  # fmt: skip
         return run_exit_code(rows, args.allow_failures)
+    if plan.fleet or plan.fleet_dir is not None:
+        return _fleet_run(args, plan)
     run_dir = Runner(plan, _make_progress(args)).run()
     return finish_run(args, run_dir, plan.cost)
+
+
+def _fleet_run(args: argparse.Namespace, plan: Any) -> int:
+    """One worker of a fleet (docs/fleet.md): rank 0 (or a --fleet-dir worker) reports;
+    the other ranks say nothing unless something goes wrong, and exit by their own rows."""
+    from iobench.fleet.comm import MpiFleet
+    from iobench.fleet.volume import DirFleet
+    from iobench.run.runner import Runner
+    from iobench.trial.progress import PlainProgress
+
+    if plan.fleet:  # the launcher may stop reading a rank's output: it must not block it
+        from iobench.cli import outlet
+
+        outlet.install()
+    fleet = MpiFleet() if plan.fleet else DirFleet(plan.fleet_dir, plan.worker_id)
+    try:
+        if plan.fleet_sizes and max(plan.fleet_sizes) > fleet.size:
+            raise UsageError(
+                f"--ranks {','.join(map(str, plan.fleet_sizes))}: this launch has {fleet.size} "
+                f"rank(s) (mpirun -n {max(plan.fleet_sizes)})"
+            )
+        if fleet.leads:
+            run_dir = Runner(plan, _make_progress(args), fleet).run()
+            rc = finish_run(args, run_dir, plan.cost)
+        else:
+            with open(os.devnull, "w") as silent:  # rank 0 says it all; errors reach stderr
+                run_dir = Runner(plan, PlainProgress(silent, quiet=True), fleet).run()
+            rc = run_exit_code(run_dir.trials(latest_only=True), args.allow_failures)
+    except BaseException as exc:  # the job ends at this process's exit (MpiFleet.close)
+        fleet.close(exc)
+        raise
+    fleet.close()
+    return rc
 
 
 def _nothing_left(plan: Any) -> bool:
@@ -424,9 +511,11 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
     saving and the start script. Returns the exit status."""
     from iobench.cli.export import requested, write_exports
     from iobench.report import import_report_libraries
+    from iobench.rundir.fleet import fleet_rows, is_fleet
 
     rows = run_dir.trials()
     latest = run_dir.trials(latest_only=True)
+    compared = fleet_rows(latest) if is_fleet(latest) else rows  # a fleet: by its figure
     meta = run_dir.meta()
     quiet = bool(getattr(args, "quiet", False))
     answer: list[str] = []
@@ -466,10 +555,10 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
         )
     from iobench.report.verdict import verdict_of_rows
 
-    verdict = verdict_of_rows(rows, meta.roles, order=meta.config_names)
+    verdict = verdict_of_rows(compared, meta.roles, order=meta.config_names)
     sys.stderr.flush()
     print()
-    table = console_summary(rows, meta.roles, meta.config_names)
+    table = console_summary(compared, meta.roles, meta.config_names)
     emphasis.print_answer(table + answer, verdict.winner, verdict.headline)
     return code
 

@@ -17,6 +17,7 @@ Defaults chosen here, and said in the plan's ``notes``:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 import pwd
@@ -31,11 +32,14 @@ from typing import Any
 from iobench import redact
 from iobench.cost.idle import CostOptions
 from iobench.errors import IOBenchError, UsageError
+from iobench.fleet.comm import INSTALL_LINE
+from iobench.fleet.volume import default_worker_id
 from iobench.run import facts, space
 from iobench.run.earlystop import MIN_GIVE_UP
 from iobench.run.resume import ResumeState, resume_state
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import RunMeta
+from iobench.rundir.records import safe_name_problem
 from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
 from iobench.scenario.vocab import MAX_REPEATS
@@ -92,6 +96,11 @@ class RunRequest:
     cache_mode: str | None = None
     pack_method: str | None = None
     no_probe: bool = False
+    fleet: bool = False  # --fleet: every MPI rank runs this plan (docs/fleet.md)
+    ranks: list[int] = field(default_factory=list)  # --ranks 1,2,4: fleet sizes swept
+    stagger: float = 0.0  # --stagger S: rank k starts k x S after the agreed start
+    fleet_dir: Path | None = None  # --fleet-dir DIR: this worker's run folder under DIR/workers
+    worker_id: str | None = None  # --worker-id: its name there (default <host>-<pid>)
     cost: CostOptions | None = None
     command: list[str] = field(default_factory=list)
 
@@ -129,6 +138,11 @@ class RunPlan:
     give_up_after: float | None = None  # end a trial past K x the best median (docs/early-stop.md)
     trusted_owners: list[str] = field(default_factory=list)  # --trust-owner: roles they own
     repeats_auto: bool = False  # stop repeating once settled; ``repeats`` is then the maximum
+    fleet: bool = False  # every MPI rank runs this plan (iobench.run.fleet)
+    fleet_sizes: list[int] = field(default_factory=list)  # --ranks; empty: every rank at once
+    stagger_s: float = 0.0
+    fleet_dir: Path | None = None  # a worker of a --fleet-dir: its folder's parent's parent
+    worker_id: str = ""
 
     @property
     def local_index(self) -> bool:
@@ -184,7 +198,11 @@ def check(request: RunRequest) -> RunPlan:
         give_up_after=req.give_up_after,
         repeats_auto=auto,
         trusted_owners=owners,
+        **_fleet(req, meta),
     )
+    if plan.fleet or plan.fleet_dir:
+        plan.probe = False  # one client's model: a fleet's workers probe each other's load
+        plan.notes.append("fleet run: no probe and no predictions (the model is of one client)")
     check_machine(plan, req.extra_index_url)
     plan.same_storage = same_storage(scenario, roles)
     plan.notes += [same_storage_note(group, roles) for group in plan.same_storage]
@@ -268,6 +286,42 @@ def _check_options(req: RunRequest) -> None:
         raise UsageError("--resume continues a run with its own scenario; drop --scenario")
     if req.index_url and req.wheelhouse:
         raise UsageError("give --wheelhouse or --index-url, not both")
+
+
+def _fleet(req: RunRequest, meta: RunMeta | None) -> dict[str, Any]:
+    """The plan's fleet fields; a resumed fleet run keeps its own (docs/fleet.md)."""
+    was = (meta.fleet or {}) if meta is not None else {}
+    fleet = req.fleet or was.get("engine") == "mpi"
+    if req.ranks and not fleet:
+        raise UsageError("--ranks sweeps a fleet's size: give --fleet too, under mpirun")
+    if req.stagger and not fleet:
+        raise UsageError("--stagger spreads a fleet's starts: give --fleet too, under mpirun")
+    if not math.isfinite(req.stagger) or not 0 <= req.stagger <= MAX_SECONDS:
+        raise UsageError(f"--stagger {req.stagger:g}: seconds between 0 and {MAX_SECONDS:g}")
+    if fleet and req.fleet_dir is not None:
+        raise UsageError("--fleet (MPI ranks) or --fleet-dir (workers on their own), not both")
+    if req.worker_id is not None and req.fleet_dir is None:
+        raise UsageError("--worker-id names a worker of a --fleet-dir: give --fleet-dir too")
+    if fleet and importlib.util.find_spec("mpi4py") is None:
+        raise UsageError(f"--fleet needs mpi4py, which this Python lacks: {INSTALL_LINE}")
+    if fleet and (req.repeats_auto or (meta is not None and meta.repeats_auto)):
+        raise UsageError("--fleet runs fixed repeats: every rank must run the same trials")
+    worker = ""
+    if req.fleet_dir is not None:
+        if req.resume is not None:
+            raise UsageError("--resume a --fleet-dir worker by its own folder, without --fleet-dir")
+        if not req.fleet_dir.is_dir():
+            raise UsageError(f"--fleet-dir: {req.fleet_dir} is not a folder")
+        worker = req.worker_id or default_worker_id()
+        if problem := safe_name_problem(worker):
+            raise UsageError(f"--worker-id {worker!r}: {problem}")
+    return {
+        "fleet": fleet,
+        "fleet_sizes": sorted(set(req.ranks)) or list(was.get("sizes") or []),
+        "stagger_s": req.stagger or float(was.get("stagger_s") or 0.0),
+        "fleet_dir": req.fleet_dir.resolve() if req.fleet_dir is not None else None,
+        "worker_id": worker,
+    }
 
 
 def _repeats_auto(req: RunRequest) -> bool:

@@ -24,7 +24,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
+from iobench.fleet.comm import Fleet, FleetLost
 from iobench.run import overhead, start
+from iobench.run.fleet import FleetRun
 from iobench.run.plan import RunPlan
 from iobench.run.policy import RunTrials
 from iobench.rundir.folder import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
@@ -37,7 +39,7 @@ from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec
 from iobench.trial.outcome import TrialResult
-from iobench.trial.progress import PlainProgress, Progress
+from iobench.trial.progress import PlainProgress, Progress, trial_line
 from iobench.trial.sampler import stall_dicts
 from iobench.trial.warmcache import WarmCaches, placement
 
@@ -45,8 +47,11 @@ from iobench.trial.warmcache import WarmCaches, placement
 class Runner:
     """One `iobench run` of a checked plan."""
 
-    def __init__(self, plan: RunPlan, progress: Progress | None = None) -> None:
+    def __init__(
+        self, plan: RunPlan, progress: Progress | None = None, fleet: Fleet | None = None
+    ) -> None:
         self.plan = plan
+        self.fleet = FleetRun(plan, fleet or Fleet())  # a fleet's rank: iobench.run.fleet
         self.progress: Progress = progress or PlainProgress()
         self.index: LocalIndex | None = None
         self.scratch: dict[str, Scratch] = {}
@@ -69,8 +74,8 @@ class Runner:
             self.clock = overhead.Clock()  # from meta.json's started_at, stamped next
             with self.clock.part("setup"):
                 rd, ctx, specs, done = self._set_up(index_spec, index_meta)
-            total = len(specs) + done
-            for k, spec in enumerate(specs, start=done + 1):
+            total = len(specs) * max(1, len(self.fleet.sizes)) + done
+            for k, spec in enumerate(self.fleet.trials(specs, self.done), start=done + 1):
                 self._one_trial(rd, ctx, spec, k, total)
             self._empty_trash()
             self._update_meta(rd, status="complete", ended_at=utcnow(), overhead=self._account())
@@ -78,6 +83,7 @@ class Runner:
             return rd
         except (KeyboardInterrupt, IOBenchError, OSError) as exc:
             self._interrupted = isinstance(exc, KeyboardInterrupt)
+            self.fleet.stop(str(exc) or "interrupted")  # no rank waits for this one
             exc.run_dir = self.run_dir.path if self.run_dir else None  # type: ignore[union-attr]
             changes = {"status": "interrupted", "ended_at": utcnow(), "overhead": self._account()}
             if isinstance(exc, VolumeHungError) and isinstance(exc.volume, Path):
@@ -98,12 +104,14 @@ class Runner:
         venv made beside the probe), meta.json's late facts; the trials and how many are done."""
         rd = self.run_dir = self._open_run_dir(index_meta)
         ctx = start.trial_context(self.plan, rd, self.scratch, index_spec, self.index, self.progress,
-                            warm=self.warm, stop=signals.STOP)  # fmt: skip
-        done = rd.done_trial_ids()
+                            warm=self.warm, stop=signals.STOP,
+                            shared=self.fleet.shared(self.run_id, self.scratch),
+                            launcher=os.getppid() if self.fleet.on else None)  # fmt: skip
+        done = self.done = self.fleet.fleet.share(rd.done_trial_ids())  # rank 0's, for a fleet
         with start.warming_up(ctx, self.scratch["tmp"], self._remove) as venv:
             with self.clock.part("probe"):  # and the trial order (iobench.run.policy)
                 specs = self.trials = RunTrials.start(
-                    self.plan, rd, self.scratch, done, self.progress
+                    self.plan, rd, self.scratch, set() if self.fleet.on else done, self.progress
                 )
             self.progress.run_started(str(rd.path), len(specs) + len(done), len(done))
             for note in self.plan.notes:
@@ -113,19 +121,24 @@ class Runner:
         return rd, ctx, specs, len(done)
 
     def _open_run_dir(self, index_meta: dict) -> RunDir:
-        """Lock the target first (a refused run leaves nothing), then create or reopen the run."""
-        p = self.plan
+        """Lock the target first (a refused run leaves nothing), then create or reopen the
+        run; a fleet's ranks agree on it once rank 0 has (it locks, the others join)."""
+        p, fleet = self.plan, self.fleet
         if p.resume is not None:
-            rd = RunDir.open(p.resume)
-            run_id = self.run_id = (p.resume_meta or rd.meta()).run_id
-            self.lock = start.lock_target(p, run_id, self.progress)
-            rd.update_meta(status="running", resumed_at=utcnow(), order_seed=p.order_seed)
-            rd.ensure_folders()  # a copied run folder may have lost its empty logs/
+            run_id = (p.resume_meta or RunDir.open(p.resume).meta()).run_id
         else:
-            run_id = self.run_id = new_run_id(socket.gethostname(), p.scenario.name)
+            run_id = new_run_id(socket.gethostname(), p.scenario.name)
+        rd = None
+        if fleet.fleet.leads:
             self.lock = start.lock_target(p, run_id, self.progress)
-            rd = RunDir.create(p.results_root, run_id, start.run_meta(p, run_id, index_meta))
-        self.scratch = start.claim_scratch(p, run_id, self.progress)
+            rd = self.run_dir = start.run_folder(p, fleet, run_id, index_meta)
+        run_id = self.run_id = fleet.agree(run_id)
+        if rd is None:
+            self.lock = start.lock_target(p, run_id, self.progress, join=True)
+            rd = start.run_folder(p, fleet, run_id, index_meta)
+        elif fleet.on:
+            rd.update_meta(fleet=fleet.meta())  # the clocks, measured once every rank was there
+        self.scratch = start.claim_scratch(p, fleet.scratch_id(run_id), self.progress)
         self.reaper.devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
         warm = {placement(c) for c in p.scenario.configs if c.cache_state == "warm"}
         self.warm = WarmCaches(self.scratch, wanted=warm)
@@ -142,23 +155,37 @@ class Runner:
             self._could_not_remove(
                 self.reaper.hold(self.scratch[r].root for r in spec.config.roles())
             )
+        if not self.fleet.start(spec):  # a smaller fleet's trial: this rank waits it out
+            return
         t = time.monotonic()
         result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
+        self.fleet.stamp(result.row, spec)
         self.clock.trial(result.row, result.priming_s, time.monotonic() - t)
         with self.clock.part("records"):
-            try:
-                rd.append_trial(result.row)
-            except OSError as exc:
-                raise IOBenchError(
-                    f"cannot append to {rd.trials_csv}: {exc.strerror or exc}"
-                ) from None
-            self.progress.trial_finished(k, total, result.row)
-            self._save_series(rd, result)
+            for each in self.fleet.collect(spec, result, t):  # rank 0: every rank's
+                try:
+                    rd.append_trial(each.row)
+                except OSError as exc:
+                    raise IOBenchError(
+                        f"cannot append to {rd.trials_csv}: {exc.strerror or exc}"
+                    ) from None
+                if each is result:
+                    self.progress.trial_finished(k, total, each.row)
+                else:  # another rank's share of it
+                    self.progress.message(trial_line(k, total, each.row))
+                self._save_series(rd, each)
         self.progress.phase(spec.trial_id, "cleanup")
         with self.clock.part("cleanup"):
             for scratch in self.scratch.values():
                 self._defer(scratch.run_root / spec.trial_id, scratch)
+                for path in self.fleet.shared_slot(spec, scratch):
+                    self._defer(path, scratch)
             self.reaper.release()
+        if lost := self.fleet.fleet.lost:
+            raise FleetLost(
+                "; ".join(f"rank {r} {why}" for r, why in sorted(lost.items()))
+                + f"; the run stopped after {spec.slot} (rows kept)"
+            )
         if self.remover.hung:
             raise VolumeHungError(
                 f"{', '.join(map(str, self.remover.hung))} stopped answering; the run stopped after trial "
@@ -205,6 +232,8 @@ class Runner:
             self.reaper.close()  # its trash goes with the run's folders
             for scratch in self.scratch.values():
                 self._remove(scratch.run_root, scratch.root)
+            for path, volume in self.fleet.leftovers(self.scratch):  # a dead rank's
+                self._remove(path, volume)
             if self.lock is not None:
                 self._free_lock(self.lock, Scratch(self.plan.roles["target"]).root)
             for scratch in self.scratch.values():  # a clean run leaves no empty scratch behind

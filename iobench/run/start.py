@@ -5,16 +5,21 @@ the runner reads as its loop)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from iobench import redact
+from iobench.errors import LockHeldError
 from iobench.run import facts
+from iobench.run.fleet import FleetRun
 from iobench.run.plan import RunPlan
+from iobench.rundir.fleet import WORKERS
 from iobench.rundir.folder import RunDir, utcnow
 from iobench.rundir.meta import RunMeta
 from iobench.scenario import axes
@@ -28,6 +33,9 @@ from iobench.trial.progress import Progress
 from iobench.trial.workloads import INSTALLS
 from iobench.wheels.cache import cached_wheels
 from iobench.wheels.profile import load_profile
+
+#: a fleet rank's scratch folder's suffix
+_RANK = re.compile(r"\.w\d+$")
 
 
 # ---------------------------------------------------------------- what meta.json says of the plan
@@ -94,12 +102,43 @@ def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, I
     return index, IndexSpec(index.url, local=True), meta
 
 
-def lock_target(plan: RunPlan, run_id: str, progress: Progress) -> TargetLock:
-    """One iobench run per target at a time: two would spoil each other's figures."""
+def run_folder(plan: RunPlan, fleet: FleetRun, run_id: str, index_meta: dict) -> RunDir:
+    """The run's folder, made or reopened: rank 0's (or a run of one's) in the results,
+    another rank's own in ``<run>/workers/w<rank>``, a --fleet-dir worker's in
+    ``DIR/workers/<id>``; a resumed rank whose folder is on another host's disk starts one."""
+    f = fleet.fleet
+    if plan.resume is not None:
+        path = plan.resume if f.leads else plan.resume / WORKERS / f.worker
+        if path.exists():
+            rd = RunDir.open(path)
+            rd.update_meta(status="running", resumed_at=utcnow(), order_seed=plan.order_seed)
+            rd.ensure_folders()  # a copied run folder may have lost its empty logs/
+            return rd
+        folder, name = path.parent, path.name
+    elif fleet.on and not f.leads:
+        folder, name = plan.results_root / run_id / WORKERS, f.worker
+    elif plan.fleet_dir is not None:
+        folder, name = plan.fleet_dir / WORKERS, plan.worker_id
+    else:
+        folder, name = plan.results_root, run_id
+    meta = run_meta(plan, run_id, index_meta)
+    return RunDir.create(folder, run_id, replace(meta, fleet=fleet.meta()), folder=name)
+
+
+def lock_target(
+    plan: RunPlan, run_id: str, progress: Progress, join: bool = False
+) -> TargetLock | None:
+    """One iobench run per target at a time: two would spoil each other's figures.
+    ``join``: a fleet's rank other than 0 (None when its target is rank 0's, already
+    locked for this run; another host's own target it locks as a run of one would)."""
     scratch = Scratch(plan.roles["target"], run_id).ensure()
-    lock = TargetLock(
-        scratch.root, run_id, wait_s=plan.lock_wait, quiet_s=plan.hung_after_s
-    ).acquire()
+    lock = TargetLock(scratch.root, run_id, wait_s=plan.lock_wait, quiet_s=plan.hung_after_s)
+    try:
+        lock.acquire()
+    except LockHeldError as exc:
+        if join and getattr(exc.holder, "run_id", None) == run_id:
+            return None
+        raise
     if lock.took_over:
         progress.message(
             f"warning: took over a stale lock on {plan.roles['target']}: {lock.took_over}"
@@ -108,14 +147,16 @@ def lock_target(plan: RunPlan, run_id: str, progress: Progress) -> TargetLock:
 
 
 def claim_scratch(plan: RunPlan, run_id: str, progress: Progress) -> dict[str, Scratch]:
-    """Each role's scratch folder with this run's folder in it; says what other runs left."""
+    """Each role's scratch folder with this run's folder in it (a fleet's rank: its own,
+    ``<run id>.w<rank>``); says what other runs left."""
     scratch: dict[str, Scratch] = {}
     kept = {"target"} if plan.scenario.lifecycle else set()  # where strategies keep their venv
     roles = set().union(*(c.roles() for c in plan.scenario.configs)) | {"tmp"} | kept
     for role in sorted(roles):
         scratch[role] = Scratch(plan.roles[role], run_id).ensure().claim()
         scratch[role].quiet_s = plan.hung_after_s  # trial folders from a child, bounded
-        left = [q.name for q in scratch[role].leftovers() if q.name != run_id]
+        ours = _RANK.sub("", run_id)  # a fleet's other ranks: <run id>.w<rank>
+        left = [q.name for q in scratch[role].leftovers() if _RANK.sub("", q.name) != ours]
         if left:
             progress.message(
                 f"note: {scratch[role].root} holds scratch of other or crashed runs "
@@ -216,6 +257,7 @@ def warming_up(
 
 __all__ = [
     "claim_scratch",
+    "run_folder",
     "late_facts",
     "lock_target",
     "run_meta",

@@ -100,7 +100,7 @@ def cross(scenario: Scenario, axes: list[tuple[str, list[str]]]) -> Scenario:
             name = _name(cfg.name, axes, table)
             if name in names:
                 continue
-            if table.get("cache") == "off" and table.get("cache_state") == "warm":
+            if table.get("cache") == "off" and table.get("cache_state", "cold") != "cold":
                 continue  # impossible, as in a TOML [matrix]
             _check_name(name, "generated config name", where, f"configs.{name}")
             configs.append(_config(name, table, {}, where, f"configs.{name}", scenario.kind))

@@ -330,8 +330,10 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str, kind: st
     )
     if cfg.strategy != "reinstall":  # the strategy decides where its venv lives
         cfg = replace(cfg, venv=STRATEGIES[cfg.strategy].venv_role or cfg.venv)
-    if cfg.cache == "off" and cfg.cache_state == "warm":
-        raise ScenarioError(f"{_where(src, key)}: a warm cache needs a cache role, not 'off'")
+    if cfg.cache == "off" and cfg.cache_state != "cold":
+        raise ScenarioError(
+            f"{_where(src, key)}: a {cfg.cache_state} cache needs a cache role, not 'off'"
+        )
     return cfg
 
 
@@ -413,7 +415,7 @@ def _matrix(table: dict, defaults: dict, src: str, kind: str) -> list[Config]:
         if any(all(values.get(k) == v for k, v in e.items()) for e in excludes):
             continue
         full = {**defaults, **values}
-        if full.get("cache") == "off" and full.get("cache_state") == "warm":
+        if full.get("cache") == "off" and full.get("cache_state", "cold") != "cold":
             continue  # impossible combination, not an error in a product
         if full.get("installer", "pip") != "uv" and full.get("link_mode", "default") != "default":
             continue  # a link mode is uv's

@@ -15,8 +15,9 @@ INSTALLERS = ("pip", "uv")
 #: the most configs one scenario may expand to (a [matrix], --matrix): more is a mistake,
 #: and generating them would take longer than any run; --configs then picks from them
 MAX_CONFIGS = 4096
-#: a config's cache at the start of a trial: empty, or primed by an untimed install
-CACHE_STATES = ("cold", "warm")
+#: a config's cache at the start of a trial: empty, primed by an untimed install, or
+#: ``shared``: one empty cache that every worker of a fleet trial installs through at once
+CACHE_STATES = ("cold", "warm", "shared")
 ON_OFF = ("on", "off")
 #: what a trial does (iobench.trial.workloads): an install, a training job's reads of its
 #: data (``dataset``), its saves and restores (``checkpoint``), or the stand-in iobench's own

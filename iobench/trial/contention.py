@@ -76,8 +76,10 @@ class ContentionWatch:
         self,
         exclude_pids: set[int] | frozenset[int] | Callable[[], Iterable[int]] = frozenset(),
         threshold_bytes: int = DEFAULT_THRESHOLD,
+        tree_of: int | None = None,
     ) -> None:
         self.exclude_pids = exclude_pids
+        self.tree_of = tree_of  # a fleet's launcher: its ranks are this run, not contention
         self.threshold_bytes = threshold_bytes
         self.own_pid = os.getpid()
         self.unreadable = 0  # processes whose counters could not be read (other users)
@@ -117,6 +119,8 @@ class ContentionWatch:
             raise RuntimeError("ContentionWatch.stop() before start()")
         after = self._scan()
         excluded = {self.own_pid} | self._ours | _descendants(self.own_pid)
+        if self.tree_of is not None:
+            excluded |= _descendants(self.tree_of)
         extra = self.exclude_pids() if callable(self.exclude_pids) else self.exclude_pids
         excluded.update(extra)
         out: list[Contender] = []

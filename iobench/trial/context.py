@@ -25,10 +25,18 @@ class TrialSpec:
     repeat: int
     round: int = 1
     position: int = 0  # place of this config within its round (0: first)
+    fleet_size: int = 0  # workers starting this trial together (0: a run of one)
+    rank: int | None = None  # this worker's MPI rank in a fleet run
+
+    @property
+    def slot(self) -> str:
+        """The fleet trial this is one worker's share of (every worker's trial of it)."""
+        size = f"-n{self.fleet_size}" if self.rank is not None else ""
+        return f"{self.config.name}-r{self.repeat}{size}"
 
     @property
     def trial_id(self) -> str:
-        return f"{self.config.name}-r{self.repeat}"
+        return self.slot if self.rank is None else f"{self.slot}-w{self.rank}"
 
 
 @dataclass
@@ -59,6 +67,10 @@ class TrialContext:
     kind: str = "install"  # the scenario's workload (iobench.trial.workloads)
     params: Mapping[str, Any] = field(default_factory=dict)  # its [workload] table
     fstypes: Mapping[str, str] = field(default_factory=dict)  # each role's filesystem type
+    #: role -> the folder a fleet's ``shared`` caches live in (rank 0's scratch; every rank
+    #: reaches it on a shared volume); empty in a run of one: a shared cache is the trial's own
+    shared: Mapping[str, Path] = field(default_factory=dict)
+    launcher: int | None = None  # a fleet's launcher (mpirun, orted): its ranks are this run
 
 
 __all__ = ["TrialContext", "TrialSpec"]

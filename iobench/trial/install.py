@@ -11,6 +11,7 @@ persists the venv and measures a restart (``iobench.trial.restart``), whose rein
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,10 @@ from iobench.trial.outcome import Stop, check
 from iobench.trial.restart import Restart
 from iobench.trial.sampler import Sampler, SamplerResult
 from iobench.trial.steps import Step, Trial, used_bytes
+
+#: a line of an installer's output about a lock: uv's "Waiting to acquire lock", a failed
+#: flock on NFS, pip's lockfile retries (a cache shared by a fleet)
+LOCK_LINE = re.compile(r"^.*\block(?:s|ed|ing|file)?\b.*$", re.IGNORECASE | re.MULTILINE)
 
 
 class Install:
@@ -50,6 +55,10 @@ class Install:
         self.tmpdir.mkdir(exist_ok=True)
         if cfg.cache != "off" and cfg.cache_state == "warm" and ctx.warm:
             self.cache = ctx.warm.path(cfg)  # shared by the placement's repeats
+        elif cfg.cache != "off" and cfg.cache_state == "shared" and cfg.cache in ctx.shared:
+            # one cache for every worker of this fleet trial, empty at its start
+            self.cache = ctx.shared[cfg.cache] / t.spec.slot / "cache"
+            self.cache.mkdir(parents=True, exist_ok=True)
         elif cfg.cache != "off":
             self.cache = t.dirs[cfg.cache] / "cache"
             self.cache.mkdir(exist_ok=True)
@@ -137,6 +146,7 @@ class Install:
         dl, inst = self.installer(t).split(log, r.start_wall, r.start_wall + r.seconds, r.output)
         redact.redact_file(log)  # kept under results/…/logs: a direct URL may carry credentials
         t.phases["download"], t.phases["install"] = dl, inst
+        t.row.lock_lines = len(LOCK_LINE.findall(r.output))
         if r.ok:  # what the installer did with the files: hard links, copies, symlinks
             seen = installers.link_columns(
                 r.output, self.site, self.seeded, self.cache, t.cfg.link_mode

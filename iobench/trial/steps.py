@@ -118,7 +118,8 @@ class Trial:
         return None
 
     def start_measuring(self) -> Stop | None:
-        self.watch = ContentionWatch().start()  # its scans stay outside the timed interval
+        # its scans stay outside the timed interval; a fleet's ranks on this host are the run
+        self.watch = ContentionWatch(tree_of=self.ctx.launcher).start()
         self.sampler = Sampler(
             self.ctx.sample_hz,
             stall_after=self.ctx.stall_after,
@@ -130,6 +131,7 @@ class Trial:
         self.sampler.phase = PHASES[0]
         self.sampler.start()
         self.t0 = time.monotonic()
+        self.row.started_at = utcnow(precise=True)  # the timed interval's start (fleet figures)
         self.deadline = self.t0 + min(self.ctx.trial_timeout_s, self.ctx.give_up_s or math.inf)
         return None
 
