@@ -20,6 +20,7 @@ from iobench.report import (
     charts,
     checkpoint_report,
     dataset_report,
+    fleet_report,
     foresight,
     formats,
     timeline_chart,
@@ -52,6 +53,7 @@ class ReportResult:
     )  # start-up strategies (report/lifecycle_report.py)
     dataset: list[str] = field(default_factory=list)  # training-data reads (dataset_report.py)
     checkpoint: list[str] = field(default_factory=list)  # saves (checkpoint_report.py)
+    fleet: list[str] = field(default_factory=list)  # many workers (fleet_report.py)
 
     @property
     def winner(self) -> str | None:
@@ -68,7 +70,7 @@ class ReportResult:
         """What ``iobench run`` prints before its table: notes, the strategies' month, the
         predictions, warnings and where the report went — so that the answer comes last."""
         lines = formats.note_lines(self.summary)
-        lines += self.lifecycle + self.dataset + self.checkpoint
+        lines += self.lifecycle + self.dataset + self.checkpoint + self.fleet
         lines += [f"warning: {w}" for w in self.warnings[:3]]
         lines.append(f"Report: {self.paths.get('html')}")
         return lines
@@ -94,7 +96,7 @@ class ReportResult:
         if fmt == "markdown":
             return formats.markdown_lines(self.summary, self.meta, self.recommendation)
         lines = formats.table_lines(self.summary, self.meta, self.recommendation)
-        lines += self.lifecycle + self.dataset + self.checkpoint
+        lines += self.lifecycle + self.dataset + self.checkpoint + self.fleet
         lines += [f"warning: {w}" for w in self.warnings[:5]]
         if len(self.warnings) > 5:
             lines.append(f"warning: ... and {len(self.warnings) - 5} more (see report.html)")
@@ -284,6 +286,22 @@ def _with_checkpoint(result: ReportResult, run: Run, page: str, charts: bool) ->
     )
 
 
+def _with_fleet(result: ReportResult, run: Run, page: str, charts: bool) -> str:
+    """A fleet's figures per config and size, the knee, the tail's cost, a chart, a section."""
+    if not run.fleet or run.workers is None:
+        return page
+    s = result.summary
+    price = s.price.usd_per_hour if s.price is not None else None
+    section = fleet_report.build_section(run.fleet, run.workers, run.info, price)
+    result.fleet = section.lines
+    if charts:
+        title = f"Fleet time-to-ready against workers — {run.scenario_name}"
+        png = fleet_report.scaling_chart(section, title, result.out_dir / "fleet.png")
+        if png is not None:
+            section.png = result.paths["fleet_png"] = png
+    return html_page.insert_section(page, fleet_report.html_block(section))
+
+
 def build_report(
     run_dir: Path | str,
     cost: CostOptions | None = None,
@@ -331,6 +349,7 @@ def build_report(
         page = _with_lifecycle(result, run, page, charts)
         page = _with_dataset(result, run, page, charts)
         page = _with_checkpoint(result, run, page, charts)
+        page = _with_fleet(result, run, page, charts)
         page = foresight.add_to(result, run.trials, page)  # predicted vs measured, censored
         html_path = out / "report.html"
         files.write(html_path, page)

@@ -33,6 +33,7 @@ import pandas as pd
 
 from iobench.errors import RunDirError
 from iobench.report.parallel import fork_map, workers_for
+from iobench.rundir.fleet import FleetTrial, fleet_rows, fleet_trials, is_fleet_dir, merge_fleet_dir
 from iobench.rundir.folder import RunDir, latest_rows
 from iobench.rundir.meta import SUPPORTED_SCHEMA_VERSIONS, GpuInfo, RoleInfo, RunMeta
 from iobench.rundir.records import (
@@ -46,7 +47,7 @@ from iobench.rundir.records import (
 __all__ = [
     "NUMERIC_TRIAL_COLUMNS", "PHASE_COLUMNS", "REQUIRED_TRIAL_COLUMNS", "SUPPORTED_SCHEMA_VERSIONS",
     "TEXT_TRIAL_COLUMNS", "Run", "SampleColumns", "drop_superseded", "load_run", "load_runs",
-    "read_sample_batches", "trials_frame",
+    "read_sample_batches", "rows_frame", "trials_frame",
 ]  # fmt: skip
 
 PHASE_COLUMNS = tuple(f"{p}_s" for p in PHASES)
@@ -76,6 +77,10 @@ class Run:
     trials: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # facts worth a line, not problems
+    #: a fleet's every worker's rows (``trials`` then holds one row per fleet trial: the
+    #: slowest worker's, with the fleet's time-to-ready) and its fleet trials
+    workers: pd.DataFrame | None = None
+    fleet: list[FleetTrial] = field(default_factory=list)
     _stalls: tuple[pd.DataFrame | None] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -417,7 +422,12 @@ def _trials_frame(rd: RunDir, run: list[str]) -> pd.DataFrame:
     run.extend(read.skipped)
     if not read.rows:
         raise RunDirError(f"{rd.trials_csv}: no trials (the run has not finished any trial)")
-    cells = [[getattr(r, c) for c in TRIAL_COLUMNS] for r in read.rows]  # slots: no __dict__
+    return rows_frame(read.rows)
+
+
+def rows_frame(rows: Iterable[TrialRow]) -> pd.DataFrame:
+    """Trial rows as a frame with every column (numbers as numbers, empty text as <NA>)."""
+    cells = [[getattr(r, c) for c in TRIAL_COLUMNS] for r in rows]  # slots: no __dict__
     df = pd.DataFrame.from_records(cells, columns=list(TRIAL_COLUMNS))
     for col in NUMERIC_TRIAL_COLUMNS:
         df[col] = pd.to_numeric(df[col])
@@ -440,11 +450,16 @@ def drop_superseded(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def load_run(path: Path | str) -> Run:
     """Read one run directory; raises RunDirError naming the folder for anything unusable."""
-    rd = RunDir(Path(path))
+    path = Path(path)
+    rd = merge_fleet_dir(path) if is_fleet_dir(path) else RunDir(path)
     info = rd.meta()
     skipped: list[str] = []
     trials, resumed = drop_superseded(_trials_frame(rd, skipped))
     run = Run(path=rd.path, info=info, trials=trials)
+    if trials["worker"].notna().any():  # a fleet: compared by its figure (rundir/fleet.py)
+        latest = rd.trials(latest_only=True)
+        run.workers, run.fleet = trials, fleet_trials(latest)
+        run.trials = rows_frame(fleet_rows(latest))
     for line in skipped:
         run.warn(line)
     if resumed:
