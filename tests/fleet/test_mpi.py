@@ -1,0 +1,162 @@
+"""Fleet runs under a real launcher (``mpirun``, Open MPI): every rank on the lab volume at
+once, the gathered rows checked against what each rank wrote in its own folder, and a rank
+killed mid-trial (docs/fleet.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import standin
+from helpers.files import TINY_PROFILE, only_run_dir
+from helpers.lab import volume_factory
+
+pytestmark = [
+    pytest.mark.run,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun (apt-get install openmpi-bin)"),
+]
+pytest.importorskip("mpi4py", reason="pip install 'iobench[fleet]'")
+
+#: a rank's death ends an Open MPI job this long after it (SIGCONT, wait, SIGTERM, wait, SIGKILL)
+GRACE = 15
+SCENARIO = f"""
+[scenario]
+name = "fleet-lab"
+packages = ["tiny-core"]
+wheels = "{TINY_PROFILE}"
+ready = "import tiny_core; tiny_core.check()"
+repeats = 1
+size_mb = 10
+
+[configs.naive]
+venv = "target"
+tmpdir = "target"
+cache = "off"
+
+[configs.shared-cache]
+venv = "tmp"
+tmpdir = "tmp"
+cache = "target"
+cache_state = "shared"
+"""
+
+
+@pytest.fixture
+def volume(tmp_path: Path):  # noqa: ANN201
+    """Slow volumes under tmp_path, torn down (and checked) afterwards."""
+    yield from volume_factory(tmp_path)
+
+
+def mpirun(n: int, argv: list[str], **kw: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TERM": "dumb"}
+    if os.geteuid() == 0:  # Open MPI refuses root without both
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cmd = ["mpirun", "-n", str(n), "--oversubscribe", "--mca", "odls_base_sigkill_timeout",
+           str(GRACE), sys.executable, "-m", "iobench", *argv]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, **kw)  # type: ignore[call-overload]  # fmt: skip
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def ranks_of(pattern: str) -> dict[int, int]:
+    """rank -> pid of the running ranks (``python -m iobench``, not the forks they make for
+    removals, nor their children) whose command line holds ``pattern``."""
+    found: dict[int, tuple[int, int]] = {}  # pid -> (rank, parent)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if pattern.encode() in cmd and b"\0-m\0iobench\0" in cmd:
+            for item in env:
+                if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    found[int(pid)] = (int(item.split(b"=")[1]), parent)
+    return {rank: pid for pid, (rank, parent) in found.items() if parent not in found}
+
+
+@pytest.mark.lab
+@pytest.mark.venv
+def test_two_ranks_install_at_once_on_the_lab_volume(volume, tmp_path: Path) -> None:
+    target = volume(latency_ms=1.0, iops=2000)
+    scenario = tmp_path / "fleet.toml"
+    scenario.write_text(SCENARIO)
+    tmp, results = tmp_path / "tmp", tmp_path / "results"
+    tmp.mkdir()
+    job = mpirun(2, ["run", "--fleet", "--scenario", str(scenario), "--target", str(target),
+                     "--tmp", str(tmp), "--results", str(results), "--no-report"])  # fmt: skip
+    out, _ = job.communicate(timeout=400)
+    assert job.returncode == 0, out[-3000:]
+    run = only_run_dir(results)
+    gathered = rows(run / "trials.csv")
+    # every rank's share of every trial, gathered by rank 0
+    assert sorted((r["config"], r["rank"]) for r in gathered) == [
+        ("naive", "0"), ("naive", "1"), ("shared-cache", "0"), ("shared-cache", "1")]  # fmt: skip
+    assert {r["status"] for r in gathered} == {"ok"}
+    assert {r["fleet_size"] for r in gathered} == {"2"}
+    # rank 1's rows are what rank 1 wrote in its own folder, figure for figure
+    own = {r["trial_id"]: r for r in rows(run / "workers" / "w1" / "trials.csv")}
+    for r in (r for r in gathered if r["rank"] == "1"):
+        mine = own[r["trial_id"]]
+        for column in ("time_to_ready_s", "install_s", "started_at", "write_bytes", "host"):
+            assert r[column] == mine[column], column
+    # the fleet's time: the last worker ready, from the first start, never below a rank's own
+    for config in ("naive", "shared-cache"):
+        share = [r for r in gathered if r["config"] == config]
+        assert min(float(r["fleet_start_s"]) for r in share) == 0.0
+        last = max(float(r["fleet_ready_s"]) for r in share)
+        assert last >= max(float(r["time_to_ready_s"]) for r in share)
+        assert last < 10 * max(float(r["time_to_ready_s"]) for r in share)
+    # the shared cache is one cache for both: its lock lines are counted, never missing
+    assert all(r["lock_lines"] != "" for r in gathered if r["config"] == "shared-cache")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "complete"
+    assert [w["rank"] for w in meta["fleet"]["workers"]] == [0, 1]
+    assert abs(meta["fleet"]["workers"][1]["offset_s"]) < 0.05  # one host: one clock
+    assert not any(standin.scratch_left(target, tmp).values())
+    assert ranks_of("") == {}  # the volume's teardown checks nothing holds it
+
+
+def test_a_rank_killed_mid_trial_ends_the_run_with_its_row_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "ten-seconds.toml"  # 200 files at 20 a second: 10 s a trial
+    path.write_text('[scenario]\nname = "kill"\nkind = "standin"\nrepeats = 2\n'
+                    f'[workload]\nfiles = 200\nkb = 4\nrate = 20\n{standin.NAIVE}')  # fmt: skip
+    target, tmp, results = standin.roles(tmp_path)
+    argv = ["run", "--fleet", *standin.argv(tmp_path, path)[1:]]
+    start = time.monotonic()
+    job = mpirun(4, argv)
+    deadline = start + 60
+    while not list(results.glob("*/workers/w1/meta.json")):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0][-3000:]
+        time.sleep(0.2)
+    time.sleep(3)  # into the first trial (10 s of writing)
+    victim = ranks_of("iobench")[1]
+    os.kill(victim, signal.SIGKILL)
+    out, _ = job.communicate(timeout=4 * GRACE + 60)
+    took = time.monotonic() - start
+    assert job.returncode != 0, out[-4000:]
+    run = only_run_dir(results)
+    got = {r["rank"]: r for r in rows(run / "trials.csv")}
+    assert sorted(got) == ["0", "1", "2", "3"], out[-3000:]
+    assert got["1"]["status"] == "lost"
+    assert f"pid {victim} is gone" in got["1"]["error"]
+    assert {got[r]["status"] for r in "023"} == {"ok"}  # the others' rows are kept
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "failed" and "rank 1 died" in meta["status_reason"]
+    assert took < 2 * GRACE + 40, took  # the launcher's two waits, and the trial's
+    assert ranks_of("iobench") == {}  # nothing left running
+    assert not any(standin.scratch_left(target, tmp).values())  # the dead rank's too
