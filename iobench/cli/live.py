@@ -267,6 +267,12 @@ class LiveProgress:
             )
         self._redraw()
 
+    def rank_finished(self, k: int, n: int, row: TrialRow) -> None:
+        """Another fleet rank's share of trial k, gathered by rank 0: its line, as wide as ours."""
+        line = trial_line(k, n, row, self.console.width)
+        self._print(Text(line, style=_BAD.get(row.status, "")))
+        self._redraw()
+
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         t = self.trial
         if t is not None:

@@ -39,7 +39,7 @@ from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec
 from iobench.trial.outcome import TrialResult
-from iobench.trial.progress import PlainProgress, Progress, trial_line
+from iobench.trial.progress import PlainProgress, Progress
 from iobench.trial.sampler import stall_dicts
 from iobench.trial.warmcache import WarmCaches, placement
 
@@ -113,7 +113,8 @@ class Runner:
                 specs = self.trials = RunTrials.start(
                     self.plan, rd, self.scratch, set() if self.fleet.on else done, self.progress
                 )
-            self.progress.run_started(str(rd.path), len(specs) + len(done), len(done))
+            planned = len(specs) * max(1, len(self.fleet.sizes))  # a fleet's: per size
+            self.progress.run_started(str(rd.path), planned + len(done), len(done))
             for note in self.plan.notes:
                 self.progress.message(note)
         if changes := start.late_facts(rd, venv):  # what meta.json was first written without
@@ -172,7 +173,7 @@ class Runner:
                 if each is result:
                     self.progress.trial_finished(k, total, each.row)
                 else:  # another rank's share of it
-                    self.progress.message(trial_line(k, total, each.row))
+                    self.progress.rank_finished(k, total, each.row)
                 self._save_series(rd, each)
         self.progress.phase(spec.trial_id, "cleanup")
         with self.clock.part("cleanup"):

@@ -83,6 +83,7 @@ class Progress(Protocol):
         self, trial_id: str, phase: str, elapsed: float, sample: dict | None, stall_s: float
     ) -> None: ...
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None: ...
+    def rank_finished(self, k: int, n: int, row: TrialRow) -> None: ...
     def message(self, text: str) -> None: ...
     def run_finished(self) -> None: ...
 
@@ -133,6 +134,11 @@ class PlainProgress:
         for note in self._notes:  # a trial's notes after its line, where they belong
             self._print(note)
         self._notes, self._in_trial = [], False
+
+    def rank_finished(self, k: int, n: int, row: TrialRow) -> None:
+        """Another fleet rank's share of trial k, gathered by rank 0: its line, as wide as ours."""
+        if not self.quiet or row.get("status") != "ok":
+            self._print(trial_line(k, n, row, self.width))
 
     def message(self, text: str) -> None:
         if self.quiet and not text.lstrip().startswith(("warning:", "iobench:")):
