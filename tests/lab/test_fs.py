@@ -36,21 +36,34 @@ def _round_trips(
     return sum(v for k, v in per.items() if k not in NOT_WAITED), per
 
 
-@pytest.mark.lab
-def _rates(mnt: Path, name: str, n: int) -> tuple[float, float, float, float]:
-    """(creates/s, stats/s, round trips per create, per stat) of ``n`` files in ``mnt/name``."""
+def _op_times(mnt: Path, name: str, n: int) -> tuple[float, float, float, float]:
+    """(median seconds per create, per stat, round trips per create, per stat) of ``n`` files
+    in ``mnt/name``, each operation timed alone.
+
+    Medians, not rates: a busy machine steals whole time slices from a few operations, which
+    moves a mean (and a rate) far and a median hardly at all."""
     folder = mnt / name
     folder.mkdir()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    creates, stats = [], []
     ops0 = live_ops(mnt)
-    created = probes.create_files_in(folder, n)
+    for i in range(n):
+        t0 = time.perf_counter()
+        fd = os.open(folder / f"f{i}", flags, 0o644)
+        os.write(fd, b"x" * 128)
+        os.close(fd)
+        creates.append(time.perf_counter() - t0)
     ops1 = live_ops(mnt)
-    stated = probes.stat_files_in(folder, n)
+    for i in range(n):
+        t0 = time.perf_counter()
+        os.stat(folder / f"f{i}")
+        stats.append(time.perf_counter() - t0)
     ops2 = live_ops(mnt)
     rt_create, per_create = _round_trips(ops0, ops1, n)
     rt_stat, _ = _round_trips(ops1, ops2, n)
     assert per_create["create"] == pytest.approx(1.0, abs=0.02)
     assert 2 <= rt_create <= 6 and 1 <= rt_stat <= 4, per_create
-    return created.per_s, stated.per_s, rt_create, rt_stat
+    return statistics.median(creates), statistics.median(stats), rt_create, rt_stat
 
 
 @pytest.mark.timing
@@ -63,26 +76,32 @@ def test_create_and_stat_rates_follow_the_configured_latency(
     on a volume with no latency measured beside it (the Python FUSE cost, ~40-200 µs a
     request depending on the machine and its load): never less, and at most 30 % more.
 
-    Never faster than the latency allows (the upper bound holds on any machine); the lower
-    one is calibrated on this machine at this moment, so a slow CPU does not read as a lab
-    that adds more than it says. The best of three attempts counts."""
+    Never faster than the latency allows (the lower bound holds on any machine); the upper
+    one is calibrated on this machine at this moment — the no-latency volume is measured just
+    before and just after, and the dearer of the two counts — so a slow or busy CPU does not
+    read as a lab that adds more than it says. Interference only ever slows an operation, so
+    each kind's best of up to five attempts counts."""
     slow = volume("slow", latency_ms=latency_ms, cache_s=0)  # every lookup reaches the daemon
     bare = volume("bare", latency_ms=0.0, cache_s=0)
-    n = 300
+    n = 200
+    best = [0.0, 0.0]
     attempts = []
-    for attempt in range(3):
-        c0, s0, _, _ = _rates(bare, f"files{attempt}", n)
-        c, st, rt_create, rt_stat = _rates(slow, f"files{attempt}", n)
+    for attempt in range(5):
+        before = _op_times(bare, f"before{attempt}", n)
+        create, stat_, rt_create, rt_stat = _op_times(slow, f"files{attempt}", n)
+        after = _op_times(bare, f"after{attempt}", n)
         wait_c, wait_s = rt_create * latency_ms / 1000.0, rt_stat * latency_ms / 1000.0
         # the latency is really paid: never meaningfully faster than physics allows
-        assert c * wait_c < 1.1 and st * wait_s < 1.1, (c, st, wait_c, wait_s)
-        want_c, want_s = wait_c + 1 / c0, wait_s + 1 / s0  # seconds per create, per stat
-        ratios = (round(c * want_c, 3), round(st * want_s, 3))
+        assert create * 1.1 > wait_c and stat_ * 1.1 > wait_s, (create, stat_, wait_c, wait_s)
+        want_c = wait_c + max(before[0], after[0])  # seconds per create, per stat
+        want_s = wait_s + max(before[1], after[1])
+        ratios = (round(want_c / create, 3), round(want_s / stat_, 3))
         attempts.append(ratios)
-        if min(ratios) > 1 / 1.3:
+        best = [max(b, r) for b, r in zip(best, ratios, strict=True)]
+        if min(best) > 1 / 1.3:
             break
     else:
-        pytest.fail(f"measured / expected (latency + no-latency cost) below 0.77: {attempts}")
+        pytest.fail(f"expected (latency + no-latency cost) / measured below 0.77: {attempts}")
 
 
 @pytest.mark.lab
