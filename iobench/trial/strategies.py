@@ -80,6 +80,7 @@ class StepResult:
     seconds: float  # wall time of the step's commands (counting is outside it)
     path: str  # what the step made: the archive, the stored tree, or the restored venv
     mounted: bool = False  # squashfs restores mount the image at the venv: call release()
+    relocated: int = 0  # files rewritten for a restore at another path (a fan-out's worker)
 
     def to_row(self, prefix: str) -> dict[str, Any]:
         """Columns for trials.csv, e.g. ``restore_method``, ``restore_s``."""
@@ -351,16 +352,27 @@ def pack(venv: Path, store: Path, method: str = "auto", run: Runner = run_checke
     return StepResult("pack", method, tool, _shell(commands), size, files, seconds, str(archive))
 
 
-def unpack(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
+def unpack(
+    store: Path, venv: Path, run: Runner = run_checked, elsewhere: bool = False
+) -> StepResult:
     """Restore the venv packed in ``store`` at ``venv``, which must be the path it was built at
-    (squashfs: mount the image there, read-only; call :func:`release` when done)."""
+    (squashfs: mount the image there, read-only; call :func:`release` when done).
+
+    ``elsewhere``: a fan-out's worker that shares a host with the one that built the venv
+    restores at its own path, of the same name, and :func:`relocate` rewrites the old path
+    where it is written (timed with the restore; a read-only squashfs image keeps it)."""
     manifest = read_manifest(store)
-    venv = _restore_target(manifest, venv)
+    venv = _restore_target(manifest, venv, elsewhere)
     archive = _absolute(store) / manifest["archive"]
     commands, tool = _unpack_commands(manifest["method"], manifest["tool"], archive, venv)
     mounted = manifest["method"] == "squashfs"
     try:
-        seconds = _timed(commands, run)
+        t0 = time.monotonic()
+        _timed(commands, run)
+        moved = 0
+        if str(venv) != manifest["venv"] and not mounted:
+            moved = relocate(venv, manifest["venv"])
+        seconds = time.monotonic() - t0
     except BaseException:
         _undo_restore(venv, mounted, tool)
         raise
@@ -374,7 +386,29 @@ def unpack(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
         seconds,
         str(venv),
         mounted,
+        moved,
     )
+
+
+def relocate(venv: Path, old: str) -> int:
+    """Rewrite ``old`` (where the venv was built) as ``venv`` in the files that hold the
+    venv's absolute path: the ``#!`` lines of ``bin/`` scripts, the activate scripts and
+    ``pyvenv.cfg`` (what ``venv-pack`` and ``conda-unpack`` do on unpacking). Returns how many
+    files were rewritten. Bytecode keeps the old path in its tracebacks only."""
+    old_b, new_b = old.encode(), str(venv).encode()
+    moved = 0
+    candidates = [venv / "pyvenv.cfg", *sorted((venv / "bin").iterdir())]
+    for path in candidates:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old_b not in data or b"\0" in data[:4096]:  # binaries (python itself) are links
+            continue
+        mode = path.stat().st_mode
+        path.write_bytes(data.replace(old_b, new_b))
+        os.chmod(path, mode)
+        moved += 1
+    return moved
 
 
 def copy_out(venv: Path, store: Path, run: Runner = run_checked) -> StepResult:
@@ -433,9 +467,14 @@ def copy_in(store: Path, venv: Path, run: Runner = run_checked) -> StepResult:
     )
 
 
-def _restore_target(manifest: dict[str, Any], venv: Path) -> Path:
+def _restore_target(manifest: dict[str, Any], venv: Path, elsewhere: bool = False) -> Path:
     venv = _absolute(venv)
-    if str(venv) != manifest["venv"]:
+    if elsewhere and venv.name != Path(manifest["venv"]).name:
+        raise StrategyError(
+            f"restore as {Path(manifest['venv']).name!r} (the archive's folder name), not "
+            f"{venv.name!r}"
+        )
+    if str(venv) != manifest["venv"] and not elsewhere:
         raise StrategyError(
             f"restore to {manifest['venv']}, where the venv was built, not {venv}: a venv holds "
             "its absolute path (pyvenv.cfg, bin/ shebangs, activate scripts)"
@@ -486,11 +525,14 @@ def persist(
     return None
 
 
-def restore(name: str, store: Path, venv: Path, run: Runner = run_checked) -> StepResult | None:
-    """The restart's step before the ready check: restore or copy-in; None for the others."""
+def restore(
+    name: str, store: Path, venv: Path, run: Runner = run_checked, elsewhere: bool = False
+) -> StepResult | None:
+    """The restart's step before the ready check: restore or copy-in; None for the others
+    (``elsewhere``: see :func:`unpack`)."""
     steps = get(name).restart
     if "restore" in steps:
-        return unpack(store, venv, run)
+        return unpack(store, venv, run, elsewhere)
     if "copy-in" in steps:
         return copy_in(store, venv, run)
     return None

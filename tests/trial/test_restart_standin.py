@@ -62,10 +62,10 @@ def test_a_restart_that_cannot_find_what_was_kept_fails_with_restart_in_its_erro
     """The first start's figures stay; the row is failed with ``restart (...)``."""
     real = strategies.restore
 
-    def lose_it(name: str, store: Path, venv: Path, run: object = None) -> object:
+    def lose_it(name: str, store: Path, venv: Path, run: object = None, **kw: bool) -> object:
         for child in store.iterdir():
             child.unlink()  # the volume lost what the first start kept
-        return real(name, store, venv, run=run)  # type: ignore[arg-type]
+        return real(name, store, venv, run=run, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(strategies, "restore", lose_it)
     configs = STRATEGY_CONFIGS.replace(

@@ -132,6 +132,44 @@ def test_restore_refuses_another_path_because_venvs_hold_absolute_paths(
     remove(target.root / "store")
 
 
+@pytest.mark.parametrize("method", ["tar", "tar+zstd"])
+def test_a_fan_out_restore_at_another_path_rewrites_the_venvs_own_path(
+    method: str, roles: tuple[Scratch, Scratch], wheel: Path
+) -> None:
+    """A fan-out's worker on the builder's host restores at its own path: after the
+    relocation the console script's #! line, the activate scripts and sys.prefix are its own."""
+    if method not in strategies.available_methods():
+        pytest.skip(f"{method} cannot run here")
+    target, local = roles
+    built = local.root / "w0" / "venv"
+    built.parent.mkdir()
+    make_venv(built, wheel)
+    packed = strategies.pack(built, target.root / "store", method)
+    mine = local.root / "w1" / "venv"
+    mine.parent.mkdir()
+    with pytest.raises(StrategyError, match="absolute path"):  # not without being asked
+        strategies.unpack(target.root / "store", mine)
+    with pytest.raises(StrategyError, match="the archive's folder name"):
+        strategies.unpack(target.root / "store", local.root / "w1" / "other", elsewhere=True)
+    remove(built)  # the builder's venv is gone: nothing may still point into it
+    restored = strategies.unpack(target.root / "store", mine, elsewhere=True)
+    assert restored.relocated >= 3, restored  # h8hello, pip's scripts, activate, pyvenv.cfg
+    check_venv(mine)
+    text = [p.read_bytes() for p in (mine / "bin").iterdir() if p.is_file() and not p.is_symlink()]
+    assert not [t for t in text if str(built).encode() in t]
+    assert str(mine).encode() in (mine / "bin" / "activate").read_bytes()
+    assert restored.bytes == packed.bytes
+    # where it was built, nothing needs rewriting
+    remove(mine)
+    again = strategies.unpack(target.root / "store", built, elsewhere=True)
+    assert again.relocated == 0
+    check_venv(built)
+    remove(local.root / "w0")
+    remove(local.root / "w1")
+    remove(target.root / "store")
+    only_sentinels(target, local)
+
+
 def test_steps_refuse_paths_outside_scratch_and_existing_ones(
     roles: tuple[Scratch, Scratch], wheel: Path, tmp_path: Path
 ) -> None:
@@ -194,7 +232,9 @@ def test_strategies_as_data() -> None:
         "persistent-venv",
         "packed-venv",
         "copied-venv",
+        "fan-out",
     ]
+    assert strategies.get("fan-out").restart == ("restore",)
     assert strategies.get("persistent-venv").venv_role == "target"
     assert strategies.get("packed-venv").restart == ("restore",)
     assert strategies.get("reinstall").restart == ("install",)
@@ -215,5 +255,6 @@ def test_step_result_row_columns() -> None:
         "restore_bytes": 10,
         "restore_files": 2,
         "restore_mounted": False,
+        "restore_relocated": 0,
         "restore_s": 0.5,
     }
