@@ -264,7 +264,7 @@ def _add_strategies(p: argparse.ArgumentParser) -> None:
         "--pack-method",
         choices=("auto", "squashfs", "tar+zstd", "tar"),
         default=None,
-        help="packed-venv's archive (default: the best this machine can mount or unpack; "
+        help="packed-venv's and fan-out's archive (default: the best this machine can mount or unpack; "
         "--resume: the run's)",
     )
 

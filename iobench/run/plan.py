@@ -42,7 +42,7 @@ from iobench.rundir.meta import RunMeta
 from iobench.rundir.records import safe_name_problem
 from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
-from iobench.scenario.vocab import MAX_REPEATS
+from iobench.scenario.vocab import MAX_REPEATS, PACKING
 from iobench.system import procfs
 from iobench.system.removal import QUIET_S
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
@@ -220,7 +220,7 @@ def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
     check_settings(scenario.kind, scenario.workload, configs, f"{scenario.source}: workload")
     if scenario.installs:
         check_tools(scenario, plan.python)
-    if any(c.strategy == "packed-venv" for c in scenario.configs):
+    if any(c.strategy in PACKING for c in scenario.configs):
         choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
     plan.extra_index_urls = [axes.extra_index_url(u) for u in extra_index_urls]
     check_index(plan)

@@ -166,7 +166,7 @@ class TrialRow:
     sampler_cpu_s: float | None = column("CPU time of iobench's own sampler during the trial", "s")
     strategy: str = text(
         "start-up strategy (docs/strategies.md): `reinstall`, `persistent-venv`, `packed-venv`, "
-        "`copied-venv`; empty in runs written before strategies"
+        "`copied-venv`, `fan-out`; empty in runs written before strategies"
     )
     first_start_s: float | None = column(
         "first start: time_to_ready_s plus the strategy's persist step (pack, copy-out); empty unless "
@@ -326,6 +326,19 @@ class TrialRow:
     lock_lines: int | None = column(
         "lines of the installer's output that name a lock (waits, retries, failures: a cache "
         "shared by a fleet)",
+        "count",
+    )
+    fanout_wait_s: float | None = column(
+        "fan-out (docs/fleet.md): this worker's wait for the first worker's archive on the "
+        "target, part of its time-to-ready; empty for the worker that built it",
+        "s",
+    )
+    fanout_restore_s: float | None = column(
+        "fan-out: restoring that archive onto this worker's tmp (a relocation included)", "s"
+    )
+    fanout_relocated: int | None = column(
+        "fan-out: files rewritten because this worker restored the venv at another path than "
+        "it was built at (workers sharing a host); 0 on hosts of their own",
         "count",
     )
     error: str = text("one line: why the trial failed, with the last lines of the output")

@@ -84,8 +84,22 @@ STRATEGIES: dict[str, Strategy] = {
             "the venv on tmp: each restart copies the tree back file by file",
             "install on tmp, then copy the tree out again",
         ),
+        Strategy(
+            "fan-out",
+            "tmp",
+            ("pack",),
+            ("restore",),
+            "one archive of the venv, packed by the fleet's first worker (rank 0)",
+            "the venv on tmp: each restart restores it from the one archive, every worker at once",
+            "one worker installs on tmp and packs again; the others wait for it and restore",
+        ),
     )
 }
+#: the strategy whose first start differs by worker: rank 0 installs and packs, the others wait
+#: for its archive on the target and restore it (docs/fleet.md); alone, it is packed-venv
+FAN_OUT = "fan-out"
+#: strategies that keep one archive of the venv (``--pack-method`` applies to them)
+PACKING = ("packed-venv", FAN_OUT)
 
 
 def strategy(name: str) -> Strategy | None:

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from iobench import files, redact
 from iobench.system.scratch import remove
-from iobench.trial import installers
+from iobench.trial import fanout, installers
 from iobench.trial.outcome import Stop, check
 from iobench.trial.restart import Restart
 from iobench.trial.sampler import Sampler, SamplerResult
@@ -45,6 +45,7 @@ class Install:
         self.download_end: float | None = None
         self.used0: dict[str, int | None] = {}
         self.index0: int | None = None
+        self.waiter: fanout.Waiter | None = None  # a fan-out's worker that restores rank 0's venv
 
     # ------------------------------------------------------------------ untimed
     def prepare(self, t: Trial) -> Stop | None:
@@ -63,6 +64,8 @@ class Install:
             self.cache = t.dirs[cfg.cache] / "cache"
             self.cache.mkdir(exist_ok=True)
         t.env = installers.base_environment(self.tmpdir, isolated=ctx.index_spec.local)
+        if fanout.waits(t):
+            self.waiter = fanout.Waiter(t, self.built)
         stop = self.prime_cache(t)
         self.used0 = {
             "venv": used_bytes(self.built.parent),
@@ -74,7 +77,7 @@ class Install:
 
     def prime_cache(self, t: Trial) -> Stop | None:
         """Fill the cache through an untimed install into a separate venv."""
-        if t.cfg.cache_state != "warm":
+        if t.cfg.cache_state != "warm" or self.waiter is not None:  # a waiter installs nothing
             return None
         warm, started = t.ctx.warm, time.monotonic()
         try:
@@ -124,7 +127,16 @@ class Install:
 
     # ------------------------------------------------------------------ timed
     def timed(self) -> Sequence[Step]:
+        if self.waiter is not None:  # fan-out: rank 0's archive instead of an install
+            return (self.waiter.wait, self.restored, self.ready_check)
         return (self.create_venv, self.install, self.compile, self.ready_check)
+
+    def restored(self, t: Trial) -> Stop | None:
+        assert self.waiter is not None
+        stop = self.waiter.restore(t)
+        if stop is None:
+            self.site = installers.site_packages(self.built)
+        return stop
 
     def create_venv(self, t: Trial) -> Stop | None:
         r = t.phase("venv", self.venv_argv(t, self.built))
@@ -196,8 +208,11 @@ class Install:
 
     def after(self, t: Trial, stop: Stop | None) -> None:
         """The strategy's restart, then the warm cache's bookkeeping (untimed)."""
+        if self.waiter is not None:
+            self.waiter.release()
         if stop is None and t.ctx.lifecycle:
             Restart(t, self).run()
+        fanout.builder_done(t)
         warm, cfg = t.ctx.warm, t.cfg
         if warm is None:
             return

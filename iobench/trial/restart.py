@@ -12,7 +12,9 @@ After the first start's ready check, for a run whose scenario names start-up str
    it again (the workload's :meth:`Rebuild.rebuild`; its cache, when kept on the target, is
    warm with packages); persistent-venv runs the ready check only; packed- and copied-venv
    restore the tree to the path it was built at, the one a start script uses, then run the
-   ready check.
+   ready check. fan-out (:mod:`iobench.trial.fanout`) is packed-venv with one archive for the
+   fleet: rank 0 packs it into the fleet trial's shared folder, and at the restart every
+   worker restores it.
 
 The restart runs under its own sampler, so the first start's row figures and samples stay
 the first start's. A failing step makes the trial ``failed`` with ``restart: ...`` as its
@@ -31,9 +33,9 @@ from pathlib import Path
 from typing import Protocol
 
 from iobench.errors import IOBenchError
-from iobench.scenario.vocab import STRATEGIES
+from iobench.scenario.vocab import FAN_OUT, STRATEGIES
 from iobench.system.scratch import remove
-from iobench.trial import coldcache, strategies
+from iobench.trial import coldcache, fanout, strategies
 from iobench.trial.outcome import INTERRUPTED, Stop, check
 from iobench.trial.process import PhaseResult
 from iobench.trial.sampler import Sampler
@@ -69,11 +71,12 @@ class Restart:
         self.t, self.work = trial, work
         self.ctx, self.cfg, self.row = trial.ctx, trial.cfg, trial.row
         self.strategy = STRATEGIES[self.cfg.strategy]
-        self.store = (
+        self.store = fanout.store(trial) or (
             self.ctx.scratch[TARGET].run_root / trial.tid / "store"
             if TARGET in self.ctx.scratch
             else None
         )
+        self.waiter = fanout.waits(trial)  # fan-out: rank 0 packs, this worker restored it
         self.sampler = Sampler(self.ctx.sample_hz, stall_after=self.ctx.stall_after)
         self.restored: StepResult | None = None
 
@@ -99,6 +102,9 @@ class Restart:
     # ------------------------------------------------------------------ first start
     def persist(self) -> None:
         row, first = self.row, self.row.time_to_ready_s or 0.0
+        if self.waiter:  # its first start was the restore; what is kept is rank 0's archive
+            row.first_start_s, row.stored_bytes = first, 0
+            return
         if not self.strategy.first_start:
             row.first_start_s, row.stored_bytes = first, self.kept_bytes()
             return
@@ -106,9 +112,8 @@ class Restart:
             raise RestartFailed(
                 f"{self.cfg.strategy} keeps its venv on the target, and this run has no target role"
             )
-        self.store.parent.mkdir(
-            exist_ok=True
-        )  # the trial's target folder, when the config uses none
+        # the trial's target folder, when the config uses none (a fan-out's shared one)
+        self.store.parent.mkdir(parents=True, exist_ok=True)
         step = strategies.persist(
             self.cfg.strategy,
             self.work.built,
@@ -149,7 +154,11 @@ class Restart:
             self.ok_stop(self.work.rebuild(self.t, self.sampler))
         elif self.store is not None:
             self.restored = strategies.restore(
-                self.cfg.strategy, self.store, self.work.built, run=self.runner("restore")
+                self.cfg.strategy,
+                self.store,
+                self.work.built,
+                run=self.runner("restore"),
+                elsewhere=self.cfg.strategy == FAN_OUT,  # a waiter on rank 0's host
             )
         r = self.t.phase("restart-import", self.work.ready_argv(self.t), None, self.sampler)
         self.ok(r, "ready check")

@@ -52,7 +52,8 @@ class Workload(Protocol):
         """Folders whose filesystems the sampler watches (label -> path)."""
 
     def timed(self) -> Sequence[Step]:
-        """The timed steps, in order; the last calls ``trial.mark_ready``."""
+        """The timed steps, in order, asked for after :meth:`prepare`; the last calls
+        ``trial.mark_ready``."""
 
     def measured(self, trial: Trial, result: SamplerResult) -> None:
         """Row fields of an ok trial that only this kind knows."""
@@ -85,18 +86,11 @@ class Trial:
         self.credits: Callable[[], float | None] | None = None
 
     def run(self) -> TrialResult:
-        steps: tuple[Step, ...] = (
-            Trial.make_dirs,
-            self.work.prepare,
-            Trial.start_measuring,
-            *self.work.timed(),
-        )
         stop: Stop | None = None
         try:
-            for step in steps:
-                stop = step(self)
-                if stop is not None:
-                    break
+            stop = self._steps((Trial.make_dirs, self.work.prepare, Trial.start_measuring))
+            if stop is None:  # asked for once prepared (a fan-out's worker restores instead)
+                stop = self._steps(self.work.timed())
         except KeyboardInterrupt:
             stop = Stop("interrupted", INTERRUPTED)
         except OSError as exc:
@@ -111,6 +105,12 @@ class Trial:
         return result
 
     # ------------------------------------------------------------------ steps
+    def _steps(self, steps: Sequence[Step]) -> Stop | None:
+        for step in steps:
+            if (stop := step(self)) is not None:
+                return stop
+        return None
+
     def make_dirs(self) -> Stop | None:
         self.dirs = {
             role: self.ctx.scratch[role].trial_dir(self.tid) for role in sorted(self.cfg.roles())

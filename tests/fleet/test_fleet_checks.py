@@ -11,7 +11,9 @@ from helpers import standin
 from iobench.__main__ import main
 
 
-def test_fleet_without_mpi4py_names_the_install_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fleet_without_mpi4py_names_the_install_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py: ImportError
     path = standin.scenario(tmp_path, configs=standin.NAIVE)
     rc = main(["run", "--fleet", *standin.argv(tmp_path, path)[1:]])

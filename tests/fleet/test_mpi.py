@@ -22,7 +22,9 @@ from helpers.lab import volume_factory
 pytestmark = [
     pytest.mark.run,
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun (apt-get install openmpi-bin)"),
+    pytest.mark.skipif(
+        shutil.which("mpirun") is None, reason="no mpirun (apt-get install openmpi-bin)"
+    ),
 ]
 pytest.importorskip("mpi4py", reason="pip install 'iobench[fleet]'")
 
@@ -129,6 +131,91 @@ def test_two_ranks_install_at_once_on_the_lab_volume(volume, tmp_path: Path) -> 
     assert abs(meta["fleet"]["workers"][1]["offset_s"]) < 0.05  # one host: one clock
     assert not any(standin.scratch_left(target, tmp).values())
     assert ranks_of("") == {}  # the volume's teardown checks nothing holds it
+
+
+FAN_OUT = f"""
+[scenario]
+name = "fan-out-lab"
+packages = ["tiny-core"]
+wheels = "{TINY_PROFILE}"
+ready = "import tiny_core; tiny_core.check()"
+repeats = 1
+size_mb = 10
+
+[configs.fan-out]
+venv = "tmp"
+tmpdir = "tmp"
+cache = "tmp"
+strategy = "fan-out"
+"""
+
+
+@pytest.mark.lab
+@pytest.mark.venv
+def test_fan_out_rank_0_packs_the_others_wait_and_restore_it(volume, tmp_path: Path) -> None:
+    """Three ranks on one host: rank 0 installs and packs onto the lab volume, ranks 1 and 2
+    wait for its archive, restore it at their own paths (relocated) and pass the ready check;
+    at the restart all three restore the one archive."""
+    target = volume(latency_ms=1.0, iops=2000)
+    scenario = tmp_path / "fan-out.toml"
+    scenario.write_text(FAN_OUT)
+    tmp, results = tmp_path / "tmp", tmp_path / "results"
+    tmp.mkdir()
+    # tar+zstd: an archive unpacked, so a worker's own path is written into it (a squashfs
+    # image is mounted read-only and keeps rank 0's: tests/trial/test_strategies.py)
+    job = mpirun(3, ["run", "--fleet", "--scenario", str(scenario), "--target", str(target),
+                     "--tmp", str(tmp), "--results", str(results), "--no-report",
+                     "--pack-method", "tar+zstd"])  # fmt: skip
+    out, _ = job.communicate(timeout=400)
+    assert job.returncode == 0, out[-3000:]
+    run = only_run_dir(results)
+    got = {r["rank"]: r for r in rows(run / "trials.csv")}
+    assert sorted(got) == ["0", "1", "2"] and {r["status"] for r in got.values()} == {"ok"}
+    builder = got["0"]
+    assert builder["fanout_wait_s"] == "" and float(builder["install_s"]) > 0
+    assert float(builder["persist_s"]) > 0 and int(builder["stored_bytes"]) > 0
+    assert builder["persist_method"] == "tar+zstd"
+    # the builder's archive was ready at its first start's end, on the fleet's clock
+    packed_at = float(builder["fleet_start_s"]) + float(builder["first_start_s"])
+    for rank in "12":
+        w = got[rank]
+        assert w["install_s"] == w["venv_s"] == ""  # it installed nothing
+        wait, restore = float(w["fanout_wait_s"]), float(w["fanout_restore_s"])
+        assert int(w["fanout_relocated"]) >= 2  # its own path on rank 0's host
+        assert float(w["time_to_ready_s"]) >= wait + restore
+        assert float(w["fleet_start_s"]) + wait == pytest.approx(packed_at, abs=1.0)
+        assert float(w["fleet_ready_s"]) > packed_at
+        assert int(w["stored_bytes"]) == 0  # the archive is rank 0's
+        # the restart: every worker restored the one archive and passed the ready check
+        assert float(w["restore_s"]) > 0 and float(w["restart_s"]) > float(w["restore_s"])
+        assert w["restore_command"] and w["persist_command"] == ""
+    assert float(builder["restore_s"]) > 0
+    assert max(float(r["fleet_ready_s"]) for r in got.values()) > packed_at
+    assert not any(standin.scratch_left(target, tmp).values())
+    assert ranks_of("") == {}
+
+
+def test_fan_out_waiters_stop_at_once_when_rank_0_makes_no_archive(tmp_path: Path) -> None:
+    """Rank 0's install fails (no such package on the index): the waiter does not wait out
+    the trial's limit, its row names rank 0's failure."""
+    scenario = tmp_path / "broken.toml"
+    scenario.write_text(FAN_OUT.replace('packages = ["tiny-core"]', 'packages = ["no-such-pkg"]'))
+    tmp, target, results = tmp_path / "tmp", tmp_path / "target", tmp_path / "results"
+    tmp.mkdir()
+    target.mkdir()
+    start = time.monotonic()
+    job = mpirun(2, ["run", "--fleet", "--scenario", str(scenario), "--target", str(target),
+                     "--tmp", str(tmp), "--results", str(results), "--no-report",
+                     "--trial-timeout", "300"])  # fmt: skip
+    out, _ = job.communicate(timeout=200)
+    took = time.monotonic() - start
+    got = {r["rank"]: r for r in rows(only_run_dir(results) / "trials.csv")}
+    assert got["0"]["status"] == got["1"]["status"] == "failed", out[-3000:]
+    assert "rank 0 made no archive" in got["1"]["error"], got["1"]["error"]
+    assert "no-such-pkg" in got["1"]["error"] or "pip" in got["1"]["error"], got["1"]["error"]
+    assert float(got["1"]["time_to_ready_s"] or 0) == 0
+    assert took < 120, took  # far below the 300 s limit
+    assert not any(standin.scratch_left(target, tmp).values())
 
 
 def test_a_rank_killed_mid_trial_ends_the_run_with_its_row_saying_so(tmp_path: Path) -> None:
