@@ -44,6 +44,10 @@ TRADE_OFFS = {
         "the venv on tmp: each restart copies the tree back file by file",
         "install on tmp, then copy the tree out again",
     ),
+    "fan-out": (
+        "the venv on tmp: each restart restores the one archive, every worker at once",
+        "one worker installs on tmp and packs again; the others wait for it and restore",
+    ),
 }
 
 

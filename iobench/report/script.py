@@ -155,7 +155,7 @@ def caveats(config: Mapping[str, Any], roles: Mapping[str, RoleInfo]) -> list[st
             "cache survives between starts (a persistent volume); a fresh pod starts cold"
         )
     venv_role = str(config.get("venv_role") or "")
-    restored = str(config.get("strategy") or "") in ("packed-venv", "copied-venv")
+    restored = str(config.get("strategy") or "") in RESTORED
     venv_fs = roles[venv_role].fstype if venv_role in roles else ""
     if not restored and (venv_role == "tmp" or venv_fs == "tmpfs"):
         out.append(
@@ -394,6 +394,39 @@ def kept_path(command: str, roles: Mapping[str, RoleInfo], own: Path | None = No
     return next((w for w in words if w.startswith(target.rstrip("/") + "/")), None)
 
 
+#: strategies whose venv is restored from the target at each start
+RESTORED = ("packed-venv", "copied-venv", "fan-out")
+
+
+def fan_out_lines(
+    kept: str, persist: str, restore: str, make: list[str], install: str
+) -> list[str]:
+    """fan-out's body: the first pod to take the lock (``mkdir`` is atomic, on NFS too) makes
+    the venv, installs, packs and marks the archive done; every other pod waits for the mark
+    and restores, as every pod does at a restart."""
+    done, lock = shell.quote(kept + ".done"), shell.quote(kept + ".lock")
+    return [
+        f"mkdir -p {shell.quote(posixpath.dirname(kept))}",
+        "first_start=0",
+        f"if [ -e {done} ]; then  # a restart, or the fleet's archive is there: restore it",
+        f"    {restore}",
+        f"elif mkdir {lock} 2>/dev/null; then  # the fleet's first pod: make the venv",
+        *make,
+        "    first_start=1",
+        f"else  # another pod is making it (if that pod died: rm -r {lock})",
+        f"    until [ -e {done} ]; do sleep 1; done",
+        f"    {restore}",
+        "fi",
+        PATH_LINE,
+        'if [ "$first_start" = 1 ]; then  # install, pack onto the volume, tell the others',
+        f"    {install}",
+        f"    {persist}",
+        f"    touch {done}",
+        "fi",
+        EXEC_LINE,
+    ]
+
+
 def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], install: str,
                    roles: Mapping[str, RoleInfo], own: Path | None = None) -> list[str]:  # fmt: skip
     """The start script's body for one strategy: ``make`` (the venv's lines) and ``install``
@@ -408,11 +441,13 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
     persist = user_command(str(row.get("persist_command") or ""), roles, own)
     restore = user_command(str(row.get("restore_command") or ""), roles, own)
     kept = kept_path(persist, roles, own)
-    if strategy not in ("packed-venv", "copied-venv") or not (persist and restore and kept):
+    if strategy not in RESTORED or not (persist and restore and kept):
         why = [] if strategy == "reinstall" else [
             f"# {strategy}: its {row.get('persist_method') or 'persist'} step ran through a Python "
             "module here, so no shell line was measured to print"]  # fmt: skip
         return [*why, *make, PATH_LINE, install, EXEC_LINE]
+    if strategy == "fan-out":
+        return fan_out_lines(kept, persist, restore, ind, install)
     return [
         "first_start=0",
         f"if [ -e {shell.quote(kept)} ]; then  # a restart: restore what the first start kept",

@@ -24,6 +24,7 @@ from iobench.report.script import (
     STOCK_VENV,
     STRICT,
     VENV_COMMANDS,
+    fan_out_lines,
     strategy_lines,
     user_command,
     venv_lines,
@@ -253,3 +254,46 @@ def test_a_persistent_venv_script_makes_the_venv_once_and_reuses_it(
     again = subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
     assert again.returncode == 0 and again.stdout.strip().endswith(f"READY {venv}"), again.stderr
     assert (venv / "pyvenv.cfg").stat().st_mtime_ns == made  # kept, not made again
+
+
+@pytest.mark.venv
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="two pods with local disks at one path need a mount namespace each (root)",
+)
+def test_a_fan_out_script_pasted_on_two_pods_at_once_builds_once_and_restores_once(
+    tmp_path: Path, tiny_wheels: Path
+) -> None:
+    """Two pods start at the same moment on one volume, each with an empty local disk at the
+    same path (a tmpfs in its own mount namespace): the one that takes the lock installs and
+    packs, the other waits for the archive and restores it; a restart restores."""
+    meta = RunMeta(versions={"venv": {"virtualenv": "21.15.11", "pip": "26.3"}})
+    local, volume = tmp_path / "local", tmp_path / "volume"
+    local.mkdir()
+    volume.mkdir()
+    venv, kept = local / "venv", volume / "store" / "venv.tar"
+    install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
+    make = [f"    {x}" for x in venv_lines(meta, "virtualenv")]
+    body = fan_out_lines(str(kept), f"tar -C {local} -cf {kept} venv",
+                         f"tar -C {local} -xf {kept}", make, install)  # fmt: skip
+    assert "\n".join(body).count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join([*STRICT, f"export VIRTUAL_ENV={venv}", *body[:-1],
+                                 'python3 -c "import tiny_core; tiny_core.check()"',
+                                 'echo "READY $first_start $(python3 -c "import sys; print(sys.prefix)")"']) + "\n")  # fmt: skip
+    shim = _machine(tmp_path, "stock")
+    pod = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+           f'mount -t tmpfs pod {local} && exec "$@"', "pod",
+           "env", "-i", f"PATH={shim}:/usr/bin:/bin", f"HOME={tmp_path}",
+           "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
+    pods = [subprocess.Popen(pod, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]  # fmt: skip
+    outs = [p.communicate(timeout=300) for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], [e[-1500:] for _, e in outs]
+    ready = sorted(o.strip().splitlines()[-1] for o, _ in outs)
+    assert ready == [f"READY 0 {venv}", f"READY 1 {venv}"]  # one built, one restored
+    assert kept.is_file() and (volume / "store" / "venv.tar.done").is_file()
+    assert not venv.exists()  # each pod's disk was its own
+    restart = subprocess.run(pod, capture_output=True, text=True, timeout=300, check=False)
+    assert restart.returncode == 0, restart.stderr[-1500:]
+    assert restart.stdout.strip().splitlines()[-1] == f"READY 0 {venv}"
