@@ -371,7 +371,8 @@ def dockerfile_lines(pairs: list[tuple[str, str]], comments: list[str]) -> list[
     return out
 
 
-_ANY_SCRATCH = re.compile(r"/\.iobench-scratch/[^/\s'\"]+/[^/\s'\"]+")
+#: a trial's folder in iobench's scratch, or a fleet trial's shared one (a fan-out's archive)
+_ANY_SCRATCH = re.compile(r"/\.iobench-scratch/[^/\s'\"]+/(?:shared/[^/\s'\"]+|[^/\s'\"]+)")
 
 
 def user_command(command: str, roles: Mapping[str, RoleInfo], own: Path | None = None) -> str:

@@ -22,9 +22,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from iobench.errors import IOBenchError
 from iobench.fleet.comm import INTERRUPTED_WAIT_S, Fleet, FleetLost
 from iobench.run.plan import RunPlan
-from iobench.rundir.fleet import set_fleet_times
+from iobench.rundir.fleet import WORKERS, set_fleet_times
+from iobench.rundir.folder import RunDir, utcnow
 from iobench.rundir.records import TrialRow
 from iobench.system.scratch import Scratch
 from iobench.trial.context import TrialSpec
@@ -178,6 +180,20 @@ class FleetRun:
                 if theirs.exists():
                     out.append((theirs, s.root))
         return out
+
+    def mark_lost(self, run_dir: RunDir) -> None:
+        """Rank 0, as the run ends: the folder of a lost rank of this host whose process is
+        gone says so (it died before it could write its own end)."""
+        f = self.fleet
+        for rank in sorted(r for r in f.lost if self.on and f.leads and f.gone(r)):
+            folder = run_dir.path / WORKERS / f"w{rank}"
+            try:
+                theirs = RunDir.open(folder)
+                if theirs.meta().status == "running":
+                    theirs.update_meta(status="failed", ended_at=utcnow(),
+                                       status_reason=f"rank {rank} {f.lost[rank]} (said by rank 0)")  # fmt: skip
+            except (IOBenchError, OSError):
+                continue  # not on this host's disk, or unreadable: left as it is
 
     def stop(self, why: str) -> None:
         """On the way out: rank 0 stops the others, another rank tells rank 0 it goes."""

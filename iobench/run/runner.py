@@ -92,6 +92,7 @@ class Runner:
                 changes.update(status=getattr(exc, "run_status", "failed"), status_reason=str(exc))
             if self.run_dir is not None:
                 self._update_meta(self.run_dir, **changes)
+                self.fleet.mark_lost(self.run_dir)
             raise
         finally:
             self._cleanup()

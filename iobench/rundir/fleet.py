@@ -97,6 +97,12 @@ class FleetTrial:
         return self.last_done_s - self.first_done_s
 
 
+#: the columns of a fleet trial's row that come from the worker that persisted the venv
+#: (a fan-out's rank 0) when the slowest worker is one that restored it
+KEPT_BY_BUILDER = ("persist_method", "persist_tool", "persist_command", "persist_s",
+                   "stored_bytes")  # fmt: skip
+
+
 def fleet_trials(rows: Iterable[TrialRow]) -> list[FleetTrial]:
     """Every slot's figures, in the order the slots first appear."""
     by_slot: dict[tuple[str, int, int], list[TrialRow]] = {}
@@ -126,10 +132,16 @@ def fleet_rows(rows: list[TrialRow], size: int | None = None) -> list[TrialRow]:
         return rows
     size = size or max((r.fleet_size or 1) for r in rows)
     by_id = {r.trial_id: r for r in rows}
+    # a fan-out's archive is its builder's: the fleet trial keeps what rank 0 packed
+    builders = {slot(r): r for r in rows if r.persist_command}
     out = []
     for ft in fleet_trials(r for r in rows if (r.fleet_size or 1) == size):
         row = dataclasses.replace(by_id[ft.slowest])
         row.trial_id = ft.slowest
+        builder = builders.get(slot(row))
+        if builder is not None and not row.persist_command:
+            for name in KEPT_BY_BUILDER:
+                setattr(row, name, getattr(builder, name))
         if ft.fleet_s is not None:
             row.status, row.time_to_ready_s = "ok", ft.fleet_s
         elif row.status == "ok":  # its own trial was fine, its fleet's was not

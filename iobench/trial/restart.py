@@ -103,7 +103,7 @@ class Restart:
     def persist(self) -> None:
         row, first = self.row, self.row.time_to_ready_s or 0.0
         if self.waiter:  # its first start was the restore; what is kept is rank 0's archive
-            row.first_start_s, row.stored_bytes = first, 0
+            row.first_start_s = first
             return
         if not self.strategy.first_start:
             row.first_start_s, row.stored_bytes = first, self.kept_bytes()

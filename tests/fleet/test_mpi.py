@@ -68,6 +68,15 @@ def mpirun(n: int, argv: list[str], **kw: object) -> subprocess.Popen[str]:
                             env=env, **kw)  # type: ignore[call-overload]  # fmt: skip
 
 
+def in_trial(job: subprocess.Popen[str], target: Path, rank: int, wait_s: float = 120) -> None:
+    """Until ``rank``'s first trial folder is on the target (its trial has begun; a busy
+    machine takes its time to get there)."""
+    deadline = time.monotonic() + wait_s
+    while not list(target.glob(f".iobench-scratch/*.w{rank}/*-w{rank}")):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0][-3000:]
+        time.sleep(0.1)
+
+
 def rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
@@ -130,7 +139,7 @@ def test_two_ranks_install_at_once_on_the_lab_volume(volume, tmp_path: Path) -> 
     assert [w["rank"] for w in meta["fleet"]["workers"]] == [0, 1]
     assert abs(meta["fleet"]["workers"][1]["offset_s"]) < 0.05  # one host: one clock
     assert not any(standin.scratch_left(target, tmp).values())
-    assert ranks_of("") == {}  # the volume's teardown checks nothing holds it
+    assert ranks_of(str(tmp_path)) == {}  # the volume's teardown checks nothing holds it
 
 
 FAN_OUT = f"""
@@ -185,14 +194,14 @@ def test_fan_out_rank_0_packs_the_others_wait_and_restore_it(volume, tmp_path: P
         assert float(w["time_to_ready_s"]) >= wait + restore
         assert float(w["fleet_start_s"]) + wait == pytest.approx(packed_at, abs=1.0)
         assert float(w["fleet_ready_s"]) > packed_at
-        assert int(w["stored_bytes"]) == 0  # the archive is rank 0's
+        assert w["stored_bytes"] == ""  # the archive is rank 0's, counted in its row
         # the restart: every worker restored the one archive and passed the ready check
         assert float(w["restore_s"]) > 0 and float(w["restart_s"]) > float(w["restore_s"])
         assert w["restore_command"] and w["persist_command"] == ""
     assert float(builder["restore_s"]) > 0
     assert max(float(r["fleet_ready_s"]) for r in got.values()) > packed_at
     assert not any(standin.scratch_left(target, tmp).values())
-    assert ranks_of("") == {}
+    assert ranks_of(str(tmp_path)) == {}
 
 
 def test_fan_out_waiters_stop_at_once_when_rank_0_makes_no_archive(tmp_path: Path) -> None:
@@ -226,12 +235,9 @@ def test_a_rank_killed_mid_trial_ends_the_run_with_its_row_saying_so(tmp_path: P
     argv = ["run", "--fleet", *standin.argv(tmp_path, path)[1:]]
     start = time.monotonic()
     job = mpirun(4, argv)
-    deadline = start + 60
-    while not list(results.glob("*/workers/w1/meta.json")):
-        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0][-3000:]
-        time.sleep(0.2)
-    time.sleep(3)  # into the first trial (10 s of writing)
-    victim = ranks_of("iobench")[1]
+    in_trial(job, target, rank=1)
+    time.sleep(2)  # into the first trial (10 s of writing)
+    victim = ranks_of(str(tmp_path))[1]
     os.kill(victim, signal.SIGKILL)
     out, _ = job.communicate(timeout=4 * GRACE + 60)
     took = time.monotonic() - start
@@ -244,6 +250,44 @@ def test_a_rank_killed_mid_trial_ends_the_run_with_its_row_saying_so(tmp_path: P
     assert {got[r]["status"] for r in "023"} == {"ok"}  # the others' rows are kept
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "failed" and "rank 1 died" in meta["status_reason"]
+    dead = json.loads((run / "workers" / "w1" / "meta.json").read_text())  # not "running"
+    assert dead["status"] == "failed" and "said by rank 0" in dead["status_reason"], dead
     assert took < 2 * GRACE + 40, took  # the launcher's two waits, and the trial's
-    assert ranks_of("iobench") == {}  # nothing left running
+    assert ranks_of(str(tmp_path)) == {}  # nothing left running
     assert not any(standin.scratch_left(target, tmp).values())  # the dead rank's too
+
+
+def test_a_fleet_run_stopped_by_a_lost_rank_resumes_under_a_new_launch(tmp_path: Path) -> None:
+    """A rank killed in the first trial stops the run (its row lost, rank 0's kept);
+    `mpirun -n 2 iobench run --fleet --resume RUN` runs that fleet trial again on both ranks,
+    then the rest, and the run's latest rows are every rank's share of every trial, ok."""
+    path = tmp_path / "five-seconds.toml"  # 100 files at 20 a second: 5 s a trial
+    path.write_text('[scenario]\nname = "resume"\nkind = "standin"\nrepeats = 2\n'
+                    f'[workload]\nfiles = 100\nkb = 4\nrate = 20\n{standin.NAIVE}')  # fmt: skip
+    target, tmp, results = standin.roles(tmp_path)
+    job = mpirun(2, ["run", "--fleet", *standin.argv(tmp_path, path)[1:]])
+    in_trial(job, target, rank=1)
+    time.sleep(1)  # into the first trial (5 s of writing)
+    os.kill(ranks_of(str(tmp_path))[1], signal.SIGKILL)
+    out, _ = job.communicate(timeout=4 * GRACE + 60)
+    assert job.returncode != 0, out[-3000:]
+    run = only_run_dir(results)
+    first = rows(run / "trials.csv")
+    assert sorted((r["rank"], r["status"]) for r in first) == [("0", "ok"), ("1", "lost")]
+    assert json.loads((run / "meta.json").read_text())["status"] == "failed"
+
+    again = mpirun(2, ["run", "--fleet", "--resume", str(run), "--no-report"])
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, out[-3000:]
+    latest: dict[str, dict[str, str]] = {}
+    for r in rows(run / "trials.csv"):  # a trial run again counts by its later row
+        latest[r["trial_id"]] = r
+    assert sorted((r["config"], r["repeat"], r["rank"], r["status"]) for r in latest.values()) == [
+        ("naive", "1", "0", "ok"), ("naive", "1", "1", "ok"),
+        ("naive", "2", "0", "ok"), ("naive", "2", "1", "ok")]  # fmt: skip
+    # rank 1's own folder holds what it did in the resumed launch
+    own = {r["trial_id"] for r in rows(run / "workers" / "w1" / "trials.csv")}
+    assert own >= {r["trial_id"] for r in latest.values() if r["rank"] == "1"}
+    assert json.loads((run / "meta.json").read_text())["status"] == "complete"
+    assert ranks_of(str(tmp_path)) == {}
+    assert not any(standin.scratch_left(target, tmp).values())
