@@ -26,6 +26,12 @@ def _num(x: object) -> float:
     return v
 
 
+def fmt_num(x: object, spec: str) -> str:
+    """``format(x, spec)`` (``",.0f"``, ``".0%"``), or a dash when unknown."""
+    v = _num(x)
+    return format(v, spec) if math.isfinite(v) else DASH
+
+
 def fmt_s(x: object) -> str:
     """Seconds: ``0.04 s``, ``3.2 s``, ``1,234 s``; a dash when unknown."""
     v = _num(x)

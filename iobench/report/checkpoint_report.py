@@ -32,6 +32,7 @@ from iobench.cost.prices import format_usd
 from iobench.report.charts import OKABE_ITO, save_figure, style_axes, tex_escape
 from iobench.report.diagnose import drop_window_s, window_rates
 from iobench.stats import median
+from iobench.units import fmt_num
 
 
 @dataclass
@@ -295,14 +296,11 @@ def html_block(section: CheckpointSection) -> str:
             "<th>fsync share</th><th>copy out (s)</th><th>restore (s)</th><th>read MB/s</th>"
             "<th>cold by</th><th>checked</th></tr>")  # fmt: skip
 
-    def num(x: float, fmt: str) -> str:
-        return format(x, fmt) if math.isfinite(x) else "—"
-
     body = "".join(
-        f"<tr><td>{html.escape(r.config)}</td><td>{r.n}</td><td>{num(r.write_s, '.2f')}</td>"
-        f"<td>{num(r.write_mb_per_s, ',.0f')}</td><td>{num(r.fsync_share, '.0%')}</td>"
-        f"<td>{num(r.copy_s, '.2f')}</td><td>{num(r.read_s, '.2f')}</td>"
-        f"<td>{num(r.read_mb_per_s, ',.0f')}</td><td>{html.escape(r.cold_method)}</td>"
+        f"<tr><td>{html.escape(r.config)}</td><td>{r.n}</td><td>{fmt_num(r.write_s, '.2f')}</td>"
+        f"<td>{fmt_num(r.write_mb_per_s, ',.0f')}</td><td>{fmt_num(r.fsync_share, '.0%')}</td>"
+        f"<td>{fmt_num(r.copy_s, '.2f')}</td><td>{fmt_num(r.read_s, '.2f')}</td>"
+        f"<td>{fmt_num(r.read_mb_per_s, ',.0f')}</td><td>{html.escape(r.cold_method)}</td>"
         f"<td>{html.escape(r.verified)}</td></tr>"
         for r in section.rows
     )

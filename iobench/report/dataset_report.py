@@ -28,7 +28,7 @@ from iobench.cost.prices import StoragePreset, find_storage_preset, format_usd
 from iobench.report.charts import OKABE_ITO, save_figure, style_axes, tex_escape
 from iobench.report.diagnose import Drop, drop_window_s, find_drop, window_rates
 from iobench.stats import median
-from iobench.units import fmt_s
+from iobench.units import fmt_num, fmt_s
 
 #: a month of training, for the monthly figures
 HOURS_PER_MONTH = 730.0
@@ -399,13 +399,10 @@ def html_block(section: DatasetSection) -> str:
     head = ("<tr><th>config</th><th>trials</th><th>AU</th><th>read MB/s</th>"
             "<th>waited for data (s)</th><th>epochs (s)</th><th>copy first (s)</th></tr>")  # fmt: skip
 
-    def num(x: float, fmt: str) -> str:
-        return format(x, fmt) if math.isfinite(x) else "—"
-
     body = "".join(
-        f"<tr><td>{html.escape(r.config)}</td><td>{r.n}</td><td>{num(r.au, '.2f')}</td>"
-        f"<td>{num(r.read_mb_per_s, ',.0f')}</td><td>{num(r.io_wait_s, '.2f')}</td>"
-        f"<td>{num(r.read_s, '.2f')}</td><td>{num(r.stage_s, '.2f')}</td></tr>"
+        f"<tr><td>{html.escape(r.config)}</td><td>{r.n}</td><td>{fmt_num(r.au, '.2f')}</td>"
+        f"<td>{fmt_num(r.read_mb_per_s, ',.0f')}</td><td>{fmt_num(r.io_wait_s, '.2f')}</td>"
+        f"<td>{fmt_num(r.read_s, '.2f')}</td><td>{fmt_num(r.stage_s, '.2f')}</td></tr>"
         for r in section.rows
     )
     words = "<br>".join(html.escape(line) for line in section.words)

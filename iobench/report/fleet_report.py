@@ -129,8 +129,8 @@ def _lines(section: FleetSection, meta: RunMeta, usd_per_hour: float | None) -> 
     ]
     for r in section.rows:
         out.append(
-            f"{r.config[:22]:<22} {r.size:>7} {_s(r.fleet_s):>9} {_s(r.first_done_s):>10} "
-            f"{_s(r.last_done_s):>9} {_s(r.tail_s):>8} {r.lost:>6}"
+            f"{r.config[:22]:<22} {r.size:>7} {fmt_s(r.fleet_s):>9} {fmt_s(r.first_done_s):>10} "
+            f"{fmt_s(r.last_done_s):>9} {fmt_s(r.tail_s):>8} {r.lost:>6}"
         )
     sizes = {r.size for r in section.rows}
     if len(sizes) > 1:
@@ -155,10 +155,6 @@ def _lines(section: FleetSection, meta: RunMeta, usd_per_hour: float | None) -> 
     if locks:
         out.append(f"  the installers printed {locks} line(s) about locks (a shared cache)")
     return out
-
-
-def _s(x: float) -> str:
-    return fmt_s(x) if math.isfinite(x) else "—"
 
 
 def scaling_chart(section: FleetSection, title: str, path: Path) -> Path | None:
@@ -205,9 +201,9 @@ def html_block(section: FleetSection) -> str:
     head = ("<tr><th>config</th><th>workers</th><th>fleet time-to-ready</th><th>first done</th>"
             "<th>last done</th><th>tail</th><th>workers' own spread</th><th>not ok</th></tr>")  # fmt: skip
     body = "".join(
-        f"<tr><td>{html.escape(r.config)}</td><td>{r.size}</td><td>{_s(r.fleet_s)}</td>"
-        f"<td>{_s(r.first_done_s)}</td><td>{_s(r.last_done_s)}</td><td>{_s(r.tail_s)}</td>"
-        f"<td>{_s(r.spread_s)}</td><td>{r.lost}</td></tr>"
+        f"<tr><td>{html.escape(r.config)}</td><td>{r.size}</td><td>{fmt_s(r.fleet_s)}</td>"
+        f"<td>{fmt_s(r.first_done_s)}</td><td>{fmt_s(r.last_done_s)}</td><td>{fmt_s(r.tail_s)}</td>"
+        f"<td>{fmt_s(r.spread_s)}</td><td>{r.lost}</td></tr>"
         for r in section.rows
     )
     words = "<br>".join(
