@@ -27,6 +27,7 @@ from typing import Any
 
 from iobench import shell
 from iobench.errors import IOBenchError
+from iobench.predict import traps
 from iobench.predict.finding import EXIT_STATUS, LEVELS, Finding
 from iobench.predict.model import Costs, predict_scenario
 from iobench.predict.netcheck import index_check, index_url
@@ -36,7 +37,7 @@ from iobench.system import gpu
 from iobench.system.procfs import mount_of
 
 #: version of :meth:`DoctorReport.to_dict`; bump on any change of keys or meaning
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: loop_mount
 #: filesystem types whose every metadata operation is a round trip over a network
 NETWORK_FS = (
     "nfs",
@@ -90,6 +91,7 @@ class DoctorReport:
     tmp: str
     locations: list[Location] = field(default_factory=list)
     shm: dict[str, Any] | None = None
+    loop_mount: dict[str, Any] = field(default_factory=dict)
     index: dict[str, Any] = field(default_factory=dict)
     gpus: dict[str, Any] = field(default_factory=dict)
     probes: dict[str, Any] = field(default_factory=dict)
@@ -125,6 +127,7 @@ class DoctorReport:
             "fix_script": self.fix_script(),
             "locations": [asdict(loc) for loc in self.locations],
             "shm": self.shm,
+            "loop_mount": self.loop_mount,
             "index": self.index,
             "gpus": self.gpus,
             "probes": self.probes,
@@ -411,6 +414,17 @@ def _probe_findings(doc: dict[str, Any], target: str, tmp: str) -> list[Finding]
     return out
 
 
+def _lock_fallout(report: DoctorReport, target: str, tmp: str) -> list[Finding]:
+    """traps.lock_fallout with the target's probed locks and its mount."""
+    doc = report.probes
+    by_path = {p["path"]: p for p in doc.get("paths", [])}
+    probed = by_path.get(doc.get("roles", {}).get("target"))
+    mount = next((loc.mountpoint for loc in report.locations if loc.name == "target"), "")
+    if not probed:
+        return []
+    return traps.lock_fallout(report.locations, probed.get("locks", {}), mount, tmp)
+
+
 def predict_all(
     doc: dict[str, Any], scenarios: tuple[str, ...] = PREDICT_SCENARIOS
 ) -> dict[str, list[dict[str, Any]]]:
@@ -490,8 +504,10 @@ def run_doctor(
     index: str | None = None,
     offline: bool = False,
     timeout_s: float = 10.0,
+    shm: str = "/dev/shm",
 ) -> DoctorReport:
-    """Every check, in an order that measures storage before anything else loads the machine."""
+    """Every check, in an order that measures storage before anything else loads the machine
+    (``shm``: the shared-memory folder to check; tests give a small tmpfs)."""
 
     t0 = time.perf_counter()
     report = DoctorReport(str(target), str(tmp))
@@ -499,10 +515,16 @@ def run_doctor(
     report.locations += [locate("target", target), locate("tmp", tmp)]
     report.findings += location_findings(report.locations, str(tmp))
     report.findings += space_findings(report.locations)
-    report.shm, found = shm_check()
+    report.shm, found = shm_check(shm)
+    report.findings += found
+    report.findings += traps.shm_for_venv(report.shm, report.locations)
+    report.findings += traps.cache_apart(report.locations, str(tmp))
+    report.findings += traps.bytecode_missing(report.locations)
+    report.loop_mount, found = traps.loop_mount()
     report.findings += found
     report.probes = probe_roles({"target": target, "tmp": tmp}, seconds)
     report.findings += _probe_findings(report.probes, str(target), str(tmp))
+    report.findings += _lock_fallout(report, str(target), str(tmp))
     report.predictions = predict_all(report.probes)
     report.findings += _prediction_findings(report.predictions)
     report.index, found = index_check(index_url(index), timeout_s, offline)

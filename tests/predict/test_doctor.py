@@ -29,6 +29,7 @@ TOP_KEYS = {
     "fix_script",
     "locations",
     "shm",
+    "loop_mount",
     "index",
     "gpus",
     "probes",
@@ -89,7 +90,7 @@ def test_json_schema_busy_gpus_without_p2p(
     target, fast = _dirs(tmp_path)
     code, doc = _doctor_json(["--target", str(target), "--tmp", str(fast), "--offline"], capsys)
     assert set(doc) == TOP_KEYS
-    assert doc["schema"] == "iobench-doctor" and doc["schema_version"] == doctor.SCHEMA_VERSION == 1
+    assert doc["schema"] == "iobench-doctor" and doc["schema_version"] == doctor.SCHEMA_VERSION == 2
     assert (
         doc["verdict"] in doctor.LEVELS
         and code == doc["exit_status"] == doctor.EXIT_STATUS[doc["verdict"]]
