@@ -27,11 +27,12 @@ def main(argv: list[str] | None = None) -> int:
             print(usage, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
+        if getattr(exc, "quiet", False):  # a fleet's rank other than 0: rank 0 says it
+            return 130
         where = getattr(exc, "run_dir", None) or "RUN_DIR"
-        print(
-            f"iobench: interrupted; finished trials are kept (continue with: iobench run --resume {where})",
-            file=sys.stderr,
-        )
+        again = getattr(exc, "resume_command", None) or f"iobench run --resume {where}"
+        print(f"iobench: interrupted; finished trials are kept (continue with: {again})",
+              file=sys.stderr)  # fmt: skip
         return 130
     except BrokenPipeError:
         return 141

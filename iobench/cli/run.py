@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -390,6 +390,19 @@ def _make_progress(args: argparse.Namespace) -> Any:
     return PlainProgress(verbose=args.verbose, quiet=args.quiet)
 
 
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[Any]:
+    """The run's progress, its live area stopped however the run ends (the line that says
+    how to resume must not be wrapped by the live area's capture of stderr)."""
+    progress = _make_progress(args)
+    try:
+        yield progress
+    finally:
+        close = getattr(progress, "close", None)  # LiveProgress; PlainProgress has nothing to stop
+        if close is not None:
+            close()
+
+
 def run_request(args: argparse.Namespace) -> Any:
     """The parsed command line as the typed request the run's checks take (``RunRequest``)."""
     import dataclasses
@@ -432,7 +445,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_exit_code(rows, args.allow_failures)
     if plan.fleet or plan.fleet_dir is not None:
         return _fleet_run(args, plan)
-    run_dir = Runner(plan, _make_progress(args)).run()
+    with _progress(args) as progress:
+        run_dir = Runner(plan, progress).run()
     return finish_run(args, run_dir, plan.cost)
 
 
@@ -456,7 +470,8 @@ def _fleet_run(args: argparse.Namespace, plan: Any) -> int:
                 f"rank(s) (mpirun -n {max(plan.fleet_sizes)})"
             )
         if fleet.leads:
-            run_dir = Runner(plan, _make_progress(args), fleet).run()
+            with _progress(args) as progress:
+                run_dir = Runner(plan, progress, fleet).run()
             rc = finish_run(args, run_dir, plan.cost)
         else:
             with open(os.devnull, "w") as silent:  # rank 0 says it all; errors reach stderr

@@ -195,6 +195,16 @@ class FleetRun:
             except (IOBenchError, OSError):
                 continue  # not on this host's disk, or unreadable: left as it is
 
+    def annotate(self, exc: BaseException, run_dir: Path | None) -> None:
+        """How the user goes on after an interrupt: rank 0 names the launch that resumes
+        the fleet; the other ranks say nothing (their folder is rank 0's run's part)."""
+        if not self.on:
+            return
+        exc.quiet = not self.fleet.leads  # type: ignore[attr-defined]
+        exc.resume_command = (  # type: ignore[attr-defined]
+            f"mpirun -n {self.fleet.size} iobench run --fleet --resume {run_dir or 'RUN_DIR'}"
+        )
+
     def stop(self, why: str) -> None:
         """On the way out: rank 0 stops the others, another rank tells rank 0 it goes."""
         if self.on:

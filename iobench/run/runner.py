@@ -85,6 +85,7 @@ class Runner:
             self._interrupted = isinstance(exc, KeyboardInterrupt)
             self.fleet.stop(str(exc) or "interrupted")  # no rank waits for this one
             exc.run_dir = self.run_dir.path if self.run_dir else None  # type: ignore[union-attr]
+            self.fleet.annotate(exc, exc.run_dir)  # type: ignore[union-attr]
             changes = {"status": "interrupted", "ended_at": utcnow(), "overhead": self._account()}
             if isinstance(exc, VolumeHungError) and isinstance(exc.volume, Path):
                 self.remover.hung.append(exc.volume)  # the clean-up attempts nothing there

@@ -291,3 +291,34 @@ def test_a_fleet_run_stopped_by_a_lost_rank_resumes_under_a_new_launch(tmp_path:
     assert json.loads((run / "meta.json").read_text())["status"] == "complete"
     assert ranks_of(str(tmp_path)) == {}
     assert not any(standin.scratch_left(target, tmp).values())
+
+
+def test_ctrl_c_on_the_launcher_ends_every_rank_and_keeps_what_finished(tmp_path: Path) -> None:
+    """SIGINT to mpirun (a Ctrl-C in its terminal): Open MPI passes it on to the ranks as
+    SIGTERM once its grace has run; every rank ends its trial as interrupted and cleans up,
+    the finished rows are kept, and rank 0 alone says how to resume the fleet."""
+    path = tmp_path / "ten-seconds.toml"
+    path.write_text('[scenario]\nname = "ctrl-c"\nkind = "standin"\nrepeats = 2\n'
+                    f'[workload]\nfiles = 200\nkb = 4\nrate = 20\n{standin.NAIVE}')  # fmt: skip
+    target, tmp, results = standin.roles(tmp_path)
+    start = time.monotonic()
+    job = mpirun(2, ["run", "--fleet", *standin.argv(tmp_path, path)[1:]])
+    in_trial(job, target, rank=1)
+    time.sleep(1)
+    job.send_signal(signal.SIGINT)
+    out, _ = job.communicate(timeout=4 * GRACE + 60)
+    took = time.monotonic() - start
+    run = only_run_dir(results)
+    got = rows(run / "trials.csv")
+    assert {r["status"] for r in got} <= {"ok", "interrupted"}, out[-3000:]
+    assert "interrupted" in {r["status"] for r in got}
+    by_slot: dict[str, set[str]] = {}
+    for r in got:  # every rank's share of each trial that began
+        by_slot.setdefault(r["trial_id"].rsplit("-w", 1)[0], set()).add(r["rank"])
+    assert all(ranks == {"0", "1"} for ranks in by_slot.values()), by_slot
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    assert f"mpirun -n 2 iobench run --fleet --resume {run}" in out, out[-2000:]
+    assert "workers/w1)" not in out  # rank 1 names no resume of its own
+    assert took < 2 * GRACE + 40, took
+    assert ranks_of(str(tmp_path)) == {}
+    assert not any(standin.scratch_left(target, tmp).values())
