@@ -44,6 +44,11 @@ TRADE_OFFS = {
         "the venv on tmp: each restart copies the tree back file by file",
         "install on tmp, then copy the tree out again",
     ),
+    "prewarm": (
+        "nothing on the volume; the caches go cold, and each restart first reads the recorded "
+        "import set in parallel",
+        "install into the venv on the volume, then record the import set again",
+    ),
     "fan-out": (
         "the venv on tmp: each restart restores the one archive, every worker at once",
         "one worker installs on tmp and packs again; the others wait for it and restore",

@@ -85,6 +85,16 @@ STRATEGIES: dict[str, Strategy] = {
             "install on tmp, then copy the tree out again",
         ),
         Strategy(
+            "prewarm",
+            "target",
+            ("record",),
+            ("prewarm",),
+            "the venv itself, and the list of its files the ready check opened",
+            "nothing on the volume; the caches go cold, and the restart reads the recorded "
+            "files in parallel before the ready check",
+            "install into the venv on the volume; the next first start records the list again",
+        ),
+        Strategy(
             "fan-out",
             "tmp",
             ("pack",),

@@ -12,7 +12,9 @@ After the first start's ready check, for a run whose scenario names start-up str
    it again (the workload's :meth:`Rebuild.rebuild`; its cache, when kept on the target, is
    warm with packages); persistent-venv runs the ready check only; packed- and copied-venv
    restore the tree to the path it was built at, the one a start script uses, then run the
-   ready check. fan-out (:mod:`iobench.trial.fanout`) is packed-venv with one archive for the
+   ready check; prewarm is persistent-venv whose first start records the venv's files the
+   ready check opened (``prewarm.list`` in the store) and whose restart reads them, 32 at
+   once, before the ready check. fan-out (:mod:`iobench.trial.fanout`) is packed-venv with one archive for the
    fleet: rank 0 packs it into the fleet trial's shared folder, and at the restart every
    worker restores it.
 
@@ -105,6 +107,9 @@ class Restart:
         if self.waiter:  # its first start was the restore; what is kept is rank 0's archive
             row.first_start_s = first
             return
+        if self.strategy.first_start == ("record",):
+            self.record(first)
+            return
         if not self.strategy.first_start:
             row.first_start_s, row.stored_bytes = first, self.kept_bytes()
             return
@@ -130,9 +135,27 @@ class Restart:
         )
         row.persist_s, row.stored_bytes = step.seconds, step.bytes
 
+    def record(self, first: float) -> None:
+        """prewarm's first start: list the venv's files its ready check opened (the list
+        stays on the target, beside nothing else: the venv is there already)."""
+        if self.store is None:
+            raise RestartFailed(
+                "prewarm keeps its list on the target, and this run has no target role"
+            )
+        self.store.mkdir(parents=True)
+        listing = self.store / strategies.PREWARM_LIST
+        argv = strategies.record_argv(self.work.built, self.ctx.ready, listing)
+        r = self.t.phase("record", argv, None, self.sampler)
+        self.ok(r, "recording the import set")
+        files, _ = strategies.listed(listing)
+        row = self.row
+        row.first_start_s, row.persist_s = first + r.seconds, r.seconds
+        row.persist_method, row.persist_tool = "record", f"python ({files} files)"
+        row.stored_bytes = strategies.tree_size(self.work.built)[1] + listing.stat().st_size
+
     def kept_bytes(self) -> int | None:
         """What reinstall (its cache on the target) or persistent-venv (the tree) keeps."""
-        if self.cfg.strategy == "persistent-venv":
+        if self.strategy.venv_role == TARGET:
             return strategies.tree_size(self.work.built)[1]
         if self.work.cache is not None and self.cfg.cache == TARGET:
             return strategies.tree_size(self.work.cache)[1]
@@ -152,6 +175,12 @@ class Restart:
         t0 = time.monotonic()
         if self.cfg.strategy == "reinstall":
             self.ok_stop(self.work.rebuild(self.t, self.sampler))
+        elif self.strategy.restart == ("prewarm",) and self.store is not None:
+            listing = self.store / strategies.PREWARM_LIST
+            r = self.t.phase("prewarm", strategies.prewarm_argv(listing), None, self.sampler)
+            self.ok(r, "prewarm")
+            self.row.restore_s = r.seconds
+            self.row.restore_command = strategies.prewarm_command(str(listing))
         elif self.store is not None:
             self.restored = strategies.restore(
                 self.cfg.strategy,
@@ -189,7 +218,7 @@ class Restart:
 
     def cold_path(self) -> Path | None:
         """What the restart reads from the target: the tree, the store, or reinstall's cache."""
-        if self.cfg.strategy == "persistent-venv":
+        if self.strategy.venv_role == TARGET:  # persistent-venv, prewarm: the venv is there
             return self.work.built
         if self.cfg.strategy == "reinstall":
             return self.work.cache if self.cfg.cache == TARGET else None

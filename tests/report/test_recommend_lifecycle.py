@@ -297,3 +297,32 @@ def test_a_fan_out_script_pasted_on_two_pods_at_once_builds_once_and_restores_on
     restart = subprocess.run(pod, capture_output=True, text=True, timeout=300, check=False)
     assert restart.returncode == 0, restart.stderr[-1500:]
     assert restart.stdout.strip().splitlines()[-1] == f"READY 0 {venv}"
+
+
+@pytest.mark.venv
+def test_a_prewarm_script_records_the_import_set_once_and_reads_it_at_each_restart(
+    tmp_path: Path, tiny_wheels: Path
+) -> None:
+    """Pasted twice into a stock shell: the first start makes the venv, installs and records
+    the files `import tiny_core` opens; the restart reads them before the program runs."""
+    meta = RunMeta(versions={"venv": {"virtualenv": "21.15.11", "pip": "26.3"}})
+    venv = tmp_path / "roles" / "target" / "venv"
+    install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
+    lines = [*STRICT, f"export VIRTUAL_ENV={venv}", "export PREWARM_IMPORTS='import tiny_core'"]
+    lines += strategy_lines("prewarm", {}, venv_lines(meta, "virtualenv"), install, {})
+    assert "\n".join(lines).count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join([*lines[:-1], 'python3 -c "import tiny_core; tiny_core.check()"',
+                                 'echo "READY $first_start"']) + "\n")  # fmt: skip
+    env = ["env", "-i", f"PATH={_machine(tmp_path, 'stock')}:/usr/bin:/bin", f"HOME={tmp_path}",
+           "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
+    first = subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
+    assert first.returncode == 0 and first.stdout.strip().endswith("READY 1"), first.stderr
+    listed = [p for p in (venv / ".prewarm.list").read_bytes().split(b"\0") if p]
+    assert any(b"tiny_core" in p for p in listed), listed  # the package's own files
+    assert all(p.startswith(str(venv).encode()) for p in listed)  # nothing outside the venv
+    traced = [("-ex" if w == "-e" else w) for w in env]  # the restart's lines, as run
+    again = subprocess.run(traced, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0 and again.stdout.strip().endswith("READY 0"), again.stderr
+    assert "+ xargs -0 -P 32 -n 64 cat --" in again.stderr  # the import set was read first
+    assert "pip install" not in again.stderr

@@ -132,8 +132,10 @@ def test_a_persistent_venv_restart_is_made_cold_or_kept_warm(
 def test_packed_and_copied_venvs_are_restored_ready_and_leave_nothing(
     quick: Path, tmpfs: Path, tmp_path: Path
 ) -> None:
-    rows = run(scenario(tmp_path, ["packed-venv", "copied-venv"]), quick, tmpfs, tmp_path / "r")
-    for name in ("packed-venv", "copied-venv"):
+    # fan-out without a fleet is packed-venv: its own archive, restored at the restart
+    strategies = ["packed-venv", "copied-venv", "fan-out"]
+    rows = run(scenario(tmp_path, strategies), quick, tmpfs, tmp_path / "r")
+    for name in strategies:
         row = rows[name]
         assert row["status"] == "ok", row["error"]  # the ready check of the restored venv passed
         assert row["venv_role"] == "tmp"
@@ -164,3 +166,26 @@ def test_a_reinstall_restart_makes_its_venv_with_the_config_s_creator(tmp_path: 
     assert rows["reinstall"]["venv_creator"] == "venv-without-pip"
     assert rows["reinstall"]["status"] == "ok" and float(rows["reinstall"]["restart_s"]) > 0
     nothing_left(target, tmp)
+
+
+@pytest.mark.lab
+def test_a_prewarm_restart_reads_the_recorded_import_set_before_the_ready_check(
+    quick: Path, tmpfs: Path, tmp_path: Path
+) -> None:
+    """prewarm: the first start lists the venv's files the ready check opened; the cold
+    restart reads them, 32 at once, then passes the ready check — and the lab daemon saw
+    at least those bytes read from the volume."""
+    rows = run(scenario(tmp_path, ["persistent-venv", "prewarm"]), quick, tmpfs, tmp_path / "r")
+    warm, plain = rows["prewarm"], rows["persistent-venv"]
+    assert warm["status"] == plain["status"] == "ok", warm["error"]
+    assert warm["venv_role"] == "target" and warm["persist_method"] == "record"
+    files = int(warm["persist_tool"].split("(")[1].split()[0])
+    assert files >= 2, warm["persist_tool"]  # tiny_core's module and its bytecode at least
+    assert float(warm["first_start_s"]) > float(warm["time_to_ready_s"])  # the recording counts
+    assert warm["restore_command"].startswith("xargs -0 -P 32 -n 64 cat -- < ")
+    assert float(warm["restore_s"]) > 0
+    assert float(warm["restart_s"]) >= float(warm["restore_s"]) + float(warm["restart_import_s"])
+    assert warm["cold_method"] == "lab-flush"
+    assert int(warm["restart_target_read_bytes"]) >= int(plain["restart_target_read_bytes"])
+    assert int(warm["stored_bytes"]) > int(plain["stored_bytes"]) * 0.9  # the venv, and the list
+    nothing_left(quick, tmpfs)

@@ -232,8 +232,10 @@ def test_strategies_as_data() -> None:
         "persistent-venv",
         "packed-venv",
         "copied-venv",
+        "prewarm",
         "fan-out",
     ]
+    assert strategies.get("prewarm").venv_role == "target"
     assert strategies.get("fan-out").restart == ("restore",)
     assert strategies.get("persistent-venv").venv_role == "target"
     assert strategies.get("packed-venv").restart == ("restore",)
