@@ -174,13 +174,18 @@ def test_a_cold_persistent_venv_reads_from_the_volume_and_is_slower(
 ) -> None:
     venv = slow_venv
     _ready_check(venv)
-    warm_s, warm = _ready_check(venv)
-    try:
-        cold_result = coldcache.make_cold(venv, methods=(method,))
-    except ColdCacheUnavailable as e:
-        pytest.skip(str(e))
-    assert cold_result.method == method
-    cold_s, cold = _ready_check(venv)
+    # three rounds of warm, then cold: the fastest of each counts (a busy machine only ever
+    # adds time, to either side; the round trips are counted by the daemon, not timed)
+    warms, colds = [], []
+    for _ in range(3):
+        warms.append(_ready_check(venv))
+        try:
+            cold_result = coldcache.make_cold(venv, methods=(method,))
+        except ColdCacheUnavailable as e:
+            pytest.skip(str(e))
+        assert cold_result.method == method
+        colds.append(_ready_check(venv))
+    (warm_s, warm), (cold_s, cold) = min(warms, key=lambda x: x[0]), min(colds, key=lambda x: x[0])
     print(f"{method}: warm {warm_s:.3f} s {warm}; cold {cold_s:.3f} s {cold}")
     assert cold["bytes_read"] > 0 and cold["open"] > 0
     # the names the interpreter opens are looked up again (a warm start lists the same
