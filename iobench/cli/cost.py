@@ -12,6 +12,7 @@ import math
 
 from iobench.cost.checkpoint import MTBF_HOURS
 from iobench.cost.idle import AU_TARGET, CostOptions
+from iobench.cost.month import strategy_figure
 from iobench.cost.prices import DEFAULT_STARTS_PER_MONTH, known_names
 from iobench.errors import UsageError
 
@@ -56,6 +57,15 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
         "--every-minutes",
         metavar="M",
         help="a checkpoint run: your own interval between saves, priced beside the best one",
+    )
+    group.add_argument(
+        "--strategy-figure",
+        metavar="NAME=FIRST_S,RESTART_S[,GB_KEPT]",
+        action="append",
+        default=None,
+        help="a start-up strategy you measured elsewhere (a snapshot restore, FlashBoot): "
+        "its first start and restart in seconds and the GB it keeps, ranked beside the "
+        "measured ones, marked entered (repeatable)",
     )
     if storage:
         group.add_argument(
@@ -113,4 +123,5 @@ def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
         au_target=AU_TARGET if au is None else au,
         mtbf_hours=MTBF_HOURS if mtbf is None else mtbf,
         every_minutes=every,
+        entered=tuple(strategy_figure(t) for t in getattr(args, "strategy_figure", None) or ()),
     )

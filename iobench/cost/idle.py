@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from iobench.cost.checkpoint import MTBF_HOURS
+from iobench.cost.month import LifeFigures
 from iobench.cost.prices import (
     DEFAULT_STARTS_PER_MONTH,
     GpuPreset,
@@ -47,6 +48,8 @@ class CostOptions:
     au_target: float = AU_TARGET  # a dataset run's bar for accelerator utilisation
     mtbf_hours: float = MTBF_HOURS  # a checkpoint run's pod: mean hours between failures
     every_minutes: float | None = None  # a checkpoint run's own interval between saves
+    #: strategies the user measured elsewhere (--strategy-figure), ranked beside the run's
+    entered: tuple[LifeFigures, ...] = ()
 
     def __post_init__(self) -> None:
         _check_number("--gpu-price", self.gpu_price, allow_zero=True)

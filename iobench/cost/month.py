@@ -35,6 +35,36 @@ class LifeFigures:
     restart_s: float
     stored_bytes: float = 0.0  # kept on the volume between starts
     restart_read_bytes: float = 0.0  # read from the volume by one restart
+    entered: bool = False  # the user's own figures (--strategy-figure), never measured here
+
+
+#: how an entered strategy's name reads wherever it is ranked
+ENTERED = " (entered)"
+
+
+def strategy_figure(text: str) -> LifeFigures:
+    """``NAME=FIRST_S,RESTART_S[,GB_KEPT]`` (``--strategy-figure``: a snapshot restore or
+    FlashBoot measured elsewhere) as figures ranked beside the measured ones, marked entered."""
+    name, eq, values = str(text).partition("=")
+    name = name.strip()
+    parts = [v.strip() for v in values.split(",")] if eq else []
+    if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise UsageError(
+            f"--strategy-figure {text!r}: NAME=FIRST_S,RESTART_S[,GB_KEPT], the name in letters, "
+            "digits, '-', '_' or '.' (e.g. flashboot=40,0.6,2)"
+        )
+    if len(parts) not in (2, 3):
+        raise UsageError(
+            f"--strategy-figure {text!r}: NAME=FIRST_S,RESTART_S[,GB_KEPT] (e.g. flashboot=40,0.6,2)"
+        )
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"--strategy-figure {text!r}: seconds and GB are numbers") from None
+    if not all(math.isfinite(x) and x >= 0 for x in numbers):
+        raise UsageError(f"--strategy-figure {text!r}: seconds and GB are 0 or more")
+    first, restart, gb = (*numbers, 0.0)[:3]
+    return LifeFigures(name + ENTERED, first, restart, gb * _GB, 0.0, entered=True)
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,8 @@ def _with_lifecycle(result: ReportResult, run: Run, page: str, charts: bool = Tr
     """Start-up strategies: lines for the console, lifecycle.png, and a section in the page."""
     s = result.summary
     price = s.price.usd_per_hour if s.price is not None else None
-    section = build_section(run.trials, price, s.options.starts_per_month, s.options.storage)
+    o = s.options
+    section = build_section(run.trials, price, o.starts_per_month, o.storage, o.entered)
     if not section.rows:
         return page
     result.lifecycle = section.lines

@@ -14,6 +14,7 @@ import csv
 import html
 import io
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,13 @@ class LifecycleSection:
     best: str | None = None
     ranking: LifeRanking | None = None  # every config's month at ``starts``, cheapest first
     priced: bool = False  # a GPU price was known (else the ranking is by idle time)
+
+    def best_measured(self) -> str | None:
+        """The cheapest strategy this run measured (an entered one may rank above it)."""
+        if self.ranking is None:
+            return None
+        entered = {f.strategy for f in self.figures if f.entered}
+        return next((c.strategy for c in self.ranking.ranking if c.strategy not in entered), None)
 
     def row(self, config: str) -> dict[str, Any] | None:
         """One config's medians (None when it measured no restart)."""
@@ -138,6 +146,15 @@ def prices_for(price_usd_per_hour: float | None, storage: str | None) -> tuple[P
     return preset.prices(price_usd_per_hour), notes
 
 
+def entered_row(f: LifeFigures) -> dict[str, Any]:
+    """A table row for an entered strategy: its figures, nothing measured."""
+    return {"config": f.strategy, "strategy": f.strategy, "n": 0, "first_s": f.first_s,
+            "restart_s": f.restart_s, "stored_bytes": f.stored_bytes, "target_read": math.nan,
+            "cold_method": "not measured", "warm_left": "", "cache_mode": "entered",
+            "persist_method": "", "persist_command": "", "restore_command": "",
+            "entered": True}  # fmt: skip
+
+
 def side_by_side(rows: list[dict[str, Any]]) -> list[str]:
     """The console table: first start and restart of each config, with the cold method."""
     out = [
@@ -155,12 +172,18 @@ def side_by_side(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def build_section(
-    trials: pd.DataFrame, price_usd_per_hour: float | None, starts: float, storage: str | None
+    trials: pd.DataFrame,
+    price_usd_per_hour: float | None,
+    starts: float,
+    storage: str | None,
+    entered: Sequence[LifeFigures] = (),
 ) -> LifecycleSection:
-    """Everything the report says about strategies, from the trials' rows."""
+    """Everything the report says about strategies, from the trials' rows, with the user's
+    own figures (``--strategy-figure``) ranked beside them, marked entered."""
     rows = config_rows(trials)
     if not rows:
         return LifecycleSection()
+    rows += [entered_row(f) for f in entered]
     prices, notes = prices_for(price_usd_per_hour, storage)
     figures = [
         LifeFigures(
@@ -171,7 +194,8 @@ def build_section(
             0.0 if math.isnan(r["target_read"]) else r["target_read"],  # billed where reads are
         )
         for r in rows
-    ]
+        if not r.get("entered")
+    ] + list(entered)
     rec = recommend(figures, starts, prices)
     lines = [
         "Start-up strategies: first start and restart (medians)",

@@ -203,7 +203,9 @@ def lifecycle_advice(
     section = summary.lifecycle
     if section.ranking is None:
         return None
-    config = section.ranking.best.strategy
+    config = section.best_measured()
+    if config is None:
+        return None
     row, table = section.row(config) or {}, summary.table.set_index("config")
     win = table.loc[config].to_dict()
     strategy = str(row.get("strategy") or win.get("strategy") or "reinstall")
@@ -215,17 +217,21 @@ def lifecycle_advice(
     trade = [f"trade-off: lost at restart: {lost}; after changing packages: {redo}"] if lost else []
     where = ["restore to the path the venv was built at: a venv holds its absolute path"] if (
         row.get("restore_command")) else []  # fmt: skip
-    head = [f"iobench: {headline}", *trade, *where, *caveats(win, roles), *place_notes]
+    cheaper = [f"{section.ranking.best.strategy} would cost less, by the figures you entered "
+               f"(not measured here); the script is the cheapest measured one, {config}"
+               ] if section.ranking.best.strategy != config else []  # fmt: skip
+    head = [f"iobench: {headline}", *cheaper, *trade, *where, *caveats(win, roles), *place_notes]
     make = venv_lines(meta, creator, stock_difference(summary.table, win, creator))
     install = install_hint(installer, creator)
     shell = export_lines(pairs, head, installer) + strategy_lines(
         strategy, row, make, install, roles, own
     )
     months = section.monthly_usd()
-    second = section.ranking.runner_up
+    entered = {f.strategy for f in section.figures if f.entered}
+    others = [c.strategy for c in section.ranking.ranking if c.strategy not in entered | {config}]
     return Recommendation(
         config=config,
-        baseline=second.strategy if second is not None else None,
+        baseline=others[0] if others else None,  # the measured runner-up
         shell=shell,
         dockerfile=dockerfile_lines(pairs, caveats(win, roles)),
         notes=[
@@ -235,6 +241,6 @@ def lifecycle_advice(
             "start script (or entrypoint), not in a Dockerfile RUN step",
         ],  # fmt: skip
         winner_s=float(row.get("first_s", math.nan)),
-        saving_usd_per_month=(months[second.strategy] - months[config]) if second else math.nan,
+        saving_usd_per_month=(months[others[0]] - months[config]) if others else math.nan,
         lifecycle=headline,
     )

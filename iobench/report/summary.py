@@ -434,6 +434,7 @@ def summarize(
         price.usd_per_hour if price is not None else None,
         options.starts_per_month,
         options.storage,
+        options.entered,
     )
     by = "median_first_start_s" if lifecycle.rows else "median_time_to_ready_s"
     if baseline is not None:
@@ -467,7 +468,7 @@ def _cheapest(table: pd.DataFrame, lifecycle: LifecycleSection) -> str | None:
     if lifecycle.rows and lifecycle.priced and lifecycle.ranking is not None:
         months = lifecycle.monthly_usd()
         table["monthly_cost_usd"] = [months.get(c, math.nan) for c in table["config"]]
-        return lifecycle.ranking.best.strategy
+        return lifecycle.best_measured()
     usable = table[table["n_ok"] > 0]
     costs = usable[np.isfinite(usable["cost_per_start_usd"].to_numpy(dtype=float))]
     return str(costs.loc[costs["cost_per_start_usd"].idxmin(), "config"]) if len(costs) else None

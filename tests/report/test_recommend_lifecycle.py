@@ -326,3 +326,37 @@ def test_a_prewarm_script_records_the_import_set_once_and_reads_it_at_each_resta
     assert again.returncode == 0 and again.stdout.strip().endswith("READY 0"), again.stderr
     assert "+ xargs -0 -P 32 -n 64 cat --" in again.stderr  # the import set was read first
     assert "pip install" not in again.stderr
+
+
+def test_an_entered_strategy_is_ranked_marked_and_never_scripted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--strategy-figure flashboot=30,0.5,2: ranked beside the measured strategies by the
+    same month, named "(entered)", its row "not measured"; the script stays the cheapest
+    measured strategy's, and says the entered one would cost less."""
+    from iobench.__main__ import main
+    from iobench.cost.month import strategy_figure
+
+    run = strategy_run(tmp_path)
+    snap = strategy_figure("flashboot=30,0.5,2")
+    options = CostOptions(gpu_price=3.6, starts_per_month=100, entered=(snap,))
+    result = build_report(run, options, charts=False)
+    rec = result.recommendation
+    assert rec is not None and rec.config == "packed-venv"  # measured, and scripted
+    assert rec.baseline == "persistent-venv"  # the measured runner-up
+    # (30 + 99 x 0.5) s x $3.6/h = $0.0795 + 2 GB kept at $0: below packed-venv's $0.332
+    assert rec.lifecycle.startswith(
+        "Cheapest over a month at 100 starts: flashboot (entered) ($0.080/month;"
+    )
+    assert "flashboot (entered) would cost less, by the figures you entered" in "\n".join(rec.shell)
+    text = "\n".join(result.lifecycle)
+    assert "flashboot (entered)" in text and "entered (not measured)" in text
+    csv_rows = pd.read_csv(run / "lifecycle.csv")
+    entered = csv_rows[csv_rows["config"] == "flashboot (entered)"].iloc[0]
+    assert (entered["first_start_s"], entered["restart_s"], entered["stored_bytes"]) == (
+        30.0, 0.5, 2e9)  # fmt: skip
+    # bad figures: one line, exit 2, nothing written
+    for bad in ("flashboot", "flashboot=1", "flashboot=a,b", "flashboot=-1,2", "=1,2"):
+        assert main(["report", str(run), "--strategy-figure", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("iobench: error: --strategy-figure") and err.count("\n") <= 2, err
