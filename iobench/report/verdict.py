@@ -429,8 +429,9 @@ def _no_difference(
     moot: list[str],
     common: Verdict,
 ) -> Verdict:
-    """Nothing beats the baseline beyond noise: same storage, or noise."""
-    if not real:
+    """Nothing beats the baseline beyond noise: same storage, or noise (configs that differ
+    in no placement at all — two strategies, two installers — are noise, not same storage)."""
+    if not real and moot:
         return replace(
             common,
             kind="same-storage",

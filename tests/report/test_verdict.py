@@ -87,6 +87,17 @@ def test_moving_things_within_one_filesystem_is_never_advice() -> None:
     assert v.kind == "advice" and v.changes == ("cache warm instead of cold",)
 
 
+def test_configs_that_differ_in_no_placement_are_noise_not_same_storage() -> None:
+    """Two strategies with one placement (prewarm and persistent-venv): no sentence about
+    moving things within a filesystem (it used to read "differ only in , one filesystem")."""
+    same = [ConfigTimes("prewarm", (24.1, 23.3, 24.6), NAIVE),
+            ConfigTimes("persistent-venv", (24.9, 24.4, 33.4), NAIVE)]  # fmt: skip
+    v = decide(same, "persistent-venv", ONE_DISK)
+    assert v.kind == "noise" and not v.advise and not v.moot
+    assert v.headline.startswith("No difference beyond noise (95%:")
+    assert "differ only in" not in v.headline
+
+
 def test_filesystems_are_compared_by_device_and_mount_point() -> None:
     assert same_filesystem(ONE_DISK, "target", "tmp") is True
     assert same_filesystem(DISK_AND_SHM, "target", "tmp") is False
