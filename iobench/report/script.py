@@ -395,6 +395,32 @@ def kept_path(command: str, roles: Mapping[str, RoleInfo], own: Path | None = No
     return next((w for w in words if w.startswith(target.rstrip("/") + "/")), None)
 
 
+#: a measured squashfs restore: the venv's folder made, then the image mounted on it
+_SQUASHFS_RESTORE = re.compile(
+    r"^mkdir (?P<venv>.+?) && (?:mount -t squashfs -o \S+|squashfuse -o \S+) (?P<image>.+) (?P=venv)$"
+)
+
+
+def restore_lines(restore: str) -> list[str]:
+    """The restore as the script runs it. A squashfs image is loop-mounted where the pod
+    allows it (CAP_SYS_ADMIN: most unprivileged pods refuse), else mounted in user space with
+    squashfuse, else unpacked with unsquashfs (squashfs-tools; no mount at all)."""
+    m = _SQUASHFS_RESTORE.match(restore)
+    if m is None:
+        return [restore]
+    venv, image = m["venv"], m["image"]
+    return [
+        f"mkdir {venv}",
+        f"if mount -t squashfs -o loop,ro,nosuid,nodev {image} {venv} 2>/dev/null; then",
+        "    :  # a loop mount (root with CAP_SYS_ADMIN)",
+        "elif command -v squashfuse >/dev/null; then  # in user space",
+        f"    squashfuse -o nosuid,nodev {image} {venv}",
+        "else  # no mount allowed: unpack the image instead (apt-get install squashfs-tools)",
+        f"    rmdir {venv} && unsquashfs -q -n -d {venv} {image}",
+        "fi",
+    ]
+
+
 #: strategies whose venv is restored from the target at each start
 RESTORED = ("packed-venv", "copied-venv", "fan-out")
 
@@ -441,17 +467,18 @@ def fan_out_lines(
     the venv, installs, packs and marks the archive done; every other pod waits for the mark
     and restores, as every pod does at a restart."""
     done, lock = shell.quote(kept + ".done"), shell.quote(kept + ".lock")
+    again = [f"    {x}" for x in restore_lines(restore)]
     return [
         f"mkdir -p {shell.quote(posixpath.dirname(kept))}",
         "first_start=0",
         f"if [ -e {done} ]; then  # a restart, or the fleet's archive is there: restore it",
-        f"    {restore}",
+        *again,
         f"elif mkdir {lock} 2>/dev/null; then  # the fleet's first pod: make the venv",
         *make,
         "    first_start=1",
         f"else  # another pod is making it (if that pod died: rm -r {lock})",
         f"    until [ -e {done} ]; do sleep 1; done",
-        f"    {restore}",
+        *again,
         "fi",
         PATH_LINE,
         'if [ "$first_start" = 1 ]; then  # install, pack onto the volume, tell the others',
@@ -489,7 +516,7 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
     return [
         "first_start=0",
         f"if [ -e {shell.quote(kept)} ]; then  # a restart: restore what the first start kept",
-        f"    {restore}",
+        *[f"    {x}" for x in restore_lines(restore)],
         "else  # the first start: make the venv",
         *ind,
         "    first_start=1",

@@ -360,3 +360,64 @@ def test_an_entered_strategy_is_ranked_marked_and_never_scripted(
         assert main(["report", str(run), "--strategy-figure", bad]) == 2
         err = capsys.readouterr().err
         assert err.startswith("iobench: error: --strategy-figure") and err.count("\n") <= 2, err
+
+
+@pytest.mark.venv
+@pytest.mark.lab  # it mounts (squashfuse) and unmounts
+@pytest.mark.skipif(
+    not (shutil.which("mksquashfs") and shutil.which("unsquashfs") and shutil.which("squashfuse")
+         and os.path.exists("/dev/fuse")),
+    reason="needs squashfs-tools, squashfuse and /dev/fuse",
+)  # fmt: skip
+def test_a_squashfs_script_restores_where_loop_mounts_are_refused(
+    tmp_path: Path, tiny_wheels: Path
+) -> None:
+    """An unprivileged pod refuses `mount -o loop`: the packed-venv script mounts the image
+    with squashfuse instead, and where squashfuse is missing too it unpacks it."""
+    meta = RunMeta(versions={"venv": {"virtualenv": "21.15.11", "pip": "26.3"}})
+    local, volume = tmp_path / "local", tmp_path / "volume"
+    local.mkdir()
+    volume.mkdir()
+    venv, image = local / "venv", volume / "store" / "venv.sqfs"
+    row = {"persist_command": f"mksquashfs {venv} {image} -noappend -quiet -no-progress",
+           "restore_command": f"mkdir {venv} && mount -t squashfs -o loop,ro,nosuid,nodev "
+                              f"{image} {venv}"}  # fmt: skip
+    roles = {"target": RoleInfo(path=str(volume))}
+    install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
+    body = strategy_lines("packed-venv", row, venv_lines(meta, "virtualenv"), install, roles)
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join([*STRICT, f"export VIRTUAL_ENV={venv}", *body[:-1],
+                                 'python3 -c "import tiny_core; tiny_core.check()"',
+                                 'echo "READY $first_start"']) + "\n")  # fmt: skip
+    pod = tmp_path / "pod-bin"  # the pod's tools: no squashfuse, and a mount that refuses
+    pod.mkdir()
+    for folder in ("/usr/bin", "/bin"):
+        for tool in Path(folder).iterdir():
+            if tool.name not in ("mount", "squashfuse") and not (pod / tool.name).exists():
+                (pod / tool.name).symlink_to(tool)
+    (pod / "mount").write_text(
+        "#!/bin/sh\necho 'mount: only root can use --options' >&2\nexit 32\n"
+    )
+    (pod / "mount").chmod(0o755)
+    shim = _machine(tmp_path, "stock")
+
+    def start(path: str) -> subprocess.CompletedProcess[str]:
+        env = ["env", "-i", f"PATH={shim}:{path}", f"HOME={tmp_path}",
+               "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
+        return subprocess.run(env, capture_output=True, text=True, timeout=300, check=False)
+
+    first = start(f"{pod}")
+    assert first.returncode == 0 and first.stdout.strip().endswith("READY 1"), first.stderr
+    assert image.is_file()
+    shutil.rmtree(venv)  # a new pod: the local disk is empty
+    with_fuse = start(f"{pod}:{Path(shutil.which('squashfuse') or '').parent}")
+    try:
+        assert with_fuse.returncode == 0, with_fuse.stderr
+        assert with_fuse.stdout.strip().endswith("READY 0")
+        assert f" {venv} fuse" in Path("/proc/self/mounts").read_text()  # squashfuse's mount
+    finally:
+        subprocess.run(["fusermount3", "-u", str(venv)], capture_output=True)
+    venv.rmdir()
+    unpacked = start(f"{pod}")  # neither a loop mount nor squashfuse: unsquashfs
+    assert unpacked.returncode == 0 and unpacked.stdout.strip().endswith("READY 0"), unpacked.stderr
+    assert (venv / "pyvenv.cfg").is_file() and not os.path.ismount(venv)
