@@ -37,7 +37,7 @@ from typing import Protocol
 from iobench.errors import IOBenchError
 from iobench.scenario.vocab import FAN_OUT, STRATEGIES
 from iobench.system.scratch import remove
-from iobench.trial import coldcache, fanout, strategies
+from iobench.trial import coldcache, fanout, prewarm, strategies
 from iobench.trial.outcome import INTERRUPTED, Stop, check
 from iobench.trial.process import PhaseResult
 from iobench.trial.sampler import Sampler
@@ -143,11 +143,11 @@ class Restart:
                 "prewarm keeps its list on the target, and this run has no target role"
             )
         self.store.mkdir(parents=True)
-        listing = self.store / strategies.PREWARM_LIST
-        argv = strategies.record_argv(self.work.built, self.ctx.ready, listing)
+        listing = self.store / prewarm.PREWARM_LIST
+        argv = prewarm.record_argv(self.work.built, self.ctx.ready, listing)
         r = self.t.phase("record", argv, None, self.sampler)
         self.ok(r, "recording the import set")
-        files, _ = strategies.listed(listing)
+        files, _ = prewarm.listed(listing)
         row = self.row
         row.first_start_s, row.persist_s = first + r.seconds, r.seconds
         row.persist_method, row.persist_tool = "record", f"python ({files} files)"
@@ -176,11 +176,11 @@ class Restart:
         if self.cfg.strategy == "reinstall":
             self.ok_stop(self.work.rebuild(self.t, self.sampler))
         elif self.strategy.restart == ("prewarm",) and self.store is not None:
-            listing = self.store / strategies.PREWARM_LIST
-            r = self.t.phase("prewarm", strategies.prewarm_argv(listing), None, self.sampler)
+            listing = self.store / prewarm.PREWARM_LIST
+            r = self.t.phase("prewarm", prewarm.prewarm_argv(listing), None, self.sampler)
             self.ok(r, "prewarm")
             self.row.restore_s = r.seconds
-            self.row.restore_command = strategies.prewarm_command(str(listing))
+            self.row.restore_command = prewarm.prewarm_command(str(listing))
         elif self.store is not None:
             self.restored = strategies.restore(
                 self.cfg.strategy,
