@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
@@ -29,10 +28,11 @@ from iobench.run import overhead, start
 from iobench.run.fleet import FleetRun
 from iobench.run.plan import RunPlan
 from iobench.run.policy import RunTrials
-from iobench.rundir.folder import SAMPLE_COLUMNS, RunDir, new_run_id, utcnow
+from iobench.run.tidy import Tidy
+from iobench.rundir.folder import RunDir, new_run_id, utcnow
 from iobench.system import signals
 from iobench.system.lock import TargetLock
-from iobench.system.removal import TRASH, Reaper, Remover
+from iobench.system.removal import Reaper, Remover
 from iobench.system.scratch import Scratch
 from iobench.trial import process
 from iobench.trial.context import TrialContext, TrialSpec
@@ -57,11 +57,11 @@ class Runner:
         self.scratch: dict[str, Scratch] = {}
         self.lock: TargetLock | None = None
         self.run_dir: RunDir | None = None
-        self.run_id = ""
+        self.run_id, self._interrupted = "", False
         self._handlers: dict[int, object] = {}
-        self._interrupted = False
         self.remover = Remover(quiet_s=plan.hung_after_s)
         self.reaper = Reaper(self.remover, {})  # its volumes are known once scratch exists
+        self.tidy = Tidy(self.remover, self.progress)  # iobench.run.tidy: removals, said
         self.clock = overhead.Clock()
         self.warm: WarmCaches | None = None
 
@@ -110,7 +110,7 @@ class Runner:
                             shared=self.fleet.shared(self.run_id, self.scratch),
                             launcher=os.getppid() if self.fleet.on else None)  # fmt: skip
         done = self.done = self.fleet.fleet.share(rd.done_trial_ids())  # rank 0's, for a fleet
-        with start.warming_up(ctx, self.scratch["tmp"], self._remove) as venv:
+        with start.warming_up(ctx, self.scratch["tmp"], self.tidy.remove) as venv:
             with self.clock.part("probe"):  # and the trial order (iobench.run.policy)
                 specs = self.trials = RunTrials.start(
                     self.plan, rd, self.scratch, set() if self.fleet.on else done, self.progress
@@ -155,7 +155,7 @@ class Runner:
         nothing is removed on the trial's volumes while it runs (``Reaper.hold``)."""
         self.progress.trial_started(k, total, spec.trial_id)
         with self.clock.part("cleanup"):  # the trash on the trial's volumes goes first
-            self._could_not_remove(
+            self.tidy.could_not_remove(
                 self.reaper.hold(self.scratch[r].root for r in spec.config.roles())
             )
         if not self.fleet.start(spec):  # a smaller fleet's trial: this rank waits it out
@@ -180,9 +180,9 @@ class Runner:
         self.progress.phase(spec.trial_id, "cleanup")
         with self.clock.part("cleanup"):
             for scratch in self.scratch.values():
-                self._defer(scratch.run_root / spec.trial_id, scratch)
+                self.tidy.defer(scratch.run_root / spec.trial_id, scratch)
                 for path in self.fleet.shared_slot(spec, scratch):
-                    self._defer(path, scratch)
+                    self.tidy.defer(path, scratch)
             self.reaper.release()
         if lost := self.fleet.fleet.lost:
             raise FleetLost(
@@ -209,15 +209,10 @@ class Runner:
 
     def _save_series(self, rd: RunDir, result: TrialResult) -> None:
         """Samples and stalls; a full results disk costs them, never the trial's row."""
-        if result.series is None:
-            return
-        tid = result.row.trial_id
-        try:
-            if result.series.rows:
-                rd.write_samples(tid, result.series.rows, SAMPLE_COLUMNS)
-            rd.append_stalls(result.row.run_id, tid, stall_dicts(result.series.stalls))
-        except OSError as exc:
-            self.progress.message(f"warning: samples of {tid} not saved: {exc.strerror or exc}")
+        s, row = result.series, result.row
+        stalls = [] if s is None else stall_dicts(s.stalls)
+        if s is not None and (why := rd.try_save_series(row.trial_id, s.rows, stalls, row.run_id)):
+            self.progress.message(f"warning: {why}")
 
     def _update_meta(self, rd: RunDir, **changes: object) -> None:
         """Change meta.json; a full results disk costs the change (said), never the run or its rows."""
@@ -234,11 +229,11 @@ class Runner:
                 self.index.stop()
             self.reaper.close()  # its trash goes with the run's folders
             for scratch in self.scratch.values():
-                self._remove(scratch.run_root, scratch.root)
+                self.tidy.remove(scratch.run_root, scratch.root)
             for path, volume in self.fleet.leftovers(self.scratch):  # a dead rank's
-                self._remove(path, volume)
+                self.tidy.remove(path, volume)
             if self.lock is not None:
-                self._free_lock(self.lock, Scratch(self.plan.roles["target"]).root)
+                self.tidy.free_lock(self.lock, Scratch(self.plan.roles["target"]).root)
             for scratch in self.scratch.values():  # a clean run leaves no empty scratch behind
                 self.remover.run(scratch.drop_if_empty, scratch.root)
             process.set_subreaper(False)
@@ -246,35 +241,10 @@ class Runner:
             if not self._interrupted:  # an interrupted iobench is on its way out: keep ignoring
                 signals.restore(self._handlers)
 
-    def _defer(self, path: Path, scratch: Scratch) -> None:
-        """Move a trial's folder into the run's trash (removed later by the Reaper)."""
-        self._left(path, self.remover.defer(path, scratch.run_root / TRASH, scratch.root))
-
     def _empty_trash(self) -> None:
         """Remove what waits in the trash, before the run's end is stamped (it is part of it)."""
         with self.clock.part("cleanup"):
-            self._could_not_remove(self.reaper.drain())
-
-    def _remove(self, path: Path, volume: Path) -> None:
-        """Remove a scratch path while the removal progresses; say where it stays if not."""
-        self._left(path, self.remover.remove(path, volume))
-
-    def _free_lock(self, lock: TargetLock, where: Path) -> None:
-        lock.stop_heartbeat()  # here; the file's removal in a child, bounded
-        if error := self.remover.run(lock.remove_file, where):
-            self.progress.message(
-                f"warning: lock in {where} not freed ({error}); stale once we exit"
-            )
-
-    def _could_not_remove(self, errors: Iterable[str]) -> None:
-        for error in errors:
-            self.progress.message(f"warning: could not remove {error}")
-
-    def _left(self, path: Path, error: str | None) -> None:
-        if error:
-            self.progress.message(
-                f"warning: could not remove {path}: {error}; `iobench clean` removes it later"
-            )
+            self.tidy.could_not_remove(self.reaper.drain())
 
 
 __all__ = ["Runner"]

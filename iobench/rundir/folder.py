@@ -232,6 +232,19 @@ class RunDir:
             return f"meta.json not updated ({', '.join(changes)}): {exc}"
         return ""
 
+    def try_save_series(
+        self, trial_id: str, rows: list[dict], stalls: list[dict], run_id: str
+    ) -> str:
+        """A trial's samples and stalls, where a full results disk costs them, never the
+        trial's row: '' when written, else the warning to print."""
+        try:
+            if rows:
+                self.write_samples(trial_id, rows, SAMPLE_COLUMNS)
+            self.append_stalls(run_id, trial_id, stalls)
+        except OSError as exc:
+            return f"samples of {trial_id} not saved: {exc.strerror or exc}"
+        return ""
+
     def write_probe(self, doc: dict) -> None:
         """Keep the start-of-run probe (written once, atomically, like meta.json)."""
         redact.write_private(self.probe_json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
