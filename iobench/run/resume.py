@@ -13,7 +13,8 @@ from iobench.errors import RunDirError
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import RunMeta
 from iobench.rundir.records import FINAL_STATUSES, TrialRow
-from iobench.scenario.load import Scenario, scenario_from_meta
+from iobench.scenario.load import Scenario
+from iobench.scenario.stored import scenario_from_meta
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ not one of cold, warm``), so a typo fails before anything is created. Files spea
 schema: an unknown table or key is an error, a requirement is a requirement (PEP 508, a
 path or a URL; never a pip option), and every number is finite and in a sane range. The
 scenario a run stored in its meta.json goes through the same validator on --resume
-(``scenario_from_meta``). Configs come from ``[configs.NAME]`` tables, from a ``[matrix]``
+(``iobench.scenario.stored``). Configs come from ``[configs.NAME]`` tables, from a ``[matrix]``
 (the product of axes, minus ``exclude``), or both.
 
 Scenario and config names become path components, so they are checked against
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from iobench.errors import RunDirError, ScenarioError
+from iobench.errors import ScenarioError
 from iobench.rundir.records import SAFE_NAME_MAX, SAFE_NAME_RE
 from iobench.scenario import settings
 from iobench.scenario.vocab import (
@@ -80,7 +80,7 @@ _PLACED = {
 }  # fmt: skip
 # the schema: what each table may hold (anything else is an error naming file and key)
 _TABLES = ("scenario", "defaults", "configs", "matrix", "workload")
-_SCENARIO_KEYS = (
+SCENARIO_KEYS = (
     "name",
     "kind",
     "packages",
@@ -107,7 +107,7 @@ NAME_RULE = (
 _AXIS_LABEL = {"cache_state": "state"}
 _BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 #: a stored config's values for the fields its kind does not use (dropped on --resume)
-_NEUTRAL = ("", "off", "cold", "pip", "on", "reinstall", "virtualenv", "default")
+NEUTRAL = ("", "off", "cold", "pip", "on", "reinstall", "virtualenv", "default")
 
 
 @dataclass(frozen=True)
@@ -296,7 +296,9 @@ def _text(value: object, src: str, key: str) -> str:
     return value
 
 
-def _unknown(table: dict, allowed: Iterable[str], src: str, key: str, what: str = "key") -> None:
+def unknown_keys(
+    table: dict, allowed: Iterable[str], src: str, key: str, what: str = "key"
+) -> None:
     """Scenario files speak only the schema: a key it does not define is an error, not ignored."""
     unknown = sorted(str(k) for k in table if k not in set(allowed))
     if unknown:
@@ -311,7 +313,7 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str, kind: st
         raise ScenarioError(f"{_where(src, key)}: expected a table")
     if kind in _PLACED:
         return _placed_config(name, table, defaults, src, key, kind)
-    _unknown(table, _CONFIG_KEYS, src, key)
+    unknown_keys(table, _CONFIG_KEYS, src, key)
     t = {**defaults, **table}
     for needed in ("venv", "tmpdir", "cache"):
         if needed not in t:
@@ -342,7 +344,7 @@ def _placed_config(name: str, table: dict, defaults: dict, src: str, key: str, k
     ``checkpoint`` config (where it is saved, where it is copied after): a role and a second
     role or ``off``; no venv, TMPDIR or installer cache (the rest is the [workload]'s)."""
     first, holds, second, same = _PLACED[kind]
-    _unknown(table, config_keys(kind), src, key)
+    unknown_keys(table, config_keys(kind), src, key)
     t = {**defaults, **table}
     if first not in t:
         raise ScenarioError(f"{_where(src, key + '.' + first)}: missing ({holds})")
@@ -392,7 +394,7 @@ def _matrix_axes(table: dict, src: str, kind: str) -> tuple[dict, list[dict], st
     if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
         raise ScenarioError(f"{_where(src, 'matrix.exclude')}: expected a list of tables")
     for i, e in enumerate(excludes):
-        _unknown(e, axes, src, f"matrix.exclude[{i}]", "axis")
+        unknown_keys(e, axes, src, f"matrix.exclude[{i}]", "axis")
     pattern = table.get("name", "")
     if not isinstance(pattern, str):
         raise ScenarioError(
@@ -513,11 +515,11 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     """
     if not isinstance(data, dict):
         raise ScenarioError(f"{src}: expected a table")
-    _unknown(data, _TABLES, src, "", "table")
+    unknown_keys(data, _TABLES, src, "", "table")
     s = data.get("scenario")
     if not isinstance(s, dict):
         raise ScenarioError(f"{src}: missing [scenario] table")
-    _unknown(s, _SCENARIO_KEYS, src, "scenario")
+    unknown_keys(s, SCENARIO_KEYS, src, "scenario")
     name = _check_name(s.get("name"), "scenario name", src, "scenario.name", legacy=legacy_names)
     kind = _choice(s.get("kind", "install"), WORKLOADS, src, "scenario.kind")
     installs = kind == "install"  # other kinds install nothing: no packages, no ready check
@@ -535,7 +537,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise ScenarioError(f"{_where(src, 'defaults')}: expected a table")
-    _unknown(defaults, config_keys(kind), src, "defaults")
+    unknown_keys(defaults, config_keys(kind), src, "defaults")
     configs = _configs(data, defaults, src, legacy_names, kind)
     # [workload.by_config.NAME] names a config of the file (a selection may run fewer)
     settings.check_by_config(workload, [c.name for c in configs], _where(src, "workload"))
@@ -580,71 +582,3 @@ def load_scenario(name_or_path: str) -> Scenario:
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{path}: cannot be read ({exc})") from None
     return scenario_from_dict(data, str(path))
-
-
-def scenario_from_meta(data: object, where: str = "meta.json") -> Scenario:
-    """Rebuild the resolved scenario stored in a run's meta.json (for --resume).
-
-    The stored form (``Scenario.to_dict()``) is turned back into the TOML document's shape
-    and checked by ``scenario_from_dict``, the one validator, with the names older runs
-    hold still accepted. Anything malformed is one RunDirError line naming ``where`` and
-    the key. Unknown keys are refused rather than ignored: a key this version does not
-    know may change what a trial measures, and resuming without it would silently mix
-    trials run under different conditions. Resume such a run with the iobench that
-    started it.
-    """
-    if not isinstance(data, dict):
-        raise RunDirError(f"{where}: scenario: expected a table, got {type(data).__name__}")
-    stored = ("source", "configs", "extra", "workload")
-    try:
-        _unknown(data, (*_SCENARIO_KEYS, *stored), where, "scenario", "key")
-        doc = {"scenario": {k: data[k] for k in _SCENARIO_KEYS if k in data and data[k] is not None},
-               "configs": _configs_from_meta(data.get("configs"), where, data.get("kind")),
-               **({"workload": data["workload"]} if data.get("workload") else {})}  # fmt: skip
-        if "repeats" not in data:
-            raise ScenarioError(f"{where}: scenario.repeats: missing")
-        scenario = scenario_from_dict(doc, where, legacy_names=True)
-    except ScenarioError as exc:
-        raise RunDirError(str(exc)) from None
-    source, extra, wheels = data.get("source"), data.get("extra", {}), data.get("wheels")
-    if not isinstance(source, str) or not isinstance(extra, dict):
-        raise RunDirError(f"{where}: scenario.source/extra: expected a string and a table")
-    if wheels is not None and name_problem(wheels) and not _stored_path(wheels):
-        raise RunDirError(
-            f"{where}: scenario.wheels: {str(wheels)[:80]!r} is neither a profile name nor an "
-            "absolute path without '..'"
-        )
-    # the stored wheels path was resolved when the run started: keep it as it is
-    return replace(scenario, source=source, wheels=wheels, extra=extra)
-
-
-def _stored_path(value: str) -> bool:
-    """A path a run stored (resolved when it started): absolute, without '..'."""
-    path = Path(value)
-    return path.is_absolute() and ".." not in path.parts and "\0" not in value
-
-
-def _configs_from_meta(raw: object, where: str, kind: object) -> dict[str, dict]:
-    """meta.json's list of configs as the TOML document's ``configs`` tables (each with the
-    keys its kind takes: the stored form holds every field, neutral where the kind has none)."""
-    keep = config_keys(str(kind)) | {"name"}
-    if not isinstance(raw, list) or not raw:
-        raise ScenarioError(f"{where}: scenario.configs: expected a non-empty list of configs")
-    tables: dict[str, dict] = {}
-    for i, c in enumerate(raw):
-        if not isinstance(c, dict):
-            raise ScenarioError(
-                f"{where}: scenario.configs[{i}]: expected a table, got {type(c).__name__}"
-            )
-        name = c.get("name")
-        problem = name_problem(name, legacy=True)
-        if problem:
-            raise ScenarioError(f"{where}: scenario.configs[{i}].name: {problem}")
-        if name in tables:
-            raise ScenarioError(
-                f"{where}: scenario.configs[{i}].name: config name '{name}' used twice"
-            )
-        tables[str(name)] = {
-            k: v for k, v in c.items() if k != "name" and (k in keep or v not in _NEUTRAL)
-        }
-    return tables
