@@ -174,28 +174,36 @@ def test_a_cold_persistent_venv_reads_from_the_volume_and_is_slower(
 ) -> None:
     venv = slow_venv
     _ready_check(venv)
-    # three rounds of warm, then cold: the fastest of each counts (a busy machine only ever
-    # adds time, to either side; the round trips are counted by the daemon, not timed)
-    warms, colds = [], []
-    for _ in range(3):
-        warms.append(_ready_check(venv))
+    # five rounds of warm then cold, paired by round: a busy machine moves both sides of a
+    # round alike, where the fastest warm against the fastest cold came from different moments
+    # (CI once saw the best warm at 1.89 s and the best cold at 1.82 s with 87 more round trips)
+    # -- the round trips themselves are counted by the daemon, not timed
+    rounds = []
+    for _ in range(5):
+        warm_s, warm = _ready_check(venv)
         try:
             cold_result = coldcache.make_cold(venv, methods=(method,))
         except ColdCacheUnavailable as e:
             pytest.skip(str(e))
         assert cold_result.method == method
-        colds.append(_ready_check(venv))
-    (warm_s, warm), (cold_s, cold) = min(warms, key=lambda x: x[0]), min(colds, key=lambda x: x[0])
-    print(f"{method}: warm {warm_s:.3f} s {warm}; cold {cold_s:.3f} s {cold}")
-    assert cold["bytes_read"] > 0 and cold["open"] > 0
-    # the names the interpreter opens are looked up again (a warm start lists the same
-    # folders: Python's finder reads them each start; READDIRPLUS fills the names it lists,
-    # so of ~200 lookups a cold start pays ~90 more: 110 -> 197 here)
-    trips = cold["trips"] - warm["trips"]
-    assert cold["getattr"] - warm["getattr"] > 50 and trips > 50, (warm, cold)
-    # half of the added round trips' latency at least: 3 ms each keeps that well above the
-    # CPU noise of a Python start on a busy 2-core machine (at 1 ms it flipped under load 12)
-    assert cold_s > warm_s + trips * LATENCY_MS / 1000 * 0.5, (warm_s, cold_s, trips)
+        cold_s, cold = _ready_check(venv)
+        rounds.append((warm_s, warm, cold_s, cold))
+        print(f"{method}: warm {warm_s:.3f} s {warm}; cold {cold_s:.3f} s {cold}")
+    for _, warm, _, cold in rounds:
+        assert cold["bytes_read"] > 0 and cold["open"] > 0
+        # the names the interpreter opens are looked up again (a warm start lists the same
+        # folders: Python's finder reads them each start; READDIRPLUS fills the names it lists,
+        # so of ~200 lookups a cold start pays ~90 more: 110 -> 197 here)
+        assert cold["getattr"] - warm["getattr"] > 50, (warm, cold)
+        assert cold["trips"] - warm["trips"] > 50, (warm, cold)
+    # each round's added time as a share of its added round trips' latency: half at least, in
+    # the median round (3 ms a trip keeps that well above the CPU noise of a Python start on a
+    # busy 2-core machine; at 1 ms it flipped under load 12)
+    shares = sorted(
+        (cold_s - warm_s) / ((cold["trips"] - warm["trips"]) * LATENCY_MS / 1000)
+        for warm_s, warm, cold_s, cold in rounds
+    )
+    assert shares[len(shares) // 2] > 0.5, shares
 
 
 @pytest.mark.lab
