@@ -13,6 +13,7 @@ from iobench.cli import build_parser
 from iobench.cli.run import run_request
 from iobench.errors import UsageError
 from iobench.run import plan as run_plan
+from iobench.run import roles as run_roles
 from iobench.rundir.meta import RunMeta
 from iobench.scenario.load import load_scenario
 from iobench.trial import installers
@@ -131,7 +132,7 @@ def test_default_target_refuses_root_and_a_home_folder(
         pytest.skip("/workspace is a mount point here: it is the default target")
     monkeypatch.chdir("/" if where == "/" else Path.home())
     with pytest.raises(UsageError, match=r"^give --target DIR \(your network volume\)$"):
-        run_plan.default_target()
+        run_roles.default_target()
 
 
 def test_default_target_is_the_current_folder(
@@ -140,14 +141,14 @@ def test_default_target_is_the_current_folder(
     if Path("/workspace").is_dir() and os.path.ismount("/workspace"):
         pytest.skip("/workspace is a mount point here: it is the default target")
     monkeypatch.chdir(tmp_path)
-    assert run_plan.default_target() == (tmp_path.resolve(), "the current folder")
+    assert run_roles.default_target() == (tmp_path.resolve(), "the current folder")
 
 
 def test_default_tmp_leaves_the_targets_filesystem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shm = Path("/dev/shm")
-    if not shm.is_dir() or run_plan.same_filesystem(shm, tmp_path):
+    if not shm.is_dir() or run_roles.same_filesystem(shm, tmp_path):
         pytest.skip("needs a /dev/shm on another filesystem than the test's temp folder")
     target, _, results = _dirs(tmp_path)
     system_tmp = tmp_path / "system-tmp"
@@ -168,11 +169,11 @@ def test_default_tmp_is_the_system_temp_dir_on_another_filesystem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shm = Path("/dev/shm")
-    if not shm.is_dir() or run_plan.same_filesystem(shm, tmp_path):
+    if not shm.is_dir() or run_roles.same_filesystem(shm, tmp_path):
         pytest.skip("needs a /dev/shm on another filesystem than the test's temp folder")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     scenario = load_scenario(str(TINY))
-    assert run_plan.default_tmp(shm, scenario) == (tmp_path, "the system temp dir")
+    assert run_roles.default_tmp(shm, scenario) == (tmp_path, "the system temp dir")
 
 
 def test_roles_on_one_filesystem_are_said_and_recorded(tmp_path: Path) -> None:
