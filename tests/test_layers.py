@@ -47,6 +47,14 @@ ALLOWED: dict[str, set[str]] = {
 LAZY_OK = ("iobench.__main__", "iobench.cli", "iobench.report")
 #: the one wing that may parse a command line
 ARGPARSE_OK = ("iobench.cli",)
+#: a module longer than this holds more than one idea; one may (the lab's FUSE daemon, whose
+#: operations are one table of handlers)
+MAX_MODULE_LINES = 600
+LONG_MODULE_OK = ("iobench.lab.fs",)
+#: a function longer than this is several steps with no names; chart drawing is exempt (one
+#: figure's axes, bars and labels read best in one place, as matplotlib's own examples do)
+MAX_FUNCTION_LINES = 60
+LONG_FUNCTION_OK = ("iobench.report.charts", "iobench.report.timeline_chart")
 
 
 @dataclass(frozen=True)
@@ -200,6 +208,31 @@ def argparse_outside_cli(imports: list[Import]) -> list[str]:
     ]
 
 
+def _name(path: Path) -> str:
+    return module_name(path) if path.is_relative_to(PACKAGE) else path.stem
+
+
+def long_modules(paths: list[Path], limit: int = MAX_MODULE_LINES) -> list[str]:
+    return [
+        f"{_name(p)}: {n} lines"
+        for p in paths
+        if (n := len(p.read_text().splitlines())) > limit and _name(p) not in LONG_MODULE_OK
+    ]
+
+
+def long_functions(paths: list[Path], limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    out = []
+    for p in paths:
+        if _name(p) in LONG_FUNCTION_OK:
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > limit:
+                    out.append(f"{_name(p)}:{node.lineno} {node.name}: {n} lines")
+    return out
+
+
 # --------------------------------------------------------------------------------- the tests
 def test_imports_go_one_way_between_wings() -> None:
     assert wrong_way(all_imports()) == []
@@ -232,6 +265,12 @@ def test_the_report_reaches_neither_the_runner_nor_the_sampler() -> None:
     assert not {t for t in reached if t.startswith(("iobench.run.", "iobench.trial."))}
 
 
+def test_no_module_and_no_function_outgrows_one_idea() -> None:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    assert long_modules(paths) == []
+    assert long_functions(paths) == []
+
+
 def test_the_rule_catches_a_planted_wrong_import(tmp_path: Path) -> None:
     """The checks are not vacuous: the rundir wing importing the runner is caught."""
     planted = [Import("iobench.rundir.folder", "iobench.run.runner", 1, False)]
@@ -241,3 +280,6 @@ def test_the_rule_catches_a_planted_wrong_import(tmp_path: Path) -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert lazy_where_not_allowed([Import("iobench.trial.steps", "iobench.trial.restart", 9, True)])
     assert argparse_outside_cli([Import("iobench.run.plan", "argparse", 3, False)])
+    long = tmp_path / "long.py"
+    long.write_text("def f():\n" + "    x = 1\n" * 61)
+    assert long_modules([long], limit=50) and long_functions([long]) == ["long:1 f: 62 lines"]

@@ -41,6 +41,23 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
         metavar="N",
         help=f"cold starts per month for the monthly figure (default {DEFAULT_STARTS_PER_MONTH:g})",
     )
+    _add_workload_figures(group)
+    if storage:
+        group.add_argument(
+            "--storage-usd-per-gb",
+            metavar="X",
+            help="charge per GB written on the target volume (metered storage)",
+        )
+        group.add_argument(
+            "--storage",
+            metavar="PRESET",
+            help="the volume's price preset, for what start-up strategies keep on it a month "
+            "(e.g. runpod-volume, efs-bursting, efs-elastic, gp3: iobench/cost/storage_prices.csv)",
+        )
+
+
+def _add_workload_figures(group: argparse._ArgumentGroup) -> None:
+    """The figures one kind of work prices by: a dataset's bar, a checkpoint's pod, a strategy."""
     group.add_argument(
         "--au-target",
         metavar="SHARE",
@@ -67,18 +84,6 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
         "its first start and restart in seconds and the GB it keeps, ranked beside the "
         "measured ones, marked entered (repeatable)",
     )
-    if storage:
-        group.add_argument(
-            "--storage-usd-per-gb",
-            metavar="X",
-            help="charge per GB written on the target volume (metered storage)",
-        )
-        group.add_argument(
-            "--storage",
-            metavar="PRESET",
-            help="the volume's price preset, for what start-up strategies keep on it a month "
-            "(e.g. runpod-volume, efs-bursting, efs-elastic, gp3: iobench/cost/storage_prices.csv)",
-        )
 
 
 def _number(flag: str, text: object, what: str) -> float | None:

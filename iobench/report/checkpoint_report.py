@@ -149,12 +149,8 @@ def _usable(r: ConfigSaves) -> bool:
     return all(math.isfinite(x) and x >= 0 for x in (r.write_s, r.read_s)) and r.write_s > 0
 
 
-def section_lines(
-    section: CheckpointSection, price_usd_h: float | None, every_min: float | None = None
-) -> list[str]:
-    """The console's (and the page's) words: each placement's save, copy and restore; how often
-    to save each way and what it costs; what a run without saves risked."""
-    rows = section.rows
+def _placement_lines(rows: list[ConfigSaves]) -> list[str]:
+    """Each placement's save, copy and restore, one line each under the checkpoint's size."""
     width = max(len(r.config) for r in rows)
     size = median([r.ckpt_mb for r in rows if math.isfinite(r.ckpt_mb)] or [math.nan])
     lines = [
@@ -170,6 +166,16 @@ def section_lines(
             f"{r.fsync_share:.0%}), restore {r.read_s:.2f} s ({r.read_mb_per_s:,.0f} MB/s, "
             f"cold: {r.cold_method or '?'}){copy}"
         )
+    return lines
+
+
+def section_lines(
+    section: CheckpointSection, price_usd_h: float | None, every_min: float | None = None
+) -> list[str]:
+    """The console's (and the page's) words: each placement's save, copy and restore; how often
+    to save each way and what it costs; what a run without saves risked."""
+    rows = section.rows
+    lines = _placement_lines(rows)
     usable = [r for r in rows if _usable(r)]
     if not usable:
         return lines

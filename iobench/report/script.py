@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from iobench import shell
-from iobench.report.verdict import same_filesystem
+from iobench.report.placement import same_filesystem
 from iobench.rundir.meta import RoleInfo, RunMeta
 from iobench.units import fmt_s
 

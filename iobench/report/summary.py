@@ -37,13 +37,13 @@ from iobench.report.diagnose import (
 )
 from iobench.report.lifecycle_report import LifecycleSection, build_section
 from iobench.report.load import PHASES, Run
+from iobench.report.placement import shared_storage_lines
 from iobench.report.verdict import (
     ConfigTimes,
     Verdict,
     configs_from_rows,
     decide,
     row_marks,
-    shared_storage_lines,
 )
 from iobench.stats import median as _median
 from iobench.stats import percentile as _percentile
@@ -411,24 +411,11 @@ def summarize(
         if tid is not None:
             medians[config] = tid
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    notes: list[str] = []
     baseline, note = choose_baseline(table)
-    if note:
-        notes.append(note)
-    source = run.info.index.source if run.info.index is not None else ""
-    if price is not None and source.startswith("synthetic profile"):
-        notes.append(
-            f"the dollar figures are for the {run.info.scenario_name or 'synthetic'} scenario's "
-            f"synthetic wheels ({source}), not your packages: run --scenario torch (or "
-            "--package REQ) to price your own stack"
-        )
+    notes = [note] if note else []
+    notes += _synthetic_note(run, price)
     configs = configs_from_rows(run.trials.to_dict("records"))
-    marks = row_marks(configs, baseline)
-    table["speedup_vs_baseline"] = [marks.get(c, (math.nan,))[0] for c in table["config"]]
-    table["vs_baseline"] = [marks.get(c, (0, ""))[1] for c in table["config"]]
-    table["beyond_noise_vs_baseline"] = [
-        marks[c][2] if c in marks else None for c in table["config"]
-    ]
+    _mark_against_baseline(table, configs, baseline)
     lifecycle = build_section(
         run.trials,
         price.usd_per_hour if price is not None else None,
@@ -460,6 +447,30 @@ def summarize(
         shared_storage_lines(roles),
         lifecycle,
     )
+
+
+def _synthetic_note(run: Run, price: PriceChoice | None) -> list[str]:
+    """Dollars priced on synthetic wheels are said to be the stand-in's, not the user's stack."""
+    source = run.info.index.source if run.info.index is not None else ""
+    if price is None or not source.startswith("synthetic profile"):
+        return []
+    return [
+        f"the dollar figures are for the {run.info.scenario_name or 'synthetic'} scenario's "
+        f"synthetic wheels ({source}), not your packages: run --scenario torch (or "
+        "--package REQ) to price your own stack"
+    ]
+
+
+def _mark_against_baseline(
+    table: pd.DataFrame, configs: list[ConfigTimes], baseline: str | None
+) -> None:
+    """Each row's speed-up over the baseline, its words, and whether beyond noise."""
+    marks = row_marks(configs, baseline)
+    table["speedup_vs_baseline"] = [marks.get(c, (math.nan,))[0] for c in table["config"]]
+    table["vs_baseline"] = [marks.get(c, (0, ""))[1] for c in table["config"]]
+    table["beyond_noise_vs_baseline"] = [
+        marks[c][2] if c in marks else None for c in table["config"]
+    ]
 
 
 def _cheapest(table: pd.DataFrame, lifecycle: LifecycleSection) -> str | None:

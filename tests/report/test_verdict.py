@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from iobench.report.placement import differences, same_filesystem, shared_storage_lines
 from iobench.report.verdict import (
     ConfigTimes,
     configs_from_rows,
     console_lines,
     decide,
-    differences,
-    same_filesystem,
-    shared_storage_lines,
     spread,
 )
 from iobench.rundir.meta import RoleInfo
