@@ -105,6 +105,7 @@ def _compiles(texts: list[bytes]) -> list[bytes]:
 
 
 @pytest.mark.e2e
+@pytest.mark.timing  # the profile's code share is fitted from one timed compile, on this machine
 def test_twin_follows_a_real_wheels_compile_cost_and_import_fanout(tmp_path: Path) -> None:
     wheel = build_real_wheel(tmp_path / "real")
     ready = default_ready([wheel])
