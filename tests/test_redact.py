@@ -191,6 +191,7 @@ def test_credentials_are_hidden_in_every_file_of_a_run(
             package,
             "--label",
             "secrets",
+            "--no-reuse-downloads",  # the trial itself meets the index (and fails)
         ]
     )
     assert rc == 1  # the install fails (nothing listens on port 9), and that is recorded
@@ -302,7 +303,15 @@ def test_a_token_in_the_index_url_s_path_reaches_no_file_and_no_line(
     assert CLOUDSMITH_TOKEN not in printed and GEMFURY_TOKEN not in printed
     run = next((tmp_path / "r").iterdir())
     html = (run / "report.html").read_text()
-    assert f"http://127.0.0.1:{server.server_address[1]}" in html and "/simple" not in html
+    # the packages were downloaded once from it (the report names its host) and served on
+    # loopback; none of its path, where the token is
+    assert f"downloaded once from http://127.0.0.1:{server.server_address[1]}" in html
+    assert "/simple" not in html
+    # nor in what the one download recorded beside its wheels, in iobench's cache
+    records = list(
+        (Path(os.environ["XDG_CACHE_HOME"]) / "iobench" / "downloads").glob("*/download.json")
+    )
+    assert records and all(CLOUDSMITH_TOKEN not in r.read_text() for r in records)
     made = [p for p in run.rglob("*") if p.is_file()]
     assert {"meta.json", "report.html", "summary.json", "summary.csv"} <= {p.name for p in made}
     for path in made:

@@ -19,9 +19,16 @@ def _source(plan: Any) -> str:
         return f"the wheels in {plan.wheelhouse}, served on a loopback index (no network)"
     if plan.index_url:
         return f"{plan.index_url} (network)"
-    if sc.wheels:
+    if plan.synthetic:
         return f"synthetic wheels of profile {sc.wheels}, generated and served on a loopback index (no network)"
-    return "pip's configured index (network; your pip configuration applies)"
+    where = f"{plan.index_url}" if plan.index_url else "pip's configured index"
+    if plan.downloads_once:
+        return (
+            f"{where}, downloaded once into iobench's cache (reused by later runs) and served "
+            "on a loopback index at that download's rate (--no-reuse-downloads: every cold "
+            "install downloads)"
+        )
+    return f"{where} (network; your pip configuration applies)"
 
 
 def _trials(plan: Any) -> list[Any]:
@@ -64,10 +71,17 @@ def _index_line(plan: Any, trials: list[Any], cold: int, primings: int) -> str:
     mb = space.written_mb(plan.scenario, [t.config for t in trials], cold + primings)
     order = [r for r in plan.roles if r in mb] + sorted(r for r in mb if r not in plan.roles)
     roles = ", ".join(f"{r} {decimal(int(mb[r] * 1e6))}" for r in order if r != "index")
+    share = f"the wheels taken as {space.WHEELS_SHARE:.0%} of the installed size"
+    if plan.downloads_once:  # one download; the installs read it back over loopback
+        once = space.written_mb(plan.scenario, [], 1)["index"]
+        return (
+            f"bytes     about {decimal(int(once * 1e6))} from the index, once ({share}; none "
+            f"when an earlier run's download is reused), {decimal(int(mb['index'] * 1e6))} "
+            f"over loopback; written: {roles}"
+        )
     return (
         f"bytes     about {decimal(int(mb['index'] * 1e6))} from the index "
-        f"({cold} cold install(s) and up to {primings} priming, the wheels taken as {space.WHEELS_SHARE:.0%} of the "
-        f"installed size); written: {roles}"
+        f"({cold} cold install(s) and up to {primings} priming, {share}); written: {roles}"
     )
 
 
@@ -122,6 +136,7 @@ def plan_lines(plan: Any) -> list[str]:
         f"packages  {', '.join(sc.packages)} ({size})"
         if sc.installs
         else f"workload  {sc.kind} ({_data_size(sc)})",
+        *([f"ready     {sc.ready}"] if sc.installs else []),
         f"trials    {'at most ' if plan.repeats_auto else ''}{len(trials)} "
         f"({len(sc.configs)} configs x {plan.repeats} repeats"
         + (", fewer once settled: --repeats auto" if plan.repeats_auto else "")

@@ -126,11 +126,19 @@ def _add_what(p: argparse.ArgumentParser) -> None:
         dest="index_mbit",
         type=positive_float,
         metavar="MBIT",
-        help="cap the loopback index at this many megabits/s",
+        help="cap the loopback index at this many megabits/s (default: none; for packages "
+        "downloaded once, that download's rate)",
     )
     what.add_argument(
         "--index-mbps", dest="index_mbit", type=positive_float, help=argparse.SUPPRESS
     )  # deprecated spelling of --index-mbit (same unit)
+    what.add_argument(
+        "--no-reuse-downloads",
+        action="store_true",
+        default=None,
+        help="real packages: every cold trial downloads from the index (default: downloaded "
+        "once into iobench's cache, then served on loopback at that download's rate)",
+    )
     what.add_argument(
         "--python",
         metavar="PATH",

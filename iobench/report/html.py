@@ -272,7 +272,7 @@ def roles_html(meta: RunMeta) -> str:
 
 def host_html(meta: RunMeta) -> str:
     """Host, GPU, versions and index: enough to tell two pods apart."""
-    host, gpu, index = meta.host, meta.gpu_info, meta.index
+    host, gpu = meta.host, meta.gpu_info
     items = [
         ("host", host.hostname),
         ("platform", host.platform),
@@ -283,11 +283,30 @@ def host_html(meta: RunMeta) -> str:
             f"{gpu.count} x {gpu.name} (driver {gpu.driver or '?'})" if gpu else "none detected",
         ),
         ("versions", versions_text(meta.versions)),
-        ("package index", f"{index.kind} {redact.url_host(index.url)}".strip() if index else "?"),
+        ("package index", index_text(meta)),
         ("sampling", f"{meta.sample_hz if meta.sample_hz is not None else '?'} Hz"),
     ]
     rows = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in items)
     return f"<table><tbody>{rows}</tbody></table>"
+
+
+def index_text(meta: RunMeta) -> str:
+    """Where the trials installed from: ``remote https://pypi.org``, ``local http://127.0.0.1:…``,
+    or the real index the packages were downloaded from once, with its rate (the cap)."""
+    index = meta.index
+    if index is None:
+        return "?"
+    text = f"{index.kind} {redact.url_host(index.url)}".strip()
+    if index.downloaded_from:
+        got, took = index.download_bytes, index.download_s
+        rate = got * 8 / 1e6 / took if got is not None and took else None
+        text += (
+            f", serving {fmt_bytes(got)} downloaded once from "
+            f"{redact.url_host(index.downloaded_from)}"
+            + (f" at {rate:,.2f} Mbit/s" if rate is not None else "")
+            + (f", capped at {index.mbps:,.2f} Mbit/s" if index.mbps else "")
+        )
+    return text
 
 
 def versions_text(versions: dict[str, Any]) -> str:

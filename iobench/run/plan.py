@@ -83,6 +83,7 @@ class RunRequest:
     index_url: str | None = None
     extra_index_url: list[str] = field(default_factory=list)
     index_mbit: float | None = None
+    no_reuse_downloads: bool = False  # every cold trial downloads from the real index
     python: str | None = None
     resume: Path | None = None
     order_seed: int | None = None
@@ -115,6 +116,7 @@ class RunPlan:
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)  # --extra-index-url, beside the index
     index_mbit: float | None = None
+    reuse_downloads: bool = True  # real packages: downloaded once, served on loopback
     python: str | None = None  # interpreter for the venvs (None: the one running iobench)
     resume: Path | None = None
     resume_meta: RunMeta | None = None
@@ -138,9 +140,26 @@ class RunPlan:
     worker_id: str = ""
 
     @property
+    def synthetic(self) -> bool:
+        """The scenario's synthetic wheels, generated and served on loopback."""
+        return self.wheelhouse is None and bool(self.scenario.wheels and not self.index_url)
+
+    @property
+    def downloads_once(self) -> bool:
+        """Real packages from a real index, downloaded once at the start and served on
+        loopback to every trial (iobench.trial.downloads; --no-reuse-downloads: not)."""
+        return (
+            self.reuse_downloads
+            and self.scenario.installs
+            and self.wheelhouse is None
+            and not self.synthetic
+        )
+
+    @property
     def local_index(self) -> bool:
-        """Packages come from iobench's loopback index (a wheelhouse or synthetic wheels)."""
-        return self.wheelhouse is not None or bool(self.scenario.wheels and not self.index_url)
+        """The trials install from iobench's loopback index (a wheelhouse, synthetic wheels,
+        or the packages downloaded once)."""
+        return self.wheelhouse is not None or self.synthetic or self.downloads_once
 
 
 def check(request: RunRequest) -> RunPlan:
@@ -154,12 +173,7 @@ def check(request: RunRequest) -> RunPlan:
     scenario, repeats = _scenario(req, state)
     # a scenario that says repeats = "auto:N" repeats until settled unless --repeats says more
     auto = auto or (state is None and req.repeats is None and scenario.repeats_auto)
-    if len(scenario.configs) * repeats > MAX_TRIALS:
-        raise UsageError(
-            f"{len(scenario.configs):,} configs x {repeats:,} repeats = "
-            f"{len(scenario.configs) * repeats:,} trials: at most {MAX_TRIALS:,} in one run "
-            "(pick configs with --configs, or fewer --repeats)"
-        )
+    _check_size(scenario, repeats)
     owners = trusted_owners(req.trust_owner or (meta.trusted_owners if meta else []))
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
@@ -175,6 +189,9 @@ def check(request: RunRequest) -> RunPlan:
         wheelhouse=req.wheelhouse,
         index_url=req.index_url,
         index_mbit=req.index_mbit,
+        # a resumed run keeps where its trials installed from (a remote one stays remote)
+        reuse_downloads=not req.no_reuse_downloads
+        and not (meta is not None and meta.index_kind == "remote"),
         python=req.python,
         resume=req.resume.resolve() if req.resume is not None else None,
         resume_meta=meta,
@@ -201,6 +218,15 @@ def check(request: RunRequest) -> RunPlan:
     plan.notes += [run_roles.same_storage_note(group, roles) for group in plan.same_storage]
     plan.notes += run_roles.results_note(plan.results_root, roles["target"])
     return plan
+
+
+def _check_size(scenario: Scenario, repeats: int) -> None:
+    if len(scenario.configs) * repeats > MAX_TRIALS:
+        raise UsageError(
+            f"{len(scenario.configs):,} configs x {repeats:,} repeats = "
+            f"{len(scenario.configs) * repeats:,} trials: at most {MAX_TRIALS:,} in one run "
+            "(pick configs with --configs, or fewer --repeats)"
+        )
 
 
 def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
@@ -379,10 +405,11 @@ def check_index(plan: RunPlan) -> None:
     """Index options that go together, and a remote index that answers."""
     if plan.index_mbit is not None and not plan.local_index:
         raise UsageError(
-            "--index-mbit needs the local index (--wheelhouse or a synthetic scenario)"
+            "--index-mbit needs the local index (--wheelhouse, a synthetic scenario, or the "
+            "packages downloaded once: drop --no-reuse-downloads)"
         )
     check_mbit(plan.index_mbit)  # finite and in range, before anything is made
-    if plan.extra_index_urls and plan.local_index:
+    if plan.extra_index_urls and (plan.wheelhouse is not None or plan.synthetic):
         raise UsageError(
             "--extra-index-url goes beside a real index (PyPI or --index-url), not iobench's local one"
         )

@@ -25,7 +25,7 @@ from iobench.rundir.meta import RunMeta
 from iobench.scenario import axes
 from iobench.system.lock import TargetLock
 from iobench.system.scratch import Scratch
-from iobench.trial import installers
+from iobench.trial import downloads, installers
 from iobench.trial.context import TrialContext
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec
@@ -84,21 +84,31 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
 def start_index(plan: RunPlan, progress: Progress) -> tuple[LocalIndex | None, IndexSpec, dict]:
     """The loopback index over --wheelhouse or the scenario's synthetic wheels, if any; the
     spec the installers use and meta.json's ``index``."""
-    folder, source = plan.wheelhouse, str(plan.wheelhouse)
-    if folder is None and plan.scenario.wheels and plan.local_index:
+    folder, source, mbit = plan.wheelhouse, str(plan.wheelhouse), plan.index_mbit
+    url = redact.redact(plan.index_url or "pip's configured index")
+    index_args = [*(["--index-url", plan.index_url] if plan.index_url else []),
+                  *axes.index_args(plan.extra_index_urls)]  # fmt: skip
+    downloaded: dict[str, Any] = {}
+    if plan.synthetic and plan.scenario.wheels:
         profile = load_profile(plan.scenario.wheels)
         progress.message(f"wheels: profile {profile.name} ({profile.file_count} files)")
         folder = cached_wheels(profile)
         source = f"synthetic profile {profile.name} ({profile.fingerprint()})"
+    elif plan.downloads_once:
+        got = downloads.fetch(plan.scenario.packages, plan.python or sys.executable, index_args,
+                              url, progress.message)  # fmt: skip
+        folder, source = got.folder, got.source()
+        mbit = plan.index_mbit or got.mbit_per_s  # the first download's rate, unless told
+        downloaded = {"downloaded_from": url, "download_bytes": got.bytes,
+                      "download_s": round(got.seconds, 3)}  # fmt: skip
     if folder is None:
         remote = IndexSpec(
             plan.index_url, local=False, extra_args=axes.index_args(plan.extra_index_urls)
         )
-        url = redact.redact(plan.index_url or "(pip configuration)")
         return None, remote, {"kind": "remote", "url": url}
-    index = LocalIndex(folder, plan.index_mbit).start()
+    index = LocalIndex(folder, mbit).start()
     # meta.json keeps its key "mbps" (megabits/s): renaming a key is a format version
-    meta = {"kind": "local", "source": source, "url": index.url, "mbps": plan.index_mbit}
+    meta = {"kind": "local", "source": source, "url": index.url, "mbps": mbit, **downloaded}
     return index, IndexSpec(index.url, local=True), meta
 
 

@@ -190,6 +190,11 @@ class IndexInfo:
     url: str = key("the index URL, credentials redacted", "")
     source: str = key("what the local index served: a wheelhouse folder or a synthetic profile", "")
     mbps: float | None = key("the local index's cap, megabits/s (null: none)", lo=0, hi=1e9)
+    downloaded_from: str = key("the real index the packages were downloaded from once "
+                               "(credentials redacted; empty: none)", "")  # fmt: skip
+    download_bytes: int | None = key("the wheels that one download fetched, bytes", lo=0)
+    download_s: float | None = key("its wall time, s (pip's resolution included); `mbps` is "
+                                   "its rate unless `--index-mbit` gave one", lo=0)  # fmt: skip
     extra: dict[str, Any] = _extra()
 
 

@@ -243,6 +243,7 @@ def test_credentials_never_reach_meta(tmp_path: Path) -> None:
             "x",
             "--package",
             "tiny-core @ https://user:s3cret@example.invalid/tiny.whl",
+            "--no-reuse-downloads",  # the trial itself meets the URL (and fails)
         ]
     )
     assert rc == 1  # the trial fails (no such host), and that is recorded

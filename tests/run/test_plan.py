@@ -208,6 +208,7 @@ def test_index_mbps_needs_the_local_index(tmp_path: Path) -> None:
                 "http://127.0.0.1:9/",
                 "--index-mbps",
                 "5",
+                "--no-reuse-downloads",
                 "--target",
                 str(target),
                 "--tmp",
