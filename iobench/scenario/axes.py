@@ -26,8 +26,8 @@ from iobench.scenario.load import (
     _check_name,
     _config,
     config_keys,
-    requirement_problem,
 )
+from iobench.scenario.requirements import requirement_problem
 from iobench.scenario.vocab import MAX_CONFIGS
 
 #: config keys an axis may vary (not a config's name, description or strategy)

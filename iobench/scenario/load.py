@@ -26,11 +26,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from iobench.errors import ScenarioError
 from iobench.rundir.records import SAFE_NAME_MAX, SAFE_NAME_RE
 from iobench.scenario import settings
+from iobench.scenario.requirements import dist_name, requirement_problem
 from iobench.scenario.vocab import (
     CACHE_STATES,
     INSTALLERS,
@@ -202,12 +201,23 @@ class Scenario:
         return Scenario(**{**self.__dict__, "configs": picked})
 
     def with_packages(self, packages: list[str]) -> Scenario:
-        """The same scenario installing other requirements (e.g. a pinned torch)."""
+        """The same scenario installing other requirements (e.g. a pinned torch). A scenario
+        of synthetic wheels (smoke) keeps its configs but not its wheels, its size or its
+        ready check, which imports a synthetic module: the packages come from a real index
+        and are ready when each requirement's distribution is installed."""
         for req in packages:
             problem = requirement_problem(req)
             if problem:
                 raise ScenarioError(f"--package {req[:80]!r}: {problem}")
-        return Scenario(**{**self.__dict__, "packages": tuple(p.strip() for p in packages)})
+        given = tuple(p.strip() for p in packages)
+        if not self.wheels:
+            return replace(self, packages=given)
+        names = tuple(n for n in map(dist_name, given) if n)
+        ready = f"import importlib.metadata as m; [m.version(n) for n in {names!r}]"
+        about = f"{self.name}'s configs installing {', '.join(names)} from a real index"
+        return replace(
+            self, packages=given, wheels=None, ready=ready, size_mb=None, description=about
+        )
 
     def to_dict(self) -> dict:
         """The stored form (meta.json): the TOML's shape, ``repeats`` as written there."""
@@ -239,29 +249,6 @@ def name_problem(name: object, legacy: bool = False) -> str | None:
     if not (SAFE_NAME_RE if legacy else NAME_RE).match(name):
         return f"{name[:80]!r} {NAME_RULE}"
     return None
-
-
-def requirement_problem(req: object) -> str | None:
-    """Why ``req`` is not one requirement pip can take (a PEP 508 string, a path or a URL), or None.
-
-    Anything that starts with '-' is a pip option, never a requirement; a string with
-    spaces that is not PEP 508 would carry options too.
-    """
-    if not isinstance(req, str) or not req.strip():
-        return "expected a requirement such as torch==2.13.0"
-    text = req.strip()
-    if text.startswith("-"):
-        return "a pip option, not a requirement (expected e.g. torch==2.13.0)"
-    try:
-        Requirement(text)
-        return None
-    except InvalidRequirement:
-        pass
-    if not any(c.isspace() for c in text) and (
-        "/" in text or text.endswith((".whl", ".zip", ".tar.gz"))
-    ):
-        return None  # a path or URL (file, https, git+https) that pip accepts
-    return "not a requirement (PEP 508, a path or a URL), e.g. torch==2.13.0"
 
 
 def _check_name(
