@@ -116,8 +116,19 @@ def _written_line(plan: Any, trials: list[Any]) -> str:
     return "bytes     written: " + ", ".join(f"{r} {decimal(int(mb[r] * 1e6))}" for r in order)
 
 
+def _config_lines(sc: Any) -> list[str]:
+    """A line per config: its places and axes, and its strategy when it has one."""
+    return [
+        f"  {c.name:<24} {c.summary()}"
+        + (f" strategy={c.strategy}" if getattr(c, "strategy", "reinstall") != "reinstall" else "")
+        for c in sc.configs
+    ]
+
+
 def plan_lines(plan: Any) -> list[str]:
     """The dry run's output for a checked ``run_plan.RunPlan``."""
+    from iobench.run.earlystop import MIN_ROUNDS
+    from iobench.run.estimate import estimate
     from iobench.trial import warmcache
 
     sc = plan.scenario
@@ -130,8 +141,13 @@ def plan_lines(plan: Any) -> list[str]:
         if sc.size_mb
         else "size not stated"
     )
+    time_line, probed = estimate(
+        plan, [t.config.name for t in trials], MIN_ROUNDS if plan.repeats_auto else None
+    )
     lines = [
-        "dry run: nothing was created; drop --dry-run to run this plan",
+        "dry run: nothing was "
+        + ("kept (a short probe of each role removed its files)" if probed else "created")
+        + "; drop --dry-run to run this plan",
         f"scenario  {sc.name}: {sc.description}",
         f"packages  {', '.join(sc.packages)} ({size})"
         if sc.installs
@@ -143,6 +159,7 @@ def plan_lines(plan: Any) -> list[str]:
         + (f", {plan.resume} continued" if plan.resume is not None else "")
         + ")"
         + (f"; limit {plan.trial_timeout_s:.0f} s each" if plan.trial_timeout_s else ""),
+        time_line,
         *(
             _install_lines(plan, trials, cold, primings, warm)
             if sc.installs
@@ -156,15 +173,7 @@ def plan_lines(plan: Any) -> list[str]:
         "roles",
         *role_lines(plan),
         "configs",
-        *(
-            f"  {c.name:<24} {c.summary()}"
-            + (
-                f" strategy={c.strategy}"
-                if getattr(c, "strategy", "reinstall") != "reinstall"
-                else ""
-            )
-            for c in sc.configs
-        ),
+        *_config_lines(sc),
         ("order     " if plan.resume is not None else "order     (a new run draws its own seed) ")
         + ", ".join(t.trial_id for t in trials),
         f"results   {plan.results_root}/<run-id>/",
