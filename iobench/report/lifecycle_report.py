@@ -45,6 +45,11 @@ TRADE_OFFS = {
         "the venv on tmp: each restart copies the tree back file by file",
         "install on tmp, then copy the tree out again",
     ),
+    "packed-cache": (
+        "the venv and the cache on tmp: each restart restores the cache from the archive, "
+        "then installs from it on local disk",
+        "install from the restored cache (only new packages download), then pack it again",
+    ),
     "prewarm": (
         "nothing on the volume; the caches go cold, and each restart first reads the recorded "
         "import set in parallel",

@@ -423,6 +423,8 @@ def restore_lines(restore: str) -> list[str]:
 
 #: strategies whose venv is restored from the target at each start
 RESTORED = ("packed-venv", "copied-venv", "fan-out")
+#: strategies whose start script restores what the measured steps kept (their lines)
+SCRIPTED = (*RESTORED, "packed-cache")
 
 
 #: prewarm's list of the files the program's imports open, kept in the venv on the volume
@@ -490,6 +492,37 @@ def fan_out_lines(
     ]
 
 
+def packed_cache_lines(kept: str, persist: str, installer: str, make: list[str],
+                       install: str) -> list[str]:  # fmt: skip
+    """packed-cache's body: a restart unpacks the installer's cache (kept on the volume as one
+    archive) onto local disk before the venv is made and the install runs from it; the
+    archive is written at the first start, and again after an install that added to the
+    cache (a changed package list: only the new packages were downloaded)."""
+    var = "UV_CACHE_DIR" if installer == "uv" else "PIP_CACHE_DIR"
+    zstd = " -I 'zstd -T0'" if " -I " in persist else ""  # as measured: tar+zstd, or tar
+    where = f'-C "$(dirname "${var}")"{zstd}'
+    count = f'find "${var}" -type f 2>/dev/null | wc -l'
+    return [
+        f"CACHE_ARCHIVE={shell.quote(kept)}  # the {var} kept on the volume",
+        "first_start=0",
+        'if [ -e "$CACHE_ARCHIVE" ]; then  # a restart: the cache back onto local disk',
+        f'    tar {where} -xf "$CACHE_ARCHIVE"',
+        "else",
+        "    first_start=1",
+        "fi",
+        f"cached=$({count})",
+        *make,
+        PATH_LINE,
+        f"{install}  # from the restored cache: only what it lacks is downloaded",
+        f'if [ "$first_start" = 1 ] || [ "$({count})" != "$cached" ]; then  # keep the cache',
+        '    mkdir -p "$(dirname "$CACHE_ARCHIVE")"',
+        f'    tar {where} -cf "$CACHE_ARCHIVE.tmp" "$(basename "${var}")"',
+        '    mv "$CACHE_ARCHIVE.tmp" "$CACHE_ARCHIVE"',
+        "fi",
+        EXEC_LINE,
+    ]
+
+
 def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], install: str,
                    roles: Mapping[str, RoleInfo], own: Path | None = None) -> list[str]:  # fmt: skip
     """The start script's body for one strategy: ``make`` (the venv's lines) and ``install``
@@ -506,13 +539,15 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
     persist = user_command(str(row.get("persist_command") or ""), roles, own)
     restore = user_command(str(row.get("restore_command") or ""), roles, own)
     kept = kept_path(persist, roles, own)
-    if strategy not in RESTORED or not (persist and restore and kept):
+    if strategy not in SCRIPTED or not (persist and restore and kept):
         why = [] if strategy == "reinstall" else [
             f"# {strategy}: its {row.get('persist_method') or 'persist'} step ran through a Python "
             "module here, so no shell line was measured to print"]  # fmt: skip
         return [*why, *make, PATH_LINE, install, EXEC_LINE]
     if strategy == "fan-out":
         return fan_out_lines(kept, persist, restore, ind, install)
+    if strategy == "packed-cache":
+        return packed_cache_lines(kept, persist, str(row.get("installer") or "pip"), make, install)
     return [
         "first_start=0",
         f"if [ -e {shell.quote(kept)} ]; then  # a restart: restore what the first start kept",

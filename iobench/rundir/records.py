@@ -205,6 +205,11 @@ class TrialRow:
         "an iobench lab volume): proof the restart read from the target",
         "bytes",
     )
+    restart_index_bytes: int | None = column(
+        "wheel bytes the loopback index served during a restart's install (reinstall, "
+        "packed-cache): 0 when its cache held every package",
+        "bytes",
+    )
     venv_creator: str = text(
         "how the venv was made: `virtualenv`, `venv` (`python -m venv`, pip via ensurepip), "
         "`venv-without-pip` or `uv` (`uv venv`)"

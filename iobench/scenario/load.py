@@ -317,8 +317,14 @@ def _config(name: str, table: dict, defaults: dict, src: str, key: str, kind: st
         strategy=_strategy(t, src, key),
         **_install_axes(t, src, key),
     )
-    if cfg.strategy != "reinstall":  # the strategy decides where its venv lives
-        cfg = replace(cfg, venv=STRATEGIES[cfg.strategy].venv_role or cfg.venv)
+    if cfg.strategy != "reinstall":  # the strategy decides where its venv (and cache) live
+        chosen = STRATEGIES[cfg.strategy]
+        cfg = replace(cfg, venv=chosen.venv_role or cfg.venv, cache=chosen.cache_role or cfg.cache)
+        if chosen.cache_role and cfg.cache_state != "cold":
+            raise ScenarioError(
+                f"{_where(src, key)}: {cfg.strategy} fills its cache at the first start "
+                f"(cache_state cold, not {cfg.cache_state})"
+            )
     if cfg.cache == "off" and cfg.cache_state != "cold":
         raise ScenarioError(
             f"{_where(src, key)}: a {cfg.cache_state} cache needs a cache role, not 'off'"

@@ -43,6 +43,7 @@ class Strategy:
     persists: str  # what it keeps on the target
     lost_at_restart: str
     after_package_change: str
+    cache_role: str | None = None  # where the installer's cache lives; None: as the config says
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -83,6 +84,18 @@ STRATEGIES: dict[str, Strategy] = {
             "a copy of the venv tree",
             "the venv on tmp: each restart copies the tree back file by file",
             "install on tmp, then copy the tree out again",
+        ),
+        Strategy(
+            "packed-cache",
+            "tmp",
+            ("pack-cache",),
+            ("restore-cache", "install"),
+            "one archive of the installer's cache (tar or tar+zstd: pip and uv write to it)",
+            "the venv and the cache on tmp: each restart restores the cache from the archive, "
+            "then installs from it on local disk (nothing downloaded)",
+            "install on tmp from the restored cache (only new packages download), then pack "
+            "the cache again: it survives a change of the package list",
+            cache_role="tmp",
         ),
         Strategy(
             "prewarm",

@@ -240,7 +240,10 @@ class Install:
         step = self.installer(t).command(
             venv, t.ctx.packages, t.ctx.index_spec, self.cache, log, t.env
         )
+        index0 = t.ctx.index.snapshot().file_bytes if t.ctx.index is not None else None
         r = t.phase("restart-install", step.argv, step.env, sampler)
+        if index0 is not None and t.ctx.index is not None:
+            t.row.restart_index_bytes = t.ctx.index.snapshot().file_bytes - index0
         redact.redact_file(log)
         if stop := check(r, t.cfg.installer):
             return stop

@@ -12,7 +12,9 @@ After the first start's ready check, for a run whose scenario names start-up str
    it again (the workload's :meth:`Rebuild.rebuild`; its cache, when kept on the target, is
    warm with packages); persistent-venv runs the ready check only; packed- and copied-venv
    restore the tree to the path it was built at, the one a start script uses, then run the
-   ready check; prewarm is persistent-venv whose first start records the venv's files the
+   ready check; packed-cache packs the installer's cache (on tmp) at the first start and at
+   the restart unpacks it there and installs from it; prewarm is persistent-venv whose first
+   start records the venv's files the
    ready check opened (``prewarm.list`` in the store) and whose restart reads them, 32 at
    once, before the ready check. fan-out (:mod:`iobench.trial.fanout`) is packed-venv with one archive for the
    fleet: rank 0 packs it into the fleet trial's shared folder, and at the restart every
@@ -125,6 +127,7 @@ class Restart:
             self.store,
             self.ctx.pack_method,
             run=self.runner("persist"),
+            cache=self.work.cache,
         )
         assert step is not None
         row.first_start_s = first + step.seconds
@@ -175,6 +178,8 @@ class Restart:
         t0 = time.monotonic()
         if self.cfg.strategy == "reinstall":
             self.ok_stop(self.work.rebuild(self.t, self.sampler))
+        elif "restore-cache" in self.strategy.restart and self.store is not None:
+            self.restore_cache()
         elif self.strategy.restart == ("prewarm",) and self.store is not None:
             listing = self.store / prewarm.PREWARM_LIST
             r = self.t.phase("prewarm", prewarm.prewarm_argv(listing), None, self.sampler)
@@ -198,6 +203,20 @@ class Restart:
         after = coldcache.lab_counters(cold_path) if before is not None and cold_path else None
         if before is not None and after is not None:
             self.row.restart_target_read_bytes = coldcache.target_reads(before, after)["bytes_read"]
+
+    def restore_cache(self) -> None:
+        """packed-cache's restart: the cache's archive unpacked where the install finds it
+        (an empty folder there now: the new machine's), then the install from it."""
+        cache = self.work.cache
+        if cache is None:
+            raise RestartFailed(f"{self.cfg.strategy} needs the config's installer cache")
+        if cache.is_dir() and not any(cache.iterdir()):
+            cache.rmdir()
+        self.restored = strategies.restore(
+            self.cfg.strategy, self.store or cache, self.work.built,
+            run=self.runner("restore"), cache=cache,
+        )  # fmt: skip
+        self.ok_stop(self.work.rebuild(self.t, self.sampler))
 
     def empty_local_roles(self) -> None:
         """A new machine: every role but the target starts empty; reinstall's tree goes too."""

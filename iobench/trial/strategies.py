@@ -14,6 +14,9 @@ packed-venv        install on tmp, then **pack** the      **restore** the archiv
                    venv into one archive on the target    the ready check
 copied-venv        install on tmp, then **copy-out** the  **copy-in** the tree from the target to
                    venv tree to the target                tmp, then the ready check
+packed-cache       install on tmp with the cache on tmp,  **restore** the cache onto tmp, then
+                   then **pack** the cache onto the       **install** from it (nothing to
+                   target (tar or tar+zstd)               download), then the ready check
 =================  =====================================  ========================================
 
 Each step runs shell tools a start script would run (``tar``, ``zstd``, ``mksquashfs``,
@@ -144,9 +147,13 @@ def available_methods() -> list[str]:
     return found
 
 
-def choose_method(method: str = "auto") -> str:
-    """``auto``: the best available pack method; else check that ``method`` can run here."""
-    found = available_methods()
+def choose_method(method: str = "auto", writable: bool = False) -> str:
+    """``auto``: the best available pack method; else check that ``method`` can run here.
+    ``writable``: what is restored is written to (an installer's cache), so not squashfs,
+    whose image mounts read-only."""
+    found = [m for m in available_methods() if not (writable and m == "squashfs")]
+    if writable and method == "squashfs":
+        raise StrategyError("a cache is written to when restored: pack it with tar or tar+zstd")
     if method == "auto":
         if not found:
             raise StrategyError("cannot pack a venv here: tar is missing")
@@ -253,7 +260,7 @@ def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[st
     helper = [
         sys.executable,
         "-m",
-        "iobench.trial.strategies",
+        "iobench.trial.zstdtar",
         "zstd-pack",
         parent,
         name,
@@ -290,7 +297,7 @@ def _unpack_commands(
     if not _zstd_module():
         raise StrategyError(f"{archive} is zstd-compressed; install zstd or the zstandard module")
     return [
-        [sys.executable, "-m", "iobench.trial.strategies", "zstd-unpack", str(archive), parent]
+        [sys.executable, "-m", "iobench.trial.zstdtar", "zstd-unpack", str(archive), parent]
     ], "zstandard module"
 
 
@@ -319,14 +326,19 @@ def stored_bytes(store: Path) -> int:
 # ---- the steps ----------------------------------------------------------------------------------
 
 
-def pack(venv: Path, store: Path, method: str = "auto", run: Runner = run_checked) -> StepResult:
-    """Pack the venv at ``venv`` into one archive in the new folder ``store`` (on the target)."""
+def pack(
+    venv: Path, store: Path, method: str = "auto", run: Runner = run_checked, kind: str = "venv"
+) -> StepResult:
+    """Pack the venv at ``venv`` into one archive in the new folder ``store`` (on the target);
+    ``kind="cache"``: an installer's cache instead (packed-cache), never as squashfs."""
     venv = _absolute(venv)
-    if not (venv / "pyvenv.cfg").is_file():
+    if kind == "venv" and not (venv / "pyvenv.cfg").is_file():
         raise StrategyError(f"{venv} is not a venv (no pyvenv.cfg)")
-    method = choose_method(method)
+    if not venv.is_dir():
+        raise StrategyError(f"{venv}: no {kind} folder to pack")
+    method = choose_method(method, writable=kind != "venv")
     store = _check_new(store, "store")
-    archive = store / _ARCHIVE[method]
+    archive = store / _ARCHIVE[method].replace("venv", kind)
     commands, tool = _pack_commands(method, venv, archive)
     files, tree_bytes = tree_size(venv)
     store.mkdir()
@@ -337,6 +349,7 @@ def pack(venv: Path, store: Path, method: str = "auto", run: Runner = run_checke
             store,
             {
                 "kind": "archive",
+                "tree": kind,
                 "method": method,
                 "tool": tool,
                 "venv": str(venv),
@@ -475,9 +488,14 @@ def _restore_target(manifest: dict[str, Any], venv: Path, elsewhere: bool = Fals
             f"{venv.name!r}"
         )
     if str(venv) != manifest["venv"] and not elsewhere:
+        what = manifest.get("tree", "venv")
         raise StrategyError(
-            f"restore to {manifest['venv']}, where the venv was built, not {venv}: a venv holds "
-            "its absolute path (pyvenv.cfg, bin/ shebangs, activate scripts)"
+            f"restore to {manifest['venv']}, where the {what} was made, not {venv}"
+            + (
+                ": a venv holds its absolute path (pyvenv.cfg, bin/ shebangs, activate scripts)"
+                if what == "venv"
+                else ""
+            )  # fmt: skip
         )
     if not venv.parent.is_dir():
         raise StrategyError(f"cannot restore to {venv}: {venv.parent} does not exist")
@@ -514,10 +532,20 @@ def release(result: StepResult) -> None:
 
 
 def persist(
-    name: str, venv: Path, store: Path, method: str = "auto", run: Runner = run_checked
+    name: str,
+    venv: Path,
+    store: Path,
+    method: str = "auto",
+    run: Runner = run_checked,
+    cache: Path | None = None,
 ) -> StepResult | None:
-    """The first start's step after the install: pack or copy-out; None for the others."""
+    """The first start's step after the install: pack (the venv, or packed-cache's
+    ``cache``) or copy-out; None for the others."""
     steps = get(name).first_start
+    if "pack-cache" in steps:
+        if cache is None:
+            raise StrategyError(f"{name} packs the installer's cache, and this config has none")
+        return pack(cache, store, "auto", run, kind="cache")
     if "pack" in steps:
         return pack(venv, store, method, run)
     if "copy-out" in steps:
@@ -526,55 +554,23 @@ def persist(
 
 
 def restore(
-    name: str, store: Path, venv: Path, run: Runner = run_checked, elsewhere: bool = False
+    name: str,
+    store: Path,
+    venv: Path,
+    run: Runner = run_checked,
+    elsewhere: bool = False,
+    cache: Path | None = None,
 ) -> StepResult | None:
-    """The restart's step before the ready check: restore or copy-in; None for the others
-    (``elsewhere``: see :func:`unpack`)."""
+    """The restart's step before the ready check: restore (the venv, or packed-cache's
+    ``cache``, which must not exist yet) or copy-in; None for the others (``elsewhere``: see
+    :func:`unpack`)."""
     steps = get(name).restart
+    if "restore-cache" in steps:
+        if cache is None:
+            raise StrategyError(f"{name} restores the installer's cache, and this config has none")
+        return unpack(store, cache, run)
     if "restore" in steps:
         return unpack(store, venv, run, elsewhere)
     if "copy-in" in steps:
         return copy_in(store, venv, run)
     return None
-
-
-# ---- zstd through the zstandard module (when no zstd binary is installed) -------------------------
-
-
-def _zstd_pack(parent: str, name: str, archive: str) -> None:
-    zstandard = importlib.import_module("zstandard")  # optional: no hard dependency, no stubs
-    tar = subprocess.Popen(["tar", "-C", parent, "-cf", "-", name], stdout=subprocess.PIPE)
-    assert tar.stdout is not None
-    with open(archive, "wb") as out:
-        zstandard.ZstdCompressor(threads=-1).copy_stream(tar.stdout, out)
-    if tar.wait() != 0:
-        raise SystemExit(f"tar failed (exit {tar.returncode})")
-
-
-def _zstd_unpack(archive: str, parent: str) -> None:
-    zstandard = importlib.import_module("zstandard")
-    tar = subprocess.Popen(["tar", "-C", parent, "-xf", "-"], stdin=subprocess.PIPE)
-    assert tar.stdin is not None
-    with open(archive, "rb") as src:
-        zstandard.ZstdDecompressor().copy_stream(src, tar.stdin)
-    tar.stdin.close()
-    if tar.wait() != 0:
-        raise SystemExit(f"tar failed (exit {tar.returncode})")
-
-
-def _main(argv: list[str]) -> int:
-    if argv[:1] == ["zstd-pack"] and len(argv) == 4:
-        _zstd_pack(*argv[1:])
-    elif argv[:1] == ["zstd-unpack"] and len(argv) == 3:
-        _zstd_unpack(*argv[1:])
-    else:
-        print(
-            "usage: python -m iobench.trial.strategies zstd-pack PARENT NAME ARCHIVE | zstd-unpack ARCHIVE PARENT",
-            file=sys.stderr,
-        )
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

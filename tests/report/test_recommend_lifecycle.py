@@ -25,6 +25,7 @@ from iobench.report.script import (
     STRICT,
     VENV_COMMANDS,
     fan_out_lines,
+    packed_cache_lines,
     strategy_lines,
     user_command,
     venv_lines,
@@ -174,6 +175,27 @@ def test_the_script_makes_the_venv_with_the_measured_creator_or_a_stock_python3_
     assert "measured here: 1.0 s against 0.2 s" in said
     others = {c: v for c, v in VENV_COMMANDS.items() if c not in (creator, "venv")}
     assert not any(v in commands for v in others.values())
+
+
+@pytest.mark.parametrize(("installer", "var"), [("pip", "PIP_CACHE_DIR"), ("uv", "UV_CACHE_DIR")])
+def test_a_measured_packed_cache_becomes_the_cache_s_lines_in_the_users_folders(
+    installer: str, var: str
+) -> None:
+    roles = {"target": RoleInfo(path="/workspace"), "tmp": RoleInfo(path="/dev/shm")}
+    trial, store = ("/dev/shm/.iobench-scratch/run-1/packed-cache-r1",
+                    "/workspace/.iobench-scratch/run-1/packed-cache-r1/store")  # fmt: skip
+    row = {"installer": installer,
+           "persist_command": f"tar -C {trial} -I 'zstd -T0' -cf {store}/cache.tar.zst cache",
+           "restore_command": f"tar -C {trial} -I 'zstd -T0' -xf {store}/cache.tar.zst"}  # fmt: skip
+    lines = strategy_lines("packed-cache", row, ["python3 -m venv \"$VIRTUAL_ENV\""],
+                           "# install your packages here", roles, own=Path("/nonexistent"))  # fmt: skip
+    text = "\n".join(lines)
+    assert lines[0].startswith("CACHE_ARCHIVE=/workspace/store/cache.tar.zst")
+    assert f'tar -C "$(dirname "${var}")" -I \'zstd -T0\' -xf "$CACHE_ARCHIVE"' in text
+    assert f'-cf "$CACHE_ARCHIVE.tmp" "$(basename "${var}")"' in text
+    assert ".iobench-scratch" not in text and text.count("export PATH=") == 1
+    # the venv is made at every start (on local disk), after the cache is back
+    assert text.index("-xf") < text.index("python3 -m venv") < text.index("# install your")
 
 
 def test_user_command_moves_each_role_s_scratch_to_the_role_s_folder() -> None:
@@ -421,3 +443,59 @@ def test_a_squashfs_script_restores_where_loop_mounts_are_refused(
     unpacked = start(f"{pod}")  # neither a loop mount nor squashfuse: unsquashfs
     assert unpacked.returncode == 0 and unpacked.stdout.strip().endswith("READY 0"), unpacked.stderr
     assert (venv / "pyvenv.cfg").is_file() and not os.path.ismount(venv)
+
+
+@pytest.mark.venv
+def test_a_packed_cache_script_restores_the_cache_downloads_nothing_and_repacks_on_a_change(
+    tmp_path: Path, tiny_wheels: Path
+) -> None:
+    """Pasted into a stock shell on three new machines in turn (local disk emptied each
+    time): the first installs from the index and packs pip's cache onto the volume; the
+    second unpacks it, installs from it and downloads nothing, and leaves the archive as it
+    was; the third asks for one more package, downloads only that, and packs again."""
+    from helpers.venvs import build_wheel
+
+    from iobench.trial.index import LocalIndex
+
+    served = tmp_path / "served"
+    shutil.copytree(tiny_wheels, served)
+    build_wheel(served)  # h8pkg: the package the third start adds
+    meta = RunMeta(versions={"venv": {"virtualenv": "21.15.11", "pip": "26.3"}})
+    local, volume = tmp_path / "local", tmp_path / "volume"
+    kept = volume / "store" / "cache.tar.zst"
+    zstd = " -I 'zstd -T0'" if shutil.which("zstd") else ""
+    persist = f"tar -C {local}{zstd} -cf {kept} pip-cache"
+    with LocalIndex(served).start() as index:
+        # pip caches plain-HTTP answers only from a trusted host (a real index is HTTPS)
+        install = (f"python3 -m pip install --quiet --index-url {index.url} --trusted-host "
+                   "127.0.0.1 tiny-core ${EXTRA:-}")  # fmt: skip
+        body = packed_cache_lines(
+            str(kept), persist, "pip", venv_lines(meta, "virtualenv"), install
+        )
+        assert "\n".join(body).count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
+        script = tmp_path / "start.sh"
+        script.write_text("\n".join([*STRICT, f"export VIRTUAL_ENV={local}/venv",
+                                     f"export PIP_CACHE_DIR={local}/pip-cache",
+                                     'mkdir -p "$PIP_CACHE_DIR"', *body[:-1],
+                                     'python3 -c "import tiny_core; tiny_core.check()"',
+                                     'echo "READY $first_start"']) + "\n")  # fmt: skip
+        env = ["env", "-i", f"PATH={_machine(tmp_path, 'stock')}:/usr/bin:/bin",
+               f"HOME={tmp_path}", "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
+
+        def start(*extra: str) -> str:
+            shutil.rmtree(local, ignore_errors=True)  # a new machine: its local disk is empty
+            r = subprocess.run([*env[:2], *extra, *env[2:]], capture_output=True, text=True,
+                               timeout=300, check=False)  # fmt: skip
+            assert r.returncode == 0, r.stderr[-2000:]
+            return r.stdout.strip().splitlines()[-1]
+
+        assert start() == "READY 1" and kept.is_file()
+        fetched, packed = index.counters.file_requests, kept.stat().st_mtime_ns
+        assert fetched >= 2  # tiny-core and tiny-blob (and their PEP 658 metadata)
+        assert start() == "READY 0"
+        assert index.counters.file_requests == fetched  # installed from the restored cache
+        assert kept.stat().st_mtime_ns == packed  # nothing new: not packed again
+        assert start("EXTRA=h8pkg") == "READY 0"
+        added = index.counters.file_requests - fetched
+        assert 0 < added < fetched  # only the new package (and its metadata)
+        assert kept.stat().st_mtime_ns != packed  # the cache grew: packed again

@@ -189,3 +189,27 @@ def test_a_prewarm_restart_reads_the_recorded_import_set_before_the_ready_check(
     assert int(warm["restart_target_read_bytes"]) >= int(plain["restart_target_read_bytes"])
     assert int(warm["stored_bytes"]) > int(plain["stored_bytes"]) * 0.9  # the venv, and the list
     nothing_left(quick, tmpfs)
+
+
+@pytest.mark.lab
+def test_a_packed_cache_restart_installs_from_the_restored_cache_and_downloads_nothing(
+    quick: Path, tmpfs: Path, tmp_path: Path
+) -> None:
+    """packed-cache: the first start installs with its cache on tmp and packs the cache onto
+    the volume; the cold restart (a new machine: tmp empty) unpacks it onto tmp, installs
+    from it — no wheel byte from the index — and passes the ready check."""
+    rows = run(scenario(tmp_path, ["reinstall", "packed-cache"]), quick, tmpfs, tmp_path / "r")
+    row = rows["packed-cache"]
+    assert row["status"] == "ok", row["error"]
+    assert (row["venv_role"], row["cache_role"]) == ("tmp", "tmp")  # the strategy's places
+    assert row["persist_method"] in ("tar", "tar+zstd")  # written to: never a squashfs image
+    assert "/store/cache.tar" in row["persist_command"]
+    assert int(row["index_bytes"]) > 0 and int(row["restart_index_bytes"]) == 0
+    # reinstall's cache was on tmp too, and went with the machine: it downloads again
+    assert int(rows["reinstall"]["restart_index_bytes"]) == int(row["index_bytes"])
+    assert float(row["restore_s"]) > 0
+    assert float(row["restart_s"]) > float(row["restore_s"]) + float(row["restart_import_s"])
+    assert float(row["first_start_s"]) > float(row["time_to_ready_s"])  # the pack counts
+    assert row["cold_method"] == "lab-flush" and int(row["restart_target_read_bytes"]) > 0
+    assert 0 < int(row["stored_bytes"]) < int(row["index_bytes"]) * 2
+    nothing_left(quick, tmpfs)

@@ -226,15 +226,41 @@ def test_a_failing_command_is_one_clear_error(roles: tuple[Scratch, Scratch], wh
     assert not venv.exists()
 
 
+def test_a_cache_is_packed_with_tar_never_as_a_read_only_image(
+    roles: tuple[Scratch, Scratch],
+) -> None:
+    """packed-cache's archive: pip and uv write to their cache, so never squashfs; restored
+    where it was made, as it was."""
+    target, local = roles
+    cache = local.root / "cache"
+    (cache / "http-v2" / "a").mkdir(parents=True)
+    (cache / "http-v2" / "a" / "entry").write_bytes(b"x" * 5000)
+    with pytest.raises(StrategyError, match="tar or tar\\+zstd"):
+        strategies.pack(cache, target.root / "store", "squashfs", kind="cache")
+    step = strategies.persist("packed-cache", local.root / "venv", target.root / "store",
+                              "squashfs", cache=cache)  # fmt: skip  # --pack-method is not its
+    assert step is not None and step.method in ("tar", "tar+zstd") and "cache.tar" in step.path
+    remove(cache)
+    back = strategies.restore("packed-cache", target.root / "store", local.root / "venv",
+                              cache=cache)  # fmt: skip
+    assert back is not None and (cache / "http-v2" / "a" / "entry").read_bytes() == b"x" * 5000
+    with pytest.raises(StrategyError, match="where the cache was made"):
+        strategies.unpack(target.root / "store", local.root / "elsewhere")
+
+
 def test_strategies_as_data() -> None:
     assert list(vocab.STRATEGIES) == [
         "reinstall",
         "persistent-venv",
         "packed-venv",
         "copied-venv",
+        "packed-cache",
         "prewarm",
         "fan-out",
     ]
+    packed_cache = strategies.get("packed-cache")
+    assert (packed_cache.venv_role, packed_cache.cache_role) == ("tmp", "tmp")
+    assert packed_cache.restart == ("restore-cache", "install")
     assert strategies.get("prewarm").venv_role == "target"
     assert strategies.get("fan-out").restart == ("restore",)
     assert strategies.get("persistent-venv").venv_role == "target"
