@@ -425,6 +425,17 @@ def _lock_fallout(report: DoctorReport, target: str, tmp: str) -> list[Finding]:
     return traps.lock_fallout(report.locations, probed.get("locks", {}), mount, tmp)
 
 
+def _target_rates(report: DoctorReport) -> Costs | None:
+    """The target's probed costs, when the active venv lives on the target's filesystem."""
+    by = {loc.name: loc for loc in report.locations}
+    venv, target = by.get("venv"), by.get("target")
+    if venv is None or target is None or venv.mountpoint != target.mountpoint:
+        return None
+    doc = report.probes
+    probed = {p["path"]: p for p in doc.get("paths", [])}.get(doc.get("roles", {}).get("target"))
+    return Costs.from_probe(probed) if probed else None
+
+
 def predict_all(
     doc: dict[str, Any], scenarios: tuple[str, ...] = PREDICT_SCENARIOS
 ) -> dict[str, list[dict[str, Any]]]:
@@ -525,6 +536,7 @@ def run_doctor(
     report.probes = probe_roles({"target": target, "tmp": tmp}, seconds)
     report.findings += _probe_findings(report.probes, str(target), str(tmp))
     report.findings += _lock_fallout(report, str(target), str(tmp))
+    report.findings += traps.packed_would_start_faster(report.locations, _target_rates(report))
     report.predictions = predict_all(report.probes)
     report.findings += _prediction_findings(report.predictions)
     report.index, found = index_check(index_url(index), timeout_s, offline)

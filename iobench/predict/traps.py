@@ -13,6 +13,10 @@ looks at where things live on this machine and returns findings with their fix.
   volume refuses the write.
 - **/dev/shm smaller than a venv**: a tmpfs strategy (venv or TMPDIR on /dev/shm) fails in a
   container with Docker's default 64 MiB.
+- **a venv on a volume that a packed one would beat**: each cold start of a venv kept on a
+  network volume pays a round trip per file its imports open; one archive of it restored to
+  local disk pays the volume's read rate instead. Both predicted from the doctor's probe of
+  the target (when the venv lives on it) and the venv's size.
 - **loop mounts**: packed-venv's squashfs restore mounts with ``mount -t squashfs -o loop``,
   which needs CAP_SYS_ADMIN; most pods refuse it, so the restore falls back to ``squashfuse``
   (user space) or tar+zstd.
@@ -160,6 +164,63 @@ def bytecode_missing(locs: Iterable[Place]) -> list[Finding]:
          "# or, without writing to the volume: export PYTHONPYCACHEPREFIX=/tmp/pycache",
          "# and at build time: export UV_COMPILE_BYTECODE=1 (uv) / pip compiles by default"),
     )]  # fmt: skip
+
+
+#: the share of a venv's files its program's imports open at a cold start: torch-like's
+#: recorded import set was 1,466 of 12,145 files here (docs/strategies.md, prewarm)
+IMPORT_SHARE = 0.12
+
+
+class Rates(Protocol):
+    """What the check needs of a probed folder (:class:`iobench.predict.model.Costs`)."""
+
+    @property
+    def ms(self) -> dict[str, float]: ...
+    @property
+    def read_mbps(self) -> float | None: ...
+
+
+def packed_would_start_faster(locs: Iterable[Place], target: Rates | None) -> list[Finding]:
+    """The active venv lives on the probed target (a network or FUSE volume), and restoring
+    one archive of it would take less than the round trips of a cold start's imports."""
+    venv = _by_name(locs).get("venv")
+    if venv is None or venv.kind not in ("network", "fuse") or target is None:
+        return []
+    per_file, rate = target.ms.get("open_read"), target.read_mbps
+    files, size = tree_files(Path(venv.path))
+    if not per_file or not rate or not files:
+        return []
+    cold = files * IMPORT_SHARE * per_file / 1000
+    restore = size / 1e6 / rate
+    if restore >= cold:
+        return []
+    return [Finding(
+        "info", "strategy",
+        f"the venv {venv.path} on {venv.fstype} ({files:,} files, {size / 1e9:.2f} GB): a cold "
+        f"start whose imports open ~{IMPORT_SHARE:.0%} of them pays ~{cold:.1f} s in round "
+        f"trips at the {per_file:.2f} ms per file probed on the target; one archive of it, "
+        f"restored to local disk at the target's {rate:,.0f} MB/s, ~{restore:.1f} s. If its "
+        "package list rarely changes, a packed venv would start faster (a packed cache "
+        "survives a change: its install runs from local disk)",
+        (f"iobench run --target {shell.quote(venv.mountpoint)} --scenario lifecycle --configs "
+         "persistent-venv,packed-venv,packed-cache  # measure both on this volume",),
+    )]  # fmt: skip
+
+
+def tree_files(path: Path, limit: int = WALK_LIMIT) -> tuple[int, int]:
+    """(files, bytes) under ``path``, looking at no more than ``limit`` entries."""
+    files = total = seen = 0
+    for root, dirs, names in os.walk(path):
+        seen += len(names) + len(dirs)
+        if seen > limit:
+            break
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(root, n)).st_size
+            except OSError:
+                continue
+            files += 1
+    return files, total
 
 
 def venv_bytes(path: Path, limit: int = WALK_LIMIT) -> int | None:

@@ -134,7 +134,13 @@ def test_json_schema_busy_gpus_without_p2p(
     torch = {p["config"]: p for p in doc["predictions"]["torch-like"]}
     reinstall = {"naive", "tmp-fix", "venv-on-tmp", "warm-cache-on-target"}
     # a start-up strategy's config is predicted as its first start (an install)
-    assert set(torch) == reinstall | {"persistent-venv", "prewarm", "packed-venv", "copied-venv"}
+    assert set(torch) == reinstall | {
+        "persistent-venv",
+        "prewarm",
+        "packed-venv",
+        "copied-venv",
+        "packed-cache",
+    }
     assert all(
         p["predicted_s"] > 0
         and set(p["phases"]) == {"venv", "download", "install", "compile", "import"}

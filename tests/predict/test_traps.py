@@ -182,3 +182,30 @@ def test_doctor_on_a_container_like_setup_flags_each_trap_with_its_fix(
     script = report.fix_script()
     assert any("compileall" in line for line in script)
     assert any(line.startswith("export PIP_CACHE_DIR=") for line in script)
+
+
+@pytest.mark.lab
+def test_a_venv_on_the_volume_that_a_packed_one_would_beat_is_said_with_both_figures(
+    slow: Path, tmp_path: Path
+) -> None:
+    from iobench.predict.model import Costs
+
+    venv = fake_venv(slow / "venv", modules=400)
+    # 400 files of ~10 bytes, 1 ms a file, 100 MB/s: ~0.05 s of round trips against ~0 s
+    found = traps.packed_would_start_faster(locs(venv=venv), Costs({"open_read": 1.0}, None, 100.0))
+    assert [(f.level, f.topic) for f in found] == [("info", "strategy")]
+    message = found[0].message
+    assert "401 files" in message and "1.00 ms per file" in message and "packed venv" in message
+    assert found[0].fix[0].startswith(f"iobench run --target {slow} --scenario lifecycle")
+    # a volume whose reads are slow beside its round trips: the archive would not win
+    assert (
+        traps.packed_would_start_faster(locs(venv=venv), Costs({"open_read": 0.01}, None, 0.001))
+        == []
+    )
+    # no probe of the venv's filesystem, or the venv on local disk: nothing predicted
+    assert traps.packed_would_start_faster(locs(venv=venv), None) == []
+    local = fake_venv(tmp_path / "venv")
+    assert (
+        traps.packed_would_start_faster(locs(venv=local), Costs({"open_read": 1.0}, None, 100.0))
+        == []
+    )
