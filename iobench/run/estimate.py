@@ -158,9 +158,10 @@ def from_model(
     left = sum(1 for p in planned if p not in timed)
     base_low = sum(timed[c] * n for c, n in low_n.items()) * DEFAULT_OVERHEAD
     base_high = sum(timed[c] * n for c, n in high_n.items()) * DEFAULT_OVERHEAD
+    restarts = "; the first starts only: restarts come on top" if scenario.lifecycle else ""
     return Estimate(base_low * MODEL_LOW, base_high * MODEL_HIGH,
                     "from a 1 s probe of each role and the model, whose figure it spans "
-                    f"{MODEL_LOW:g}-{MODEL_HIGH:g}x", left)  # fmt: skip
+                    f"{MODEL_LOW:g}-{MODEL_HIGH:g}x{restarts}", left)  # fmt: skip
 
 
 def estimate(plan: Any, planned: Sequence[str], auto_rounds: int | None) -> tuple[str, bool]:
