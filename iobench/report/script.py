@@ -128,6 +128,8 @@ def env_for(
                      else ("PIP_CACHE_DIR", place(cache_role, "pip-cache")))  # fmt: skip
         if str(config.get("compile")) == "off":
             pairs.append(("PIP_NO_COMPILE", "1"))
+    if str(config.get("pycache") or "beside") == "local":  # bytecode on local disk, private
+        pairs.append(("PYTHONPYCACHEPREFIX", place(tmp_role or "tmp", "pycache")))
     if str(config.get("compile")) == "off":
         notes.append(
             "bytecode is not compiled at install: that cost moves to the first import, which every "
@@ -334,7 +336,7 @@ def export_lines(
 
 
 #: the variables that name a folder the script makes (and checks) before anything runs
-_FOLDERS = ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")
+_FOLDERS = ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR", "PYTHONPYCACHEPREFIX")
 #: a venv folder already there (a dangling link included) must be the user's own
 _VENV_IS_YOURS = (
     'if [ -e "$VIRTUAL_ENV" ] || [ -L "$VIRTUAL_ENV" ]; then private_dir "$VIRTUAL_ENV"; fi'

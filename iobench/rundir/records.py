@@ -205,6 +205,16 @@ class TrialRow:
         "an iobench lab volume): proof the restart read from the target",
         "bytes",
     )
+    restart_target_creates: int | None = column(
+        "files the restart created on the lab volume (its daemon's count; empty off the lab): "
+        "bytecode an import wrote there",
+        "files",
+    )
+    restart_pyc_local: int | None = column(
+        "bytecode files in the `PYTHONPYCACHEPREFIX` folder after the restart (pycache `local`: "
+        "what its imports compiled again on the new machine)",
+        "files",
+    )
     restart_index_bytes: int | None = column(
         "wheel bytes the loopback index served during a restart's install (reinstall, "
         "packed-cache): 0 when its cache held every package",
@@ -215,6 +225,10 @@ class TrialRow:
         "`venv-without-pip` or `uv` (`uv venv`)"
     )
     link_mode: str = text("uv's link mode asked for (`UV_LINK_MODE`; `default`: uv's choice)")
+    pycache: str = text(
+        "where imports wrote bytecode: `beside` the source (the venv's `__pycache__`) or `local` "
+        "(`PYTHONPYCACHEPREFIX` in the TMPDIR role's folder)"
+    )
     link_observed: str = text(
         "what the installed files are, read from disk: `hardlink` (the cache's inode), `symlink`, "
         "`clone` (own inode, no fall-back reported), `copy`, or `mixed`"

@@ -36,6 +36,7 @@ AXIS_KEYS = (
     "venv_creator",
     "link_mode",
     "compile",
+    "pycache",
     "cache_state",
     "venv",
     "tmpdir",

@@ -36,6 +36,7 @@ from iobench.scenario.vocab import (
     LINK_MODES,
     MAX_CONFIGS,
     ON_OFF,
+    PYCACHE,
     STRATEGIES,
     VENV_CREATORS,
     WORKLOADS,
@@ -60,7 +61,11 @@ _CONFIG_KEYS = {
     "description",
     "strategy",
 }
-_CONFIG_KEYS |= {"venv_creator", "link_mode"}  # iobench.trial.installers: VENV_CREATORS, LINK_MODES
+_CONFIG_KEYS |= {
+    "venv_creator",
+    "link_mode",
+    "pycache",
+}  # vocab: VENV_CREATORS, LINK_MODES, PYCACHE
 #: a ``dataset`` config's keys: the role the training data lives on, the role it is copied to
 #: before the epochs (``off``: read in place), and its description (iobench.trial.dataset)
 _DATA_KEYS = {"data", "stage", "description"}
@@ -106,7 +111,7 @@ NAME_RULE = (
 _AXIS_LABEL = {"cache_state": "state"}
 _BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 #: a stored config's values for the fields its kind does not use (dropped on --resume)
-NEUTRAL = ("", "off", "cold", "pip", "on", "reinstall", "virtualenv", "default")
+NEUTRAL = ("", "off", "cold", "pip", "on", "reinstall", "virtualenv", "default", "beside")
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ class Config:
     strategy: str = "reinstall"  # iobench.trial.strategies: where the venv lives between starts
     venv_creator: str = "virtualenv"  # iobench.scenario.vocab.VENV_CREATORS
     link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.scenario.vocab.LINK_MODES); uv only
+    pycache: str = "beside"  # where imports write bytecode (iobench.scenario.vocab.PYCACHE)
     data: str = ""  # a dataset config's data role ("" for installs: they read no data)
     stage: str = "off"  # a dataset config's local copy of the data, or "off" (read in place)
     save: str = ""  # a checkpoint config's role the save goes to ("" for other kinds)
@@ -138,6 +144,7 @@ class Config:
             f"{self.installer} compile={self.compile}"
             + (f" venv_creator={self.venv_creator}" if self.venv_creator != "virtualenv" else "")
             + (f" link_mode={self.link_mode}" if self.link_mode != "default" else "")
+            + (f" pycache={self.pycache}" if self.pycache != "beside" else "")
         )
 
     def roles(self) -> set[str]:
@@ -352,7 +359,7 @@ def _placed_config(name: str, table: dict, defaults: dict, src: str, key: str, k
 
 
 def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
-    """venv_creator and link_mode (a link mode is uv's: pip always copies)."""
+    """venv_creator, link_mode (a link mode is uv's: pip always copies) and pycache."""
     link = _choice(t.get("link_mode", "default"), LINK_MODES, src, f"{key}.link_mode")
     if link != "default" and t.get("installer", "pip") != "uv":
         raise ScenarioError(
@@ -361,7 +368,8 @@ def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
     creator = _choice(
         t.get("venv_creator", "virtualenv"), VENV_CREATORS, src, f"{key}.venv_creator"
     )
-    return {"venv_creator": creator, "link_mode": link}
+    pycache = _choice(t.get("pycache", "beside"), PYCACHE, src, f"{key}.pycache")
+    return {"venv_creator": creator, "link_mode": link, "pycache": pycache}
 
 
 def _strategy(t: dict, src: str, key: str) -> str:

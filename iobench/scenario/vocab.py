@@ -26,6 +26,9 @@ WORKLOADS = ("install", "dataset", "checkpoint", "standin")
 #: uv's link modes (``UV_LINK_MODE``); ``default`` leaves uv to choose (clone on macOS,
 #: hardlink on Linux, with a fall-back to copy when the cache is on another filesystem)
 LINK_MODES = ("default", "clone", "hardlink", "copy", "symlink")
+#: where an import's bytecode goes: ``beside`` its source (Python's default, in the venv's
+#: ``__pycache__``) or ``local``: PYTHONPYCACHEPREFIX in the config's TMPDIR role, local disk
+PYCACHE = ("beside", "local")
 
 
 #: how the venv is made (see ``venv_command``)

@@ -178,12 +178,13 @@ def lab_counters(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def target_reads(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
-    """What a restart asked of the lab volume: bytes read, lookups (getattr), opens, reads."""
+    """What a restart asked of the lab volume: bytes read, lookups (getattr), opens, reads,
+    and files created (bytecode an import wrote)."""
 
     def count(stats: dict[str, Any], op: str) -> int:
         return int(stats.get("ops", {}).get(op, {}).get("count", 0))
 
     out = {"bytes_read": int(after.get("bytes_read", 0)) - int(before.get("bytes_read", 0))}
-    for op in ("getattr", "open", "read"):
+    for op in ("getattr", "open", "read", "create"):
         out[op] = count(after, op) - count(before, op)
     return out

@@ -46,6 +46,7 @@ class Install:
         self.used0: dict[str, int | None] = {}
         self.index0: int | None = None
         self.waiter: fanout.Waiter | None = None  # a fan-out's worker that restores rank 0's venv
+        self.pycache: Path | None = None  # PYTHONPYCACHEPREFIX (pycache "local")
 
     # ------------------------------------------------------------------ untimed
     def prepare(self, t: Trial) -> Stop | None:
@@ -64,6 +65,9 @@ class Install:
             self.cache = t.dirs[cfg.cache] / "cache"
             self.cache.mkdir(exist_ok=True)
         t.env = installers.base_environment(self.tmpdir, isolated=ctx.index_spec.local)
+        if cfg.pycache == "local":  # every phase's Python writes its bytecode there, as the
+            self.pycache = t.dirs[cfg.tmpdir] / "pycache"  # start script's export would
+            t.env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
         if fanout.waits(t):
             self.waiter = fanout.Waiter(t, self.built)
         stop = self.prime_cache(t)

@@ -202,7 +202,12 @@ class Restart:
             self.row.restore_command = self.restored.command
         after = coldcache.lab_counters(cold_path) if before is not None and cold_path else None
         if before is not None and after is not None:
-            self.row.restart_target_read_bytes = coldcache.target_reads(before, after)["bytes_read"]
+            asked = coldcache.target_reads(before, after)
+            self.row.restart_target_read_bytes = asked["bytes_read"]
+            self.row.restart_target_creates = asked["create"]
+        prefix = getattr(self.work, "pycache", None)  # pycache "local": compiled again here
+        if prefix is not None:
+            self.row.restart_pyc_local = sum(1 for _ in Path(prefix).rglob("*.pyc"))
 
     def restore_cache(self) -> None:
         """packed-cache's restart: the cache's archive unpacked where the install finds it

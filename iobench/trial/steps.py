@@ -225,6 +225,7 @@ def identity_row(ctx: TrialContext, spec: TrialSpec) -> TrialRow:
         compile=cfg.compile,
         venv_creator=cfg.venv_creator,
         link_mode=cfg.link_mode,
+        pycache=cfg.pycache,
         started_at=utcnow(),
     )
 

@@ -44,6 +44,11 @@ def test_env_for_each_installer_and_placement() -> None:
         "PIP_CACHE_DIR",
         "/tmp/iobench-$(id -u)/pip-cache",
     ) in pairs
+    # bytecode on local disk: in the user's own folder (a shared one would let another user
+    # plant the .pyc files this user's imports load)
+    pairs, _ = env_for({"installer": "pip", "venv_role": "target", "tmpdir_role": "tmp",
+                        "cache_role": "tmp", "compile": "off", "pycache": "local"}, roles)  # fmt: skip
+    assert ("PYTHONPYCACHEPREFIX", f"{mine}/pycache") in pairs
 
 
 # --- the printed start scripts, pasted into a clean shell -----------------------------------------

@@ -213,3 +213,41 @@ def test_a_packed_cache_restart_installs_from_the_restored_cache_and_downloads_n
     assert row["cold_method"] == "lab-flush" and int(row["restart_target_read_bytes"]) > 0
     assert 0 < int(row["stored_bytes"]) < int(row["index_bytes"]) * 2
     nothing_left(quick, tmpfs)
+
+
+@pytest.mark.lab
+def test_bytecode_compiled_at_install_at_first_import_or_on_local_disk(
+    quick: Path, tmpfs: Path, tmp_path: Path
+) -> None:
+    """A persistent venv's bytecode three ways: compiled at install (in the venv, on the
+    volume), written by the first start's import (there too, only what was imported), or
+    kept in PYTHONPYCACHEPREFIX on local disk — nothing of it on the volume, and the cold
+    restart on its new machine compiles what it imports again, there."""
+    scen = scenario(tmp_path, ["persistent-venv"])
+    text = (
+        scen.read_text().split("[matrix]")[0]
+        + """
+[defaults.more]
+[configs.compiled]
+strategy = "persistent-venv"
+[configs.first-import]
+strategy = "persistent-venv"
+compile = "off"
+[configs.prefix-local]
+strategy = "persistent-venv"
+compile = "off"
+pycache = "local"
+"""
+    )
+    scen.write_text(text.replace("[defaults.more]\n", ""))
+    rows = run(scen, quick, tmpfs, tmp_path / "r")
+    assert all(r["status"] == "ok" for r in rows.values()), rows
+    compiled, first, local = rows["compiled"], rows["first-import"], rows["prefix-local"]
+    assert (local["pycache"], compiled["pycache"]) == ("local", "beside")
+    # what stays on the volume: every module's bytecode, the imported ones', none
+    assert int(compiled["stored_bytes"]) > int(first["stored_bytes"]) > int(local["stored_bytes"])
+    # the restarts wrote no file onto the volume (the first import's bytecode was already
+    # there; the local prefix is local), and the local one compiled its imports again
+    assert [int(r["restart_target_creates"]) for r in (compiled, first, local)] == [0, 0, 0]
+    assert int(local["restart_pyc_local"]) >= 2 and compiled["restart_pyc_local"] == ""
+    nothing_left(quick, tmpfs)
