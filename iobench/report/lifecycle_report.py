@@ -50,6 +50,11 @@ TRADE_OFFS = {
         "then installs from it on local disk",
         "install from the restored cache (only new packages download), then pack it again",
     ),
+    "layered-venv": (
+        "nothing on the volume; the image's packages are local, the caches go cold",
+        "install the new packages into the venv on the volume; a change in the image's part "
+        "needs a new image",
+    ),
     "prewarm": (
         "nothing on the volume; the caches go cold, and each restart first reads the recorded "
         "import set in parallel",

@@ -533,6 +533,11 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
     ind = [f"    {x}" for x in make]
     if strategy == "prewarm":
         return prewarm_lines(ind, install)
+    if strategy == "layered-venv":  # persistent-venv's, over the image's own packages
+        over = [x.replace(' "$VIRTUAL_ENV"', ' --system-site-packages "$VIRTUAL_ENV"')
+                for x in ind]  # fmt: skip
+        return ["# layered-venv: the venv on the volume holds only what the image lacks",
+                *strategy_lines("persistent-venv", row, [x[4:] for x in over], install, roles, own)]  # fmt: skip
     if strategy == "persistent-venv":
         return ["first_start=0",
                 'if [ ! -x "$VIRTUAL_ENV/bin/python" ]; then  # the first start: make the venv once',

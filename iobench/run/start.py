@@ -193,6 +193,7 @@ def trial_context(
     return TrialContext(
         run_id=meta.run_id,
         packages=list(plan.scenario.packages),
+        image=tuple(plan.scenario.image),
         ready=plan.scenario.ready,
         roles=plan.roles,
         scratch=scratch,

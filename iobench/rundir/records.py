@@ -208,12 +208,12 @@ class TrialRow:
     restart_target_creates: int | None = column(
         "files the restart created on the lab volume (its daemon's count; empty off the lab): "
         "bytecode an import wrote there",
-        "files",
+        "count",
     )
     restart_pyc_local: int | None = column(
         "bytecode files in the `PYTHONPYCACHEPREFIX` folder after the restart (pycache `local`: "
         "what its imports compiled again on the new machine)",
-        "files",
+        "count",
     )
     restart_index_bytes: int | None = column(
         "wheel bytes the loopback index served during a restart's install (reinstall, "

@@ -93,6 +93,7 @@ SCENARIO_KEYS = (
     "repeats",
     "description",
     "size_mb",
+    "image",
 )
 SIZE_MB_MAX = 10_000_000.0  # 10 TB
 # Scenario and config names become path components (venv folders, samples/<trial_id>.csv,
@@ -170,6 +171,7 @@ class Scenario:
     extra: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)  # the [workload] table: the kind's settings
     repeats_auto: bool = False  # repeats = "auto[:N]": repeat until settled, ``repeats`` at most
+    image: tuple[str, ...] = ()  # what the pod's image holds (layered-venv's base)
 
     @property
     def installs(self) -> bool:
@@ -441,17 +443,13 @@ def _matrix(table: dict, defaults: dict, src: str, kind: str) -> list[Config]:
     return out
 
 
-def _packages(value: object, src: str) -> tuple[str, ...]:
+def _packages(value: object, src: str, key: str = "scenario.packages") -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(p, str) for p in value):
-        raise ScenarioError(
-            f"{_where(src, 'scenario.packages')}: expected a non-empty list of requirement strings"
-        )
+        raise ScenarioError(f"{_where(src, key)}: expected a non-empty list of requirement strings")
     for i, req in enumerate(value):
         problem = requirement_problem(req)
         if problem:
-            raise ScenarioError(
-                f"{_where(src, f'scenario.packages[{i}]')}: {req[:80]!r}: {problem}"
-            )
+            raise ScenarioError(f"{_where(src, f'{key}[{i}]')}: {req[:80]!r}: {problem}")
     return tuple(value)
 
 
@@ -542,6 +540,13 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     configs = _configs(data, defaults, src, legacy_names, kind)
     # [workload.by_config.NAME] names a config of the file (a selection may run fewer)
     settings.check_by_config(workload, [c.name for c in configs], _where(src, "workload"))
+    image = _packages(s["image"], src, "scenario.image") if s.get("image") else ()
+    layered = [c.name for c in configs if STRATEGIES[c.strategy].layered]
+    if layered and not image:
+        raise ScenarioError(
+            f"{_where(src, 'scenario.image')}: layered-venv (config {layered[0]}) needs the "
+            'packages the pod\'s image holds, e.g. image = ["torch==2.13.0"]'
+        )
     return Scenario(
         name=name,
         source=src,
@@ -555,6 +560,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         description=_text(s.get("description", ""), src, "scenario.description"),
         size_mb=size_mb,
         workload=workload,
+        image=image,
     )
 
 

@@ -47,6 +47,7 @@ class Strategy:
     lost_at_restart: str
     after_package_change: str
     cache_role: str | None = None  # where the installer's cache lives; None: as the config says
+    layered: bool = False  # the venv sits over the image's packages (the scenario's ``image``)
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -99,6 +100,18 @@ STRATEGIES: dict[str, Strategy] = {
             "install on tmp from the restored cache (only new packages download), then pack "
             "the cache again: it survives a change of the package list",
             cache_role="tmp",
+        ),
+        Strategy(
+            "layered-venv",
+            "target",
+            (),
+            (),
+            "a venv over the image's packages (--system-site-packages) holding only what the "
+            "image lacks",
+            "nothing on the volume; the image's packages are on local disk, the caches go cold",
+            "install the new packages into the venv on the volume (at volume speed); a change "
+            "in the image's part needs a new image",
+            layered=True,
         ),
         Strategy(
             "prewarm",

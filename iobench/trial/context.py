@@ -62,6 +62,7 @@ class TrialContext:
     lifecycle: bool = False  # after the first start, persist and measure a restart
     cache_mode: str = "cold"  # how the restart finds the caches (iobench.trial.coldcache)
     pack_method: str = "auto"  # packed-venv's archive (iobench.trial.strategies.PACK_METHODS)
+    image: tuple[str, ...] = ()  # what the pod's image holds: layered-venv's base
     warm: WarmCaches | None = None  # primed caches shared by repeats (None: prime every trial)
     give_up_s: float | None = None  # --give-up-after's bound for this trial (iobench.run.policy)
     kind: str = "install"  # the scenario's workload (iobench.trial.workloads)

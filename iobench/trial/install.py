@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from iobench import files, redact
+from iobench.scenario.vocab import STRATEGIES
 from iobench.system.scratch import remove
 from iobench.trial import fanout, installers
 from iobench.trial.outcome import Stop, check
@@ -27,6 +28,10 @@ from iobench.trial.steps import Step, Trial, used_bytes
 
 #: a line of an installer's output about a lock: uv's "Waiting to acquire lock", a failed
 #: flock on NFS, pip's lockfile retries (a cache shared by a fleet)
+#: marks a layered-venv image venv as made (the run's trials share it)
+IMAGE_DONE = ".iobench-image-complete"
+#: the .pth a layered venv reads the image's site-packages through
+IMAGE_PTH = "_iobench_image.pth"
 LOCK_LINE = re.compile(r"^.*\block(?:s|ed|ing|file)?\b.*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -47,6 +52,7 @@ class Install:
         self.index0: int | None = None
         self.waiter: fanout.Waiter | None = None  # a fan-out's worker that restores rank 0's venv
         self.pycache: Path | None = None  # PYTHONPYCACHEPREFIX (pycache "local")
+        self.image_site: Path | None = None  # layered-venv: the image's site-packages
 
     # ------------------------------------------------------------------ untimed
     def prepare(self, t: Trial) -> Stop | None:
@@ -70,7 +76,7 @@ class Install:
             t.env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
         if fanout.waits(t):
             self.waiter = fanout.Waiter(t, self.built)
-        stop = self.prime_cache(t)
+        stop = self.prime_cache(t) or self.build_image(t)
         self.used0 = {
             "venv": used_bytes(self.built.parent),
             "tmpdir": used_bytes(self.tmpdir),
@@ -95,6 +101,42 @@ class Install:
             return stop
         finally:
             t.priming_s += time.monotonic() - started
+
+    def build_image(self, t: Trial) -> Stop | None:
+        """layered-venv's base: the scenario's ``image`` packages in a venv on the config's
+        TMPDIR role (local disk, as a container image's are), made once per run, untimed
+        (it stands in for the image build); the trial's venv reads them through a .pth."""
+        if not STRATEGIES[t.cfg.strategy].layered:
+            return None
+        image = t.ctx.scratch[t.cfg.tmpdir].run_root / "image"
+        if (image / IMAGE_DONE).is_file():
+            self.image_site = installers.site_packages(image)
+            return None
+        started = time.monotonic()
+        t.ctx.progress.phase(t.tid, "building the image's packages (untimed)")
+        if image.exists():
+            remove(image)  # a half-made one (an earlier trial stopped in it)
+        log = files.fresh(t.ctx.logs / f"{t.tid}.image.log")
+        sampler = Sampler(t.ctx.sample_hz, stall_after=t.ctx.stall_after).start()
+        deadline = time.monotonic() + t.ctx.trial_timeout_s
+        try:
+            r = t.phase("image-venv", self.venv_argv(t, image), None, sampler, deadline)
+            stop = check(r, "the image's venv")
+            if stop is None:
+                step = self.installer(t).command(
+                    image, list(t.ctx.image), t.ctx.index_spec, None, log, t.env
+                )
+                r = t.phase("image-install", step.argv, step.env, sampler, deadline)
+                stop = check(r, "the image's install")
+        finally:
+            sampler.stop()
+            redact.redact_file(log)
+            t.priming_s += time.monotonic() - started
+        if stop is not None:
+            return Stop(stop.status, f"building the image: {stop.error}")
+        files.write(image / IMAGE_DONE, "")
+        self.image_site = installers.site_packages(image)
+        return None
 
     def prime(self, t: Trial) -> Stop | None:
         """The priming install: run like a timed phase (own session, watchdog, time limit)
@@ -148,6 +190,8 @@ class Install:
         stop = check(r, "venv creation")
         if stop is None:
             self.site = installers.site_packages(self.built)
+            if self.image_site is not None:  # what --system-site-packages gives over an image
+                files.write(self.site / IMAGE_PTH, f"{self.image_site}\n")
             self.before = {p.name for p in self.site.iterdir()}
             self.seeded = {p.name for p in self.site.glob("*.dist-info")}
         return stop

@@ -499,3 +499,52 @@ def test_a_packed_cache_script_restores_the_cache_downloads_nothing_and_repacks_
         added = index.counters.file_requests - fetched
         assert 0 < added < fetched  # only the new package (and its metadata)
         assert kept.stat().st_mtime_ns != packed  # the cache grew: packed again
+
+
+@pytest.mark.venv
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="an image's packages stand in a private mount namespace (root)",
+)
+def test_a_layered_venv_script_installs_only_what_the_image_lacks(
+    tmp_path: Path, tiny_wheels: Path
+) -> None:
+    """The image: tiny-blob in the stock python3's /usr/local dist-packages (a bind mount in a
+    mount namespace of the test's own). Pasted twice: the first start makes the venv with
+    --system-site-packages on the volume and installs tiny-core alone; the restart keeps it."""
+    stock = subprocess.run([str(STOCK_PYTHON3), "-c", "import site, sys; print("
+                            "next(p for p in sys.path if p.startswith('/usr/local/') and "
+                            "p.endswith('dist-packages')))"],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    if stock.returncode != 0:
+        pytest.skip("the stock python3 reads no /usr/local dist-packages (not Debian's)")
+    dist = stock.stdout.strip()
+    image = tmp_path / "image"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
+                    "--find-links", str(tiny_wheels), "--target", str(image), "tiny-blob"],
+                   check=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})  # fmt: skip
+    meta = RunMeta(versions={"venv": {"virtualenv": "21.15.11", "pip": "26.3"}})
+    venv = tmp_path / "volume" / "venv"
+    install = f"python3 -m pip install --no-index --find-links {tiny_wheels} tiny-core"
+    lines = [*STRICT, f"export VIRTUAL_ENV={venv}"]
+    lines += strategy_lines("layered-venv", {}, venv_lines(meta, "virtualenv"), install, {})
+    text = "\n".join(lines)
+    assert (
+        '-m venv --system-site-packages "$VIRTUAL_ENV"' in text and text.count("export PATH=") == 1
+    )
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join([*lines[:-1], 'python3 -c "import tiny_core; tiny_core.check()"',
+                                 'echo "READY $first_start"']) + "\n")  # fmt: skip
+    shim = _machine(tmp_path, "stock")
+    pod = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+           f'mount --bind {image} {dist} && exec "$@"', "pod",
+           "env", "-i", f"PATH={shim}:/usr/bin:/bin", f"HOME={tmp_path}",
+           "PIP_CONFIG_FILE=/dev/null", "bash", "-e", str(script)]  # fmt: skip
+    first = subprocess.run(pod, capture_output=True, text=True, timeout=300, check=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.stdout.strip().endswith("READY 1")
+    assert "Requirement already satisfied: tiny-blob" in first.stdout  # the image's
+    site = next(venv.glob("lib/python3*/site-packages"))
+    assert (site / "tiny_core").is_dir() and not list(site.glob("tiny_blob*"))
+    again = subprocess.run(pod, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0 and again.stdout.strip().endswith("READY 0"), again.stderr[-2000:]

@@ -311,7 +311,7 @@ def test_unknown_scenario_keys_are_errors(tmp_path: Path) -> None:
     p = _write(tmp_path, BASE + "repeat = 3\n" + f"[configs.a]\n{CFG}")
     with pytest.raises(
         ScenarioError,
-        match=r"s\.toml: scenario: unknown key\(s\) repeat \(known: description, kind",
+        match=r"s\.toml: scenario: unknown key\(s\) repeat \(known: description, image, kind",
     ):
         load_scenario(str(p))
 

@@ -251,3 +251,34 @@ pycache = "local"
     assert [int(r["restart_target_creates"]) for r in (compiled, first, local)] == [0, 0, 0]
     assert int(local["restart_pyc_local"]) >= 2 and compiled["restart_pyc_local"] == ""
     nothing_left(quick, tmpfs)
+
+
+@pytest.mark.lab
+def test_a_layered_venv_keeps_only_what_the_image_lacks_on_the_volume(
+    quick: Path, tmpfs: Path, tmp_path: Path
+) -> None:
+    """layered-venv: the image's packages (tiny-blob) on local disk, made once per run and
+    untimed; the venv on the volume holds only tiny-core, reads tiny-blob through the image
+    at both events (the ready check imports both), cold from the volume for its own part."""
+    scen = scenario(tmp_path, ["persistent-venv", "layered-venv"])
+    scen.write_text(
+        scen.read_text().replace("size_mb = 10\n", 'size_mb = 10\nimage = ["tiny-blob==0.1.0"]\n')
+    )
+    rows = run(scen, quick, tmpfs, tmp_path / "r")
+    layered, whole = rows["layered-venv"], rows["persistent-venv"]
+    assert layered["status"] == whole["status"] == "ok", layered["error"]
+    assert layered["venv_role"] == "target" and layered["strategy"] == "layered-venv"
+    assert int(layered["files_installed"]) < int(whole["files_installed"])  # tiny-core only
+    # tiny-blob's ~1.3 MB (its shared libraries) stay on local disk; the seeded pip is in both
+    assert int(whole["stored_bytes"]) - int(layered["stored_bytes"]) > 1_000_000
+    assert int(layered["restart_target_read_bytes"]) > 0  # tiny-core, from the volume, cold
+    assert float(layered["restart_import_s"]) > 0
+    nothing_left(quick, tmpfs)
+
+
+def test_a_layered_venv_needs_the_image_it_sits_over(tmp_path: Path) -> None:
+    from iobench.errors import ScenarioError
+    from iobench.scenario.load import load_scenario
+
+    with pytest.raises(ScenarioError, match="layered-venv .* needs the packages the pod's image"):
+        load_scenario(str(scenario(tmp_path, ["layered-venv"])))

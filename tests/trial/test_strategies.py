@@ -255,9 +255,14 @@ def test_strategies_as_data() -> None:
         "packed-venv",
         "copied-venv",
         "packed-cache",
+        "layered-venv",
         "prewarm",
         "fan-out",
     ]
+    assert (
+        strategies.get("layered-venv").layered
+        and strategies.get("layered-venv").venv_role == "target"
+    )
     packed_cache = strategies.get("packed-cache")
     assert (packed_cache.venv_role, packed_cache.cache_role) == ("tmp", "tmp")
     assert packed_cache.restart == ("restore-cache", "install")
