@@ -174,7 +174,15 @@ def check(request: RunRequest) -> RunPlan:
     # a scenario that says repeats = "auto:N" repeats until settled unless --repeats says more
     auto = auto or (state is None and req.repeats is None and scenario.repeats_auto)
     _check_size(scenario, repeats)
-    owners = trusted_owners(req.trust_owner or (meta.trusted_owners if meta else []))
+    # trust is the command line's alone: a run folder (received, or edited) cannot grant it
+    if meta is not None and meta.trusted_owners and not req.trust_owner:
+        who = " ".join(f"--trust-owner {o}" for o in meta.trusted_owners)
+        raise UsageError(
+            f"cannot resume {meta.run_id}: it trusted folders owned by "
+            f"{', '.join(meta.trusted_owners)}; a run folder does not grant that trust, say it "
+            f"again: {who}"
+        )
+    owners = trusted_owners(req.trust_owner)
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
         scenario=scenario,

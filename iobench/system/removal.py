@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from iobench.errors import IOBenchError
+from iobench.errors import IOBenchError, SafetyError
 from iobench.system import child, procfs
 from iobench.system.scratch import mount_inside, remove
 
@@ -114,6 +114,9 @@ def _each_in_daemon_threads(fn: Callable[[Path], None], items: list[Path], worke
 def remove_tree(path: Path, workers: int = WORKERS) -> None:
     """``iobench.system.scratch.remove(path)``, its subtrees first, ``workers`` at a time (in
     the child process of :func:`bounded`: the threads are the child's)."""
+    mount = mount_inside(path)  # before any piece goes: a piece's own check is too late,
+    if mount:  # it would look from inside a bind mount of the same filesystem
+        raise SafetyError(f"refusing to delete {path}: {mount} is mounted there (unmount it first)")
     units = _subtrees(path) if workers > 1 else []
     if units:
         _each_in_daemon_threads(remove, units, min(workers, len(units)))

@@ -352,11 +352,16 @@ def remove(path: Path) -> None:
         return
     failures: list[str] = []
     dev = os.stat(owner).st_dev
+    home = os.open(owner, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        on = mount_id(home)  # the scratch folder's own mount: a piece of a tree must be on it
+    finally:
+        os.close(home)
     top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        if os.fstat(top).st_dev != dev:
-            raise SafetyError(f"refusing to delete {path}: it lies on another filesystem")
-        _delete_below(top, str(path), (dev, mount_id(top)), failures)
+        if os.fstat(top).st_dev != dev or (on is not None and mount_id(top) != on):
+            raise SafetyError(f"refusing to delete {path}: it lies on another filesystem or mount")
+        _delete_below(top, str(path), (dev, on), failures)
     finally:
         os.close(top)
     try:

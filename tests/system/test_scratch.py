@@ -395,7 +395,9 @@ def test_a_writable_folder_above_a_role_is_refused_unless_sticky(
     assert main(standin.argv(tmp_path, path, "--target", str(role), "--quiet")) == 0
 
 
-def test_a_trusted_owner_s_role_is_used_and_the_trust_recorded(tmp_path: Path) -> None:
+def test_a_trusted_owner_s_role_is_used_and_the_trust_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     role = _nobody_owns(tmp_path / "theirs")
     path = standin.scenario(tmp_path, repeats=1)
     rc = main(
@@ -403,7 +405,10 @@ def test_a_trusted_owner_s_role_is_used_and_the_trust_recorded(tmp_path: Path) -
     )
     run = only_run_dir(tmp_path / "results")
     assert rc == 0 and json.loads((run / "meta.json").read_text())["trusted_owners"] == ["nobody"]
-    assert main(["run", "--resume", str(run), "--no-report"]) == 0  # the resume keeps the trust
+    # the run folder's word is not trust (it may be received, or edited): said again, it is
+    assert main(["run", "--resume", str(run), "--no-report"]) == 2
+    assert "--trust-owner nobody" in capsys.readouterr().err
+    assert main(["run", "--resume", str(run), "--no-report", "--trust-owner", "nobody"]) == 0
     assert (
         main(standin.argv(tmp_path, path, "--target", str(role), "--trust-owner", "no-such-user"))
         == 2
@@ -492,6 +497,41 @@ def test_a_deleting_walk_never_leaves_its_filesystem(
         assert (inner / "theirs").read_text() == "keep"
     finally:
         subprocess.run(["umount", "-l", str(inner)], check=False)
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("seen", [True, False])
+def test_a_parallel_removal_never_splits_a_tree_into_a_bind_mount(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen: bool
+) -> None:
+    """Before: the run's own removal split a trial tree into pieces (threads each) by
+    walking it, into a bind mount of the same disk, and each piece passed its own check, as
+    seen from inside the mount: the user's subfolders went. ``seen``: the mount table shows
+    the mount (refused before any piece goes); else a piece is checked against the scratch
+    folder's own mount."""
+    from iobench.system import removal
+
+    user = tmp_path / "user-data"
+    for sub in ("d1/deep", "d2", "d3/x/y"):
+        (user / sub).mkdir(parents=True)
+        (user / sub / "f").write_text("mine")
+    s = Scratch(tmp_path / "role", "run-1")
+    (tmp_path / "role").mkdir()
+    s.ensure().claim()
+    trial = s.trial_dir("t1")
+    for sub in ("a/b", "c", "e/f/g"):
+        (trial / "files" / sub).mkdir(parents=True)
+    _bind(user, trial / "files" / "bm")
+    try:
+        if not seen:
+            monkeypatch.setattr(removal, "mount_inside", lambda path: None)
+        with pytest.raises(SafetyError, match="mount"):
+            removal.remove_tree(trial, workers=8)
+    finally:
+        _unmount_all_under(tmp_path / "role")
+    assert sorted(str(p.relative_to(user)) for p in user.rglob("f")) == [
+        "d1/deep/f", "d2/f", "d3/x/y/f"
+    ]  # fmt: skip
 
 
 @pytest.mark.lab
