@@ -14,6 +14,11 @@ half-written file; a full disk leaves the old file and no temporary; the error n
 file. Appends (a run's ``trials.csv``) open with ``O_NOFOLLOW``: a link there is refused.
 Files are private to their owner (0600: they hold command lines, index hosts, the
 environment) unless the caller says otherwise.
+
+A link on the way to the folder is followed only if root or the running user owns it (the
+kernel's ``protected_symlinks`` rule for sticky folders, applied everywhere, as not every
+machine sets it): another user's link ``/tmp/out -> /root/secrets`` makes ``--export-json
+/tmp/out/x.json`` refuse, in one line, rather than write into the folder it points at.
 """
 
 from __future__ import annotations
@@ -23,11 +28,34 @@ import errno
 import io
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from iobench.errors import SafetyError
+
 #: owner read/write only
 PRIVATE = 0o600
+
+
+def check_links(folder: Path | str) -> None:
+    """Raise SafetyError when a link on the way to ``folder`` is owned by another user than
+    root or the running one (links of ours and root's are followed)."""
+    me, cur = os.geteuid(), Path(os.path.abspath(folder))
+    walked = Path(cur.anchor)
+    for part in cur.parts[1:]:
+        walked = walked / part
+        try:
+            st = os.lstat(walked)
+        except OSError:
+            return  # not there (yet): the open that follows says so, naming it
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (0, me):
+                raise SafetyError(
+                    f"refusing to write through {walked}: a link owned by uid {st.st_uid}, "
+                    "not by you or root (give a path without it)"
+                )
+            walked = Path(os.path.realpath(walked))
 
 
 def _named(exc: OSError, path: Path | str) -> OSError:
@@ -47,6 +75,7 @@ def write(
     keeps trailing blanks as room for it: they are dropped when that is what makes it fit)."""
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    check_links(path.parent)
     try:
         folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
@@ -119,6 +148,7 @@ def fresh(path: Path | str, mode: int = PRIVATE) -> Path:
     the name is removed first — a link itself, never what it points at — and the file is
     made with ``O_CREAT|O_EXCL|O_NOFOLLOW``. Returns ``path``; errors name it."""
     path = Path(path)
+    check_links(path.parent)
     try:
         folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
@@ -146,6 +176,7 @@ def appending(
     the name is refused (ELOOP), never followed. ``read``: also readable (to look at the
     last byte). Errors name the file."""
     flags = (os.O_RDWR if read else os.O_WRONLY) | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+    check_links(Path(path).parent)
     try:
         fd = os.open(path, flags, mode)
     except OSError as exc:
@@ -165,6 +196,7 @@ def appending(
 def open_stream(path: Path | str, mode: int = PRIVATE) -> io.BufferedRandom:
     """``path`` made empty and open for reading and writing (an installer's output streams
     into it); a link at the name is refused (ELOOP), never followed. Errors name the file."""
+    check_links(Path(path).parent)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
         os.fchmod(fd, mode)
@@ -173,4 +205,4 @@ def open_stream(path: Path | str, mode: int = PRIVATE) -> io.BufferedRandom:
     return open(fd, "w+b")  # noqa: SIM115
 
 
-__all__ = ["PRIVATE", "appending", "fresh", "open_stream", "write"]
+__all__ = ["PRIVATE", "appending", "check_links", "fresh", "open_stream", "write"]

@@ -173,3 +173,72 @@ def test_a_resumed_pip_trial_writes_its_log_through_no_planted_link(
     assert victim.read_text() == VICTIM
     log = run / "logs" / "naive-r1.log"
     assert not log.is_symlink() and "smoke" in log.read_text()
+
+
+def _foreign_link(link: Path, target: Path) -> Path:
+    """``link`` -> ``target``, owned by another user (uid 65534), as one planted in /tmp."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    try:
+        os.lchown(link, 65534, 65534)
+    except PermissionError:
+        pytest.skip("changing a link's owner needs root")
+    return link
+
+
+@pytest.mark.charts  # the report draws its charts before it writes them
+def test_a_folder_link_of_another_user_on_the_way_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a folder link another user planted in a sticky folder (where the kernel's
+    protected_symlinks is off) took `--export-json /tmp/x/ndir/out.json` into the folder it
+    points at, and root overwrote a file there."""
+    victims = tmp_path / "victims"
+    victims.mkdir(mode=0o700)
+    (victims / "out.json").write_text(VICTIM)
+    ndir = _foreign_link(tmp_path / "shared" / "ndir", victims)
+    with pytest.raises(files.SafetyError, match="a link owned by uid 65534"):
+        files.write(ndir / "out.json", "{}")
+    with pytest.raises(files.SafetyError):
+        files.fresh(ndir / "log.txt")
+    with pytest.raises(files.SafetyError), files.appending(ndir / "trials.csv"):
+        pass
+    assert (victims / "out.json").read_text() == VICTIM and len(list(victims.iterdir())) == 1
+    # links of one's own (or root's) are a path like any other
+    mine = tmp_path / "mine"
+    mine.symlink_to(victims)
+    files.write(mine / "new.json", "{}")
+    assert (victims / "new.json").read_text() == "{}"
+    # through the command line: one line, the victim unchanged
+    run = make_run_dir(tmp_path / "results")
+    rc = main(["report", str(run), "--out", str(ndir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(err) == 1 and "owned by uid 65534" in err[0]
+    assert (victims / "out.json").read_text() == VICTIM
+
+
+def test_resuming_a_run_whose_samples_folder_is_a_link_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a received run whose samples/ linked to another folder had the resumed
+    trials' sample files written there, over what it held."""
+    import json
+
+    from helpers import standin
+
+    rc, run = standin.run(tmp_path, "", "--repeats", "1")
+    assert rc == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "naive-r2.csv").write_text(VICTIM)
+    for f in (run / "samples").iterdir():
+        f.unlink()
+    (run / "samples").rmdir()
+    (run / "samples").symlink_to(elsewhere)
+    meta = json.loads((run / "meta.json").read_text())
+    meta.update(status="interrupted", repeats=2)
+    (run / "meta.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run), "--no-report"]) != 0
+    assert "is a link" in capsys.readouterr().err
+    assert (elsewhere / "naive-r2.csv").read_text() == VICTIM

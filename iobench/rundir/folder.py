@@ -196,6 +196,11 @@ class RunDir:
         """samples/ and logs/ of a run being continued: a run folder copied by a tool that
         drops empty folders (git, some sync tools) lacks them."""
         for folder in (self.samples_dir, self.logs_dir):
+            if folder.is_symlink():  # a received run's link would take the trials' files
+                raise RunDirError(
+                    f"{folder} is a link; a run folder's own folders must be folders (copy "
+                    "the run with its links resolved: cp -rL)"
+                )
             try:
                 folder.mkdir(exist_ok=True)
             except OSError as exc:
