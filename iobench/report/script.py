@@ -423,6 +423,9 @@ def restore_lines(restore: str) -> list[str]:
     ]
 
 
+#: what the first start keeps on the volume goes in a folder of the user's own: an archive
+#: another user planted there would be restored, and its python run, as the script's user
+_STORE_IS_YOURS = "{}  # the store on the volume: yours only"
 #: strategies whose venv is restored from the target at each start
 RESTORED = ("packed-venv", "copied-venv", "fan-out")
 #: strategies whose start script restores what the measured steps kept (their lines)
@@ -473,7 +476,7 @@ def fan_out_lines(
     done, lock = shell.quote(kept + ".done"), shell.quote(kept + ".lock")
     again = [f"    {x}" for x in restore_lines(restore)]
     return [
-        f"mkdir -p {shell.quote(posixpath.dirname(kept))}",
+        _STORE_IS_YOURS.format(shell.private_dir(posixpath.dirname(kept))),
         "first_start=0",
         f"if [ -e {done} ]; then  # a restart, or the fleet's archive is there: restore it",
         *again,
@@ -506,6 +509,7 @@ def packed_cache_lines(kept: str, persist: str, installer: str, make: list[str],
     count = f'find "${var}" -type f 2>/dev/null | wc -l'
     return [
         f"CACHE_ARCHIVE={shell.quote(kept)}  # the {var} kept on the volume",
+        _STORE_IS_YOURS.format('private_dir "$(dirname "$CACHE_ARCHIVE")"'),
         "first_start=0",
         'if [ -e "$CACHE_ARCHIVE" ]; then  # a restart: the cache back onto local disk',
         f'    tar {where} -xf "$CACHE_ARCHIVE"',
@@ -517,7 +521,6 @@ def packed_cache_lines(kept: str, persist: str, installer: str, make: list[str],
         PATH_LINE,
         f"{install}  # from the restored cache: only what it lacks is downloaded",
         f'if [ "$first_start" = 1 ] || [ "$({count})" != "$cached" ]; then  # keep the cache',
-        '    mkdir -p "$(dirname "$CACHE_ARCHIVE")"',
         f'    tar {where} -cf "$CACHE_ARCHIVE.tmp" "$(basename "${var}")"',
         '    mv "$CACHE_ARCHIVE.tmp" "$CACHE_ARCHIVE"',
         "fi",
@@ -556,6 +559,7 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
     if strategy == "packed-cache":
         return packed_cache_lines(kept, persist, str(row.get("installer") or "pip"), make, install)
     return [
+        _STORE_IS_YOURS.format(shell.private_dir(posixpath.dirname(kept))),
         "first_start=0",
         f"if [ -e {shell.quote(kept)} ]; then  # a restart: restore what the first start kept",
         *[f"    {x}" for x in restore_lines(restore)],
@@ -566,7 +570,6 @@ def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], insta
         PATH_LINE,
         'if [ "$first_start" = 1 ]; then  # the first start: install, then keep the venv on the volume',
         f"    {install}",
-        f"    mkdir -p {shell.quote(posixpath.dirname(kept))}",
         f"    {persist}",
         "fi",
         EXEC_LINE,

@@ -18,6 +18,7 @@ from helpers import runs as rf
 from helpers.files import DATA, STOCK_PYTHON3, python3_shim, stock_python3
 
 from iobench.cost.idle import CostOptions
+from iobench.shell import PRIVATE_DIR
 from iobench.report import build_report
 from iobench.report.recommend import Recommendation
 from iobench.report.script import (
@@ -300,7 +301,7 @@ def test_a_fan_out_script_pasted_on_two_pods_at_once_builds_once_and_restores_on
                          f"tar -C {local} -xf {kept}", make, install)  # fmt: skip
     assert "\n".join(body).count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
     script = tmp_path / "start.sh"
-    script.write_text("\n".join([*STRICT, f"export VIRTUAL_ENV={venv}", *body[:-1],
+    script.write_text("\n".join([*STRICT, *PRIVATE_DIR, f"export VIRTUAL_ENV={venv}", *body[:-1],
                                  'python3 -c "import tiny_core; tiny_core.check()"',
                                  'echo "READY $first_start $(python3 -c "import sys; print(sys.prefix)")"']) + "\n")  # fmt: skip
     shim = _machine(tmp_path, "stock")
@@ -408,7 +409,7 @@ def test_a_squashfs_script_restores_where_loop_mounts_are_refused(
     install = f"python3 -m pip install --quiet --no-index --find-links {tiny_wheels} tiny-core"
     body = strategy_lines("packed-venv", row, venv_lines(meta, "virtualenv"), install, roles)
     script = tmp_path / "start.sh"
-    script.write_text("\n".join([*STRICT, f"export VIRTUAL_ENV={venv}", *body[:-1],
+    script.write_text("\n".join([*STRICT, *PRIVATE_DIR, f"export VIRTUAL_ENV={venv}", *body[:-1],
                                  'python3 -c "import tiny_core; tiny_core.check()"',
                                  'echo "READY $first_start"']) + "\n")  # fmt: skip
     pod = tmp_path / "pod-bin"  # the pod's tools: no squashfuse, and a mount that refuses
@@ -474,7 +475,7 @@ def test_a_packed_cache_script_restores_the_cache_downloads_nothing_and_repacks_
         )
         assert "\n".join(body).count('export PATH="$VIRTUAL_ENV/bin:$PATH"') == 1
         script = tmp_path / "start.sh"
-        script.write_text("\n".join([*STRICT, f"export VIRTUAL_ENV={local}/venv",
+        script.write_text("\n".join([*STRICT, *PRIVATE_DIR, f"export VIRTUAL_ENV={local}/venv",
                                      f"export PIP_CACHE_DIR={local}/pip-cache",
                                      'mkdir -p "$PIP_CACHE_DIR"', *body[:-1],
                                      'python3 -c "import tiny_core; tiny_core.check()"',
@@ -548,3 +549,45 @@ def test_a_layered_venv_script_installs_only_what_the_image_lacks(
     assert (site / "tiny_core").is_dir() and not list(site.glob("tiny_blob*"))
     again = subprocess.run(pod, capture_output=True, text=True, timeout=300, check=False)
     assert again.returncode == 0 and again.stdout.strip().endswith("READY 0"), again.stderr[-2000:]
+
+
+@pytest.mark.parametrize("strategy", ["packed-venv", "fan-out", "packed-cache"])
+def test_a_store_another_user_made_on_the_volume_is_refused_before_anything_is_restored(
+    tmp_path: Path, strategy: str
+) -> None:
+    """Before: the scripts made the store with `mkdir -p` and restored whatever archive was
+    in it; another user who made the store folder first (a sticky, shared volume) planted a
+    venv whose python then ran as the script's user (root, in the hostile test)."""
+    if os.geteuid() != 0:
+        pytest.skip("making a folder another user owns needs root")
+    volume = tmp_path / "volume"
+    volume.mkdir(mode=0o1777)
+    store = volume / "store"
+    store.mkdir()
+    os.chown(store, 65534, 65534)
+    pwned = tmp_path / "pwned"
+    payload = tmp_path / "payload" / "venv" / "bin"
+    payload.mkdir(parents=True)
+    (payload / "python3").write_text(f"#!/bin/sh\ntouch {pwned}\n")
+    (payload / "python3").chmod(0o755)
+    name = "cache.tar" if strategy == "packed-cache" else "venv.tar"
+    subprocess.run(["tar", "-C", str(tmp_path / "payload"), "-cf", str(store / name), "venv"],
+                   check=True)  # fmt: skip
+    if strategy == "fan-out":
+        (store / "venv.tar.done").touch()
+    local = tmp_path / "local"
+    trial = f"{local}/.iobench-scratch/run-1/x-r1"
+    kept = f"{volume}/.iobench-scratch/run-1/x-r1/store/{name}"
+    row = {"installer": "pip", "persist_command": f"tar -C {trial} -cf {kept} venv",
+           "restore_command": f"tar -C {trial} -xf {kept}"}  # fmt: skip
+    roles = {"target": RoleInfo(path=str(volume)), "tmp": RoleInfo(path=str(local))}
+    body = strategy_lines(strategy, row, ['python3 -m venv "$VIRTUAL_ENV"'], "true", roles,
+                          own=Path("/nonexistent"))  # fmt: skip
+    script = tmp_path / "start.sh"
+    script.write_text("\n".join([*STRICT, *PRIVATE_DIR, f"export VIRTUAL_ENV={local}/venv",
+                                 f"export PIP_CACHE_DIR={local}/pip-cache", *body,
+                                 '"$VIRTUAL_ENV/bin/python3"']) + "\n")  # fmt: skip
+    r = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", "bash", "-e", str(script)],
+                       capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert r.returncode != 0 and f"refusing {store}" in r.stderr, r.stderr
+    assert not pwned.exists()
