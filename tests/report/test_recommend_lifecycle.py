@@ -18,7 +18,6 @@ from helpers import runs as rf
 from helpers.files import DATA, STOCK_PYTHON3, python3_shim, stock_python3
 
 from iobench.cost.idle import CostOptions
-from iobench.shell import PRIVATE_DIR
 from iobench.report import build_report
 from iobench.report.recommend import Recommendation
 from iobench.report.script import (
@@ -32,6 +31,7 @@ from iobench.report.script import (
     venv_lines,
 )
 from iobench.rundir.meta import RoleInfo, RunMeta
+from iobench.shell import PRIVATE_DIR
 from iobench.wheels.profile import load_profile
 from iobench.wheels.synth import synthesize
 
