@@ -115,10 +115,18 @@ _URL_PATH = re.compile(
     r"(?P<head>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#'\"<>]*)"
     r"(?P<path>/[^\s?#'\"<>]*)"
 )
-# a path segment that is a token: long, letters and digits mixed (or a JWT)
+# a path segment that is a token (percent-escapes left out): 16 or more letters and digits
+# mixed; 10 or more of them without a separator, with 3 digits and 3 letters at least
+# (Gemfury's and Cloudsmith's are 12-20); 16 digits or more; 20 letters or more of both
+# cases; or a JWT. A path's words (simple, cu121, s3transfer, python3-openid) are none.
 _TOKEN_SEGMENT = re.compile(
-    r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}|eyJ[A-Za-z0-9_.-]{10,}"
+    r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}"
+    r"|(?=(?:[A-Za-z]*[0-9]){3})(?=(?:[0-9]*[A-Za-z]){3})[A-Za-z0-9]{10,}"
+    r"|[0-9]{16,}"
+    r"|(?=[A-Za-z]*[a-z])(?=[A-Za-z]*[A-Z])[A-Za-z]{20,}"
+    r"|eyJ[A-Za-z0-9_.-]{10,}"
 )
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 # name=value in connection strings and command lines, where the name sounds like a secret
 _PAIR_HEAD = re.compile(r"(?<![\w.-])(?P<name>[\w.-]+)\s*[=:]\s*")
 _PAIR_VALUE = re.compile(r"[^;&,\s'\"]+")
@@ -135,7 +143,7 @@ def _mask_query(m: re.Match[str]) -> str:
 
 def _mask_path(m: re.Match[str]) -> str:
     segments = m.group("path").split("/")
-    masked = [MASK if _TOKEN_SEGMENT.fullmatch(s) else s for s in segments]
+    masked = [MASK if _TOKEN_SEGMENT.fullmatch(_PERCENT.sub("", s)) else s for s in segments]
     return m.group("head") + "/".join(masked)
 
 

@@ -318,3 +318,24 @@ def test_a_token_in_the_index_url_s_path_reaches_no_file_and_no_line(
         text = path.read_bytes().decode(errors="replace")
         assert CLOUDSMITH_TOKEN not in text and GEMFURY_TOKEN not in text, path
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, (path, oct(path.stat().st_mode))
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["Xk9Qz7Lm2Pw4", "12345678901234567890", "AbCdEfGhIjKlMnOpQrStUvWxYz", "AbCdEf%2B1234567890zz"],
+)
+def test_short_digit_letter_and_escaped_tokens_in_an_index_path_are_masked(token: str) -> None:
+    """Before (the hostile re-test): a 12-character Gemfury-style token, an all-digit one, an
+    all-letter one and a percent-escaped one stayed in meta.json and the logs."""
+    url = f"http://envuser:pw@127.0.0.1:8765/{token}/simple/"
+    assert redact_text(url) == "http://***@127.0.0.1:8765/***/simple/"
+    assert token not in redact_text(f"Looking in indexes: {url}, https://pypi.org/simple")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://download.pytorch.org/whl/cu121/torch/", "https://pypi.org/simple/s3transfer/",
+     "https://pypi.org/simple/python3-openid/", "https://x.org/pytorch-nightly/simple/"],
+)  # fmt: skip
+def test_a_path_s_own_words_stay(url: str) -> None:
+    assert redact_text(url) == url
