@@ -29,7 +29,7 @@ from iobench import files
 from iobench.cost.prices import format_usd
 from iobench.report.load import PHASES
 from iobench.report.verdict import SPREAD_MINMAX_BELOW
-from iobench.units import fmt_median, fmt_s, fmt_speed, run_key
+from iobench.units import fmt_median, fmt_s, fmt_speed, printable, run_key
 
 OKABE_ITO = {
     "black": "#000000",
@@ -65,8 +65,11 @@ _rng = np.random.default_rng(12345)  # jitter only; fixed so charts are reproduc
 
 
 def tex_escape(text: str) -> str:
-    """Escape ``$`` so matplotlib does not read prices as mathtext."""
-    return str(text).replace("$", r"\$")
+    """Escape ``$`` so matplotlib does not read prices as mathtext, and write control
+    characters as their escapes (a label read from a received meta.json: the font has no
+    glyph for them, and matplotlib's warning would print them raw to the terminal)."""
+    lines = str(text).split("\n")  # a chart's own line breaks stay breaks
+    return "\n".join(printable(line) for line in lines).replace("$", r"\$")
 
 
 def save_figure(fig: Figure, path: Path) -> Path:

@@ -90,3 +90,23 @@ def test_a_phase_no_sample_saw_still_gets_its_band_and_the_axis_reaches_ready() 
     assert out[-1][0] == "import" and out[-1][1] == 2.5 and abs(out[-1][2] - 2.55) < 1e-9
     out = _complete_spans(spans[:3], {"compile": 0.3, "import": 0.05})
     assert [n for n, _, _ in out][-2:] == ["compile", "import"] and out[-1][1] == out[-2][2]
+
+
+def test_control_characters_of_a_received_label_never_reach_the_terminal(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Before: a run label holding ESC, BEL, CR or BS went into a chart's text; the font has
+    no glyph for them and matplotlib's warning printed each one raw to the terminal."""
+    import warnings
+
+    import pandas as pd
+
+    from iobench.report.charts import compare_chart, tex_escape
+
+    label = "x\u001b]0;pwned\u0007\u001b[2J\r\bZ"
+    assert tex_escape(f"{label} $5\nnext") == "x\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\x08Z \\$5\nnext"
+    merged = pd.DataFrame({"config": ["a"], "run_label": [label], "n_ok": [3],
+                           "median_time_to_ready_s": [2.0], "min_time_to_ready_s": [1.5],
+                           "max_time_to_ready_s": [2.5], "ratio_vs_ref": [1.0]})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing glyph would be a UserWarning
+        compare_chart(merged, [label], f"compare {label}", tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 0
