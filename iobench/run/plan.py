@@ -174,15 +174,7 @@ def check(request: RunRequest) -> RunPlan:
     # a scenario that says repeats = "auto:N" repeats until settled unless --repeats says more
     auto = auto or (state is None and req.repeats is None and scenario.repeats_auto)
     _check_size(scenario, repeats)
-    # trust is the command line's alone: a run folder (received, or edited) cannot grant it
-    if meta is not None and meta.trusted_owners and not req.trust_owner:
-        who = " ".join(f"--trust-owner {o}" for o in meta.trusted_owners)
-        raise UsageError(
-            f"cannot resume {meta.run_id}: it trusted folders owned by "
-            f"{', '.join(meta.trusted_owners)}; a run folder does not grant that trust, say it "
-            f"again: {who}"
-        )
-    owners = trusted_owners(req.trust_owner)
+    owners = _trust(req, meta)
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
         scenario=scenario,
@@ -226,6 +218,20 @@ def check(request: RunRequest) -> RunPlan:
     plan.notes += [run_roles.same_storage_note(group, roles) for group in plan.same_storage]
     plan.notes += run_roles.results_note(plan.results_root, roles["target"])
     return plan
+
+
+def _trust(req: RunRequest, meta: RunMeta | None) -> list[str]:
+    """The owners whose role folders are trusted: the command line's alone, since a run
+    folder (received, or edited) cannot grant it — a resume of a run that trusted someone
+    says it again."""
+    if meta is not None and meta.trusted_owners and not req.trust_owner:
+        who = " ".join(f"--trust-owner {o}" for o in meta.trusted_owners)
+        raise UsageError(
+            f"cannot resume {meta.run_id}: it trusted folders owned by "
+            f"{', '.join(meta.trusted_owners)}; a run folder does not grant that trust, say it "
+            f"again: {who}"
+        )
+    return trusted_owners(req.trust_owner)
 
 
 def _check_size(scenario: Scenario, repeats: int) -> None:
