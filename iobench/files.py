@@ -40,22 +40,42 @@ PRIVATE = 0o600
 
 def check_links(folder: Path | str) -> None:
     """Raise SafetyError when a link on the way to ``folder`` is owned by another user than
-    root or the running one (links of ours and root's are followed)."""
-    me, cur = os.geteuid(), Path(os.path.abspath(folder))
-    walked = Path(cur.anchor)
-    for part in cur.parts[1:]:
-        walked = walked / part
+    root or the running one (links of ours and root's are followed). The path is walked as
+    the kernel walks it: ``..`` after a link leaves the link's target, and a link's own
+    target is walked component by component (a link it leads to is checked too)."""
+    me = os.geteuid()
+    text = os.fspath(folder)
+    todo = [p for p in reversed(text.split("/")) if p]  # the next component last
+    if not text.startswith("/"):
+        todo += [p for p in reversed(os.getcwd().split("/")) if p]
+    cur, hops = "/", 0
+    while todo:
+        part = todo.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            cur = os.path.dirname(cur)
+            continue
+        walked = os.path.join(cur, part)
         try:
             st = os.lstat(walked)
         except OSError:
             return  # not there (yet): the open that follows says so, naming it
-        if stat.S_ISLNK(st.st_mode):
-            if st.st_uid not in (0, me):
-                raise SafetyError(
-                    f"refusing to write through {walked}: a link owned by uid {st.st_uid}, "
-                    "not by you or root (give a path without it)"
-                )
-            walked = Path(os.path.realpath(walked))
+        if not stat.S_ISLNK(st.st_mode):
+            cur = walked
+            continue
+        if st.st_uid not in (0, me):
+            raise SafetyError(
+                f"refusing to write through {walked}: a link owned by uid {st.st_uid}, "
+                "not by you or root (give a path without it)"
+            )
+        hops += 1
+        if hops > 40:  # the kernel's own limit: a loop
+            raise SafetyError(f"refusing to write through {walked}: too many links")
+        target = os.readlink(walked)
+        todo += [p for p in reversed(target.split("/")) if p]
+        if target.startswith("/"):
+            cur = "/"
 
 
 def _named(exc: OSError, path: Path | str) -> OSError:

@@ -127,6 +127,28 @@ _TOKEN_SEGMENT = re.compile(
     r"|eyJ[A-Za-z0-9_.-]{10,}"
 )
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+# groups of letters mixed with digits joined by - or _ (Ab12-Cd34-Ef56): every group mixed
+_GROUPED = re.compile(r"(?:(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{3,}[-_]){2,}"
+                      r"(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{3,}")  # fmt: skip
+# a segment with percent-escapes and no dot (a file name has one) whose own characters, the
+# escapes left out, are 8 or more letters and digits, 3 of each at least (Zq7%41b9x%2F2k)
+_ESCAPED_OWN = re.compile(r"(?=(?:[A-Za-z]*[0-9]){3})(?=(?:[0-9]*[A-Za-z]){3})[A-Za-z0-9]{8,}")
+
+
+def _is_token(segment: str) -> bool:
+    """Whether one path segment of a URL reads as a credential (see _TOKEN_SEGMENT)."""
+    return bool(
+        _TOKEN_SEGMENT.fullmatch(_PERCENT.sub("", segment))
+        or _GROUPED.fullmatch(segment)
+        or ("%" in segment and "." not in segment and _escaped_token(segment))
+    )
+
+
+def _escaped_token(segment: str) -> bool:
+    own = re.sub(r"[^A-Za-z0-9]", "", _PERCENT.sub("", segment))
+    return bool(_ESCAPED_OWN.fullmatch(own))
+
+
 # name=value in connection strings and command lines, where the name sounds like a secret
 _PAIR_HEAD = re.compile(r"(?<![\w.-])(?P<name>[\w.-]+)\s*[=:]\s*")
 _PAIR_VALUE = re.compile(r"[^;&,\s'\"]+")
@@ -143,7 +165,7 @@ def _mask_query(m: re.Match[str]) -> str:
 
 def _mask_path(m: re.Match[str]) -> str:
     segments = m.group("path").split("/")
-    masked = [MASK if _TOKEN_SEGMENT.fullmatch(_PERCENT.sub("", s)) else s for s in segments]
+    masked = [MASK if _is_token(s) else s for s in segments]
     return m.group("head") + "/".join(masked)
 
 

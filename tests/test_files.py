@@ -204,6 +204,17 @@ def test_a_folder_link_of_another_user_on_the_way_is_refused_in_one_line(
     with pytest.raises(files.SafetyError), files.appending(ndir / "trials.csv"):
         pass
     assert (victims / "out.json").read_text() == VICTIM and len(list(victims.iterdir())) == 1
+    # the re-test's variants: `..` after the link (the kernel follows the link first), and
+    # a link of one's own that leads through theirs
+    (victims / "inner").mkdir()
+    inner = _foreign_link(tmp_path / "shared" / "ndin", victims / "inner")
+    with pytest.raises(files.SafetyError, match="ndin: a link owned by uid 65534"):
+        files.write(inner / ".." / "out.json", "{}")
+    chained = tmp_path / "chained"
+    chained.symlink_to(ndir)
+    with pytest.raises(files.SafetyError, match="ndir: a link owned by uid 65534"):
+        files.write(chained / "out.json", "{}")
+    assert (victims / "out.json").read_text() == VICTIM
     # links of one's own (or root's) are a path like any other
     mine = tmp_path / "mine"
     mine.symlink_to(victims)

@@ -322,7 +322,15 @@ def test_a_token_in_the_index_url_s_path_reaches_no_file_and_no_line(
 
 @pytest.mark.parametrize(
     "token",
-    ["Xk9Qz7Lm2Pw4", "12345678901234567890", "AbCdEfGhIjKlMnOpQrStUvWxYz", "AbCdEf%2B1234567890zz"],
+    [
+        "Xk9Qz7Lm2Pw4",
+        "12345678901234567890",
+        "AbCdEfGhIjKlMnOpQrStUvWxYz",
+        "AbCdEf%2B1234567890zz",
+        "Zq7%41b9x%2F2k",
+        "Ab12-Cd34-Ef56",
+        "a1B2c3D4e5",
+    ],
 )
 def test_short_digit_letter_and_escaped_tokens_in_an_index_path_are_masked(token: str) -> None:
     """Before (the hostile re-test): a 12-character Gemfury-style token, an all-digit one, an
@@ -335,7 +343,8 @@ def test_short_digit_letter_and_escaped_tokens_in_an_index_path_are_masked(token
 @pytest.mark.parametrize(
     "url",
     ["https://download.pytorch.org/whl/cu121/torch/", "https://pypi.org/simple/s3transfer/",
-     "https://pypi.org/simple/python3-openid/", "https://x.org/pytorch-nightly/simple/"],
+     "https://pypi.org/simple/python3-openid/", "https://x.org/pytorch-nightly/simple/",
+     "https://x.org/simple/my%20pkg/", "https://x.org/py3-cu121-abc/"],
 )  # fmt: skip
 def test_a_path_s_own_words_stay(url: str) -> None:
     assert redact_text(url) == url

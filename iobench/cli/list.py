@@ -157,5 +157,5 @@ def cmd_list(args: argparse.Namespace) -> int:
         hint = f"iobench run --results {results}" if given else "iobench run"
         print(f"no runs in {results}/ yet (start one with: {hint})")
     for line in skipped:
-        print(f"iobench: warning: skipped {line}", file=sys.stderr)
+        print(f"iobench: warning: skipped {printable(line)}", file=sys.stderr)  # a received name
     return 0

@@ -362,6 +362,13 @@ def test_list_shows_what_a_received_run_folder_holds_without_acting_on_the_termi
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out
     assert "pod\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in out and "running (gone)" in out
+    # a received folder's own name, in the warning for a damaged run (the re-test's variant)
+    bad = tmp_path / "results" / "r\x1b]0;dir\x07"
+    bad.mkdir()
+    (bad / "meta.json").write_text("{bad")
+    assert main(["list", str(tmp_path / "results")]) == 0
+    err = capsys.readouterr().err
+    assert "skipped" in err and "\x1b" not in err and "r\\x1b]0;dir\\x07" in err
 
 
 def test_list_env_default_and_empty_and_bad(tmp_path: Path, capsys, monkeypatch) -> None:
