@@ -25,7 +25,7 @@ from typing import Any
 
 from iobench import redact
 from iobench.cost.idle import CostOptions
-from iobench.errors import IOBenchError, UsageError
+from iobench.errors import IOBenchError, SafetyError, UsageError
 from iobench.fleet.comm import INSTALL_LINE
 from iobench.fleet.volume import default_worker_id
 from iobench.run import roles as run_roles
@@ -39,7 +39,7 @@ from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
 from iobench.scenario.vocab import MAX_REPEATS, PACKING
 from iobench.system.removal import QUIET_S
-from iobench.system.trust import trust_owners
+from iobench.system.trust import strict_modes_problem, trust_owners
 from iobench.trial import installers
 from iobench.trial.index import check_mbit
 from iobench.trial.strategies import choose_method
@@ -175,6 +175,9 @@ def check(request: RunRequest) -> RunPlan:
     auto = auto or (state is None and req.repeats is None and scenario.repeats_auto)
     _check_size(scenario, repeats)
     owners = _trust(req, meta)
+    if req.resume is not None:  # its logs/ and samples/ are written into as the trials run
+        if problem := strict_modes_problem(req.resume, "the run's logs"):
+            raise SafetyError(f"--resume {req.resume}: {problem}")
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
         scenario=scenario,

@@ -415,6 +415,24 @@ def test_a_trusted_owner_s_role_is_used_and_the_trust_recorded(
     )
 
 
+def test_a_run_folder_another_user_owns_is_not_resumed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The second re-test: root resumed a run folder uid 65534 owned, writing its logs there;
+    that user could swap a log for a link between iobench's making it and pip's appending."""
+    path = standin.scenario(tmp_path, repeats=1)
+    assert main(standin.argv(tmp_path, path, "--quiet")) == 0
+    run = only_run_dir(tmp_path / "results")
+    meta = json.loads((run / "meta.json").read_text())
+    meta.update(status="interrupted", repeats=2)
+    (run / "meta.json").write_text(json.dumps(meta))
+    _nobody_owns(run)
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume" in err and "belongs to" in err and "could swap the run's logs" in err
+
+
 # ------------------------------------------------------------- issue 23 item 3: mounts inside
 def _bind(source: Path, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
