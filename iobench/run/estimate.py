@@ -81,13 +81,17 @@ def _counts(configs: Sequence[str], planned: Sequence[str], auto_rounds: int | N
 
 
 def _trial_s(row: Any) -> float:
-    """A trial's measured time: its first start, and its restart where it had one."""
-    total = 0.0
-    for name in ("time_to_ready_s", "restart_s"):
+    """A trial's measured time: its first start (with a strategy's persist step, which
+    ``first_start_s`` holds), and its restart where it had one."""
+
+    def seconds(name: str) -> float | None:
         v = getattr(row, name, None)
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            total += float(v)
-    return total
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    first = seconds("first_start_s")
+    return (first if first is not None else seconds("time_to_ready_s") or 0.0) + (
+        seconds("restart_s") or 0.0
+    )
 
 
 def from_earlier_run(
