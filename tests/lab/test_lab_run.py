@@ -116,15 +116,29 @@ def test_probe_agrees_with_configured_latency(tmp_path: Path, capsys) -> None:
     if reason:
         pytest.skip(reason)
     latency = 2.0
-    best = []
-    with slow_volume(tmp_path, latency_ms=latency) as mnt:
+
+    def best_create_ms(mnt: Path) -> list[float]:
+        best = []
         for _ in range(3):  # best of three: load elsewhere on the machine only adds time
             # 50 files: every probe step pays the round trips (~8 s a probe at 150)
             assert main(["probe", str(mnt), "--files", "50", "--write-mb", "0"]) == 0
             out = capsys.readouterr().out
             line = next(ln for ln in out.splitlines() if "create" in ln)
             best.append(float(line.split("(")[1].split(" ms")[0]))
-    assert min(best) == pytest.approx(3 * latency, rel=0.25), best
+        return best
+
+    # the volume's own cost per create (a Python daemon's CPU, three requests) measured on a
+    # twin without latency, beside it: on a loaded CI machine it alone was ~1.8 ms
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "bare").mkdir()
+    with (
+        slow_volume(tmp_path / "bare", latency_ms=0) as bare,
+        slow_volume(tmp_path / "slow", latency_ms=latency) as mnt,
+    ):
+        zero, slow = best_create_ms(bare), best_create_ms(mnt)
+    added = min(slow) - min(zero)
+    print(f"create: {min(slow):.2f} ms at {latency} ms, {min(zero):.2f} ms bare")
+    assert added == pytest.approx(3 * latency, rel=0.25), (slow, zero)
 
 
 @needs_fuse
