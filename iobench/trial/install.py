@@ -116,21 +116,9 @@ class Install:
         t.ctx.progress.phase(t.tid, "building the image's packages (untimed)")
         if image.exists():
             remove(image)  # a half-made one (an earlier trial stopped in it)
-        log = files.fresh(t.ctx.logs / f"{t.tid}.image.log")
-        sampler = Sampler(t.ctx.sample_hz, stall_after=t.ctx.stall_after).start()
-        deadline = time.monotonic() + t.ctx.trial_timeout_s
         try:
-            r = t.phase("image-venv", self.venv_argv(t, image), None, sampler, deadline)
-            stop = check(r, "the image's venv")
-            if stop is None:
-                step = self.installer(t).command(
-                    image, list(t.ctx.image), t.ctx.index_spec, None, log, t.env
-                )
-                r = t.phase("image-install", step.argv, step.env, sampler, deadline)
-                stop = check(r, "the image's install")
+            stop = self.untimed_install(t, image, list(t.ctx.image), None, "image", "the image's")
         finally:
-            sampler.stop()
-            redact.redact_file(log)
             t.priming_s += time.monotonic() - started
         if stop is not None:
             return Stop(stop.status, f"building the image: {stop.error}")
@@ -138,30 +126,38 @@ class Install:
         self.image_site = installers.site_packages(image)
         return None
 
+    def untimed_install(
+        self, t: Trial, venv: Path, packages: list[str], cache: Path | None, name: str, what: str
+    ) -> Stop | None:
+        """A venv and an install into it, run like timed phases (own session, watchdog, the
+        trial's time limit) but measured by nobody: the priming install, the image's."""
+        log = files.fresh(t.ctx.logs / f"{t.tid}.{name}.log")  # pip --log follows links
+        sampler = Sampler(t.ctx.sample_hz, stall_after=t.ctx.stall_after).start()
+        deadline = time.monotonic() + t.ctx.trial_timeout_s
+        try:
+            r = t.phase(f"{name}-venv", self.venv_argv(t, venv), None, sampler, deadline)
+            stop = check(r, f"{what} venv")
+            if stop is None:
+                step = self.installer(t).command(
+                    venv, packages, t.ctx.index_spec, cache, log, t.env
+                )
+                r = t.phase(f"{name}-install", step.argv, step.env, sampler, deadline)
+                stop = check(r, f"{what} install")
+        finally:
+            sampler.stop()
+            redact.redact_file(log)
+        return stop
+
     def prime(self, t: Trial) -> Stop | None:
         """The priming install: run like a timed phase (own session, watchdog, time limit)
         but measured by nobody."""
         t.ctx.progress.phase(t.tid, "priming cache (untimed)")
         venv = self.built.parent / "prime-venv"
-        log = files.fresh(t.ctx.logs / f"{t.tid}.prime.log")  # pip --log follows links
-        sampler = Sampler(t.ctx.sample_hz, stall_after=t.ctx.stall_after).start()
-        deadline = time.monotonic() + t.ctx.trial_timeout_s
-        try:
-            r = t.phase("prime-venv", self.venv_argv(t, venv), None, sampler, deadline)
-            stop = check(r, "priming venv")
-            if stop is None:
-                step = self.installer(t).command(
-                    venv, t.ctx.packages, t.ctx.index_spec, self.cache, log, t.env
-                )
-                r = t.phase("prime-install", step.argv, step.env, sampler, deadline)
-                stop = check(r, "priming install")
-        finally:
-            sampler.stop()
-            redact.redact_file(log)
+        stop = self.untimed_install(t, venv, t.ctx.packages, self.cache, "prime", "priming")
         if stop is not None:
             return Stop(stop.status, f"priming the cache: {stop.error}")
         remove(venv)
-        log.unlink(missing_ok=True)
+        (t.ctx.logs / f"{t.tid}.prime.log").unlink(missing_ok=True)
         return None
 
     def fs_paths(self, t: Trial) -> dict[str, Path]:
