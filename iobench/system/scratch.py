@@ -138,6 +138,8 @@ class Scratch:
                     "its server go away?"
                 ) from None
         problem = scratch_problem(self.root)
+        if problem and problem.endswith(_NO_SENTINEL):
+            problem = _after_a_concurrent_creation(self.root)
         if problem:
             raise SafetyError(problem)
         return self
@@ -177,13 +179,17 @@ class Scratch:
             "run_id": self.run_id,
             **procfs.ProcessStamp.current().to_dict(),
         }
+        # written whole under another name, then renamed: a run beside this one (a fleet's
+        # ranks sharing a host) never reads a half-written sentinel
+        part = self.root / f"{SENTINEL}.{os.getpid()}.part"
         try:
-            fd = os.open(
-                self.root / SENTINEL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
-            )
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps(record) + "\n")
+            os.rename(part, self.root / SENTINEL)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
             raise UsageError(
                 f"cannot create scratch folder in {self.root.parent}: {exc.strerror}"
             ) from None
@@ -308,10 +314,35 @@ def scratch_problem(path: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         magic = None
     if magic != _SENTINEL_MAGIC:
-        return (
-            f"{path} exists but has no iobench sentinel; move it away (iobench will not touch it)"
-        )
+        return f"{path} {_NO_SENTINEL}"
     return None
+
+
+_NO_SENTINEL = "exists but has no iobench sentinel; move it away (iobench will not touch it)"
+#: how long a private folder of ours may lack its sentinel: another run is between its mkdir
+#: and its sentinel's rename, or between drop_if_empty's unlink and its restore (seen with a
+#: fleet's ranks on one host)
+SENTINEL_GRACE_S = 2.0
+
+
+def _after_a_concurrent_creation(path: Path) -> str | None:
+    """scratch_problem(path) again, for up to SENTINEL_GRACE_S while the folder is private
+    to this user, young (changed in the last minute) and empty but for sentinels being
+    written: a run beside this one may be between its mkdir and its sentinel. Any other
+    folder without a sentinel is judged at once."""
+    deadline = time.monotonic() + SENTINEL_GRACE_S
+    while True:
+        problem = scratch_problem(path)
+        if problem is None or not problem.endswith(_NO_SENTINEL):
+            return problem
+        try:
+            young = time.time() - os.lstat(path).st_mtime < 60
+            bare = all(name.startswith(SENTINEL) for name in os.listdir(path))
+        except OSError:
+            return problem
+        if not (young and bare) or time.monotonic() >= deadline:
+            return problem
+        time.sleep(0.02)
 
 
 def is_scratch(path: Path) -> bool:
