@@ -142,7 +142,7 @@ class Runner:
         elif fleet.on:
             rd.update_meta(fleet=fleet.meta())  # the clocks, measured once every rank was there
         self.scratch = start.claim_scratch(p, fleet.scratch_id(run_id), self.progress)
-        self.reaper.devices = {s.root: os.stat(s.root).st_dev for s in self.scratch.values()}
+        self.reaper.watch(s.root for s in self.scratch.values())
         warm = {placement(c) for c in p.scenario.configs if c.cache_state == "warm"}
         self.warm = WarmCaches(self.scratch, wanted=warm)
         return rd

@@ -24,6 +24,7 @@ from iobench.rundir.folder import RunDir, utcnow
 from iobench.rundir.meta import RunMeta
 from iobench.scenario import axes
 from iobench.system.lock import TargetLock
+from iobench.system.removal import is_local
 from iobench.system.scratch import Scratch
 from iobench.trial import downloads, installers
 from iobench.trial.context import TrialContext
@@ -142,7 +143,8 @@ def lock_target(
     ``join``: a fleet's rank other than 0 (None when its target is rank 0's, already
     locked for this run; another host's own target it locks as a run of one would)."""
     scratch = Scratch(plan.roles["target"], run_id).ensure()
-    lock = TargetLock(scratch.root, run_id, wait_s=plan.lock_wait, quiet_s=plan.hung_after_s)
+    quiet_s = None if is_local(scratch.root) else plan.hung_after_s  # its file I/O in a child
+    lock = TargetLock(scratch.root, run_id, wait_s=plan.lock_wait, quiet_s=quiet_s)
     try:
         lock.acquire()
     except LockHeldError as exc:
@@ -164,7 +166,8 @@ def claim_scratch(plan: RunPlan, run_id: str, progress: Progress) -> dict[str, S
     roles = set().union(*(c.roles() for c in plan.scenario.configs)) | {"tmp"} | kept
     for role in sorted(roles):
         scratch[role] = Scratch(plan.roles[role], run_id).ensure().claim()
-        scratch[role].quiet_s = plan.hung_after_s  # trial folders from a child, bounded
+        if not is_local(scratch[role].root):  # a volume that may hang: trial folders are
+            scratch[role].quiet_s = plan.hung_after_s  # made in a watched child
         ours = _RANK.sub("", run_id)  # a fleet's other ranks: <run id>.w<rank>
         left = [q.name for q in scratch[role].leftovers() if _RANK.sub("", q.name) != ours]
         if left:
