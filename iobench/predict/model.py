@@ -405,8 +405,29 @@ def predicted_by_config(
             Size.of(profile), (fast_s or {}).get(_state(cfg)), cpu_s=probes.get("cpu_s"),
         )  # fmt: skip
         skip = pred.phases.get("compile", 0.0) if cfg.compile != "on" else 0.0
-        out[cfg.name] = pred.total_s - skip
+        total = pred.total_s - skip
+        mostly_cpu = sum(pred.storage_s.values()) < 0.5 * total
+        if mostly_cpu and not (fast_s or {}).get(_state(cfg)) and cpu_contended(probes):
+            out[cfg.name] = None  # its time is the CPU's, and the CPU's speed is not known
+            continue
+        out[cfg.name] = total
     return out
+
+
+#: other processes' average use of the CPUs during the calibration above which its time is a
+#: share of a busy machine, not the machine's speed (docs/prediction.md)
+CONTENDED_CPUS = 0.5
+
+
+def cpu_contended(probes: dict[str, Any]) -> float | None:
+    """The CPUs other processes used while the probe timed this machine's CPU, when that is
+    ``CONTENDED_CPUS`` or more: the recorded fast part scaled by that time overstates an
+    install (two burners: the job 1.6x slower, a smoke install 1.03-1.11x), so the configs whose time
+    is mostly CPU are not predicted until the run's own trials give their fast part."""
+    others = probes.get("cpu_others")
+    if isinstance(others, (int, float)) and others >= CONTENDED_CPUS:
+        return float(others)
+    return None
 
 
 def predicted_s(scenario: Any, config_name: str, probes: dict[str, Any]) -> float | None:

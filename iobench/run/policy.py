@@ -17,7 +17,13 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from iobench.errors import IOBenchError
-from iobench.predict.model import PHASES, fast_from_trials, predicted_by_config
+from iobench.predict.model import (
+    PHASES,
+    cpu_contended,
+    fast_from_trials,
+    predicted_by_config,
+    unpredictable,
+)
 from iobench.predict.probe import cpu_seconds, probe_roles
 from iobench.run import earlystop
 from iobench.run.order import plan_trials
@@ -61,13 +67,14 @@ def probe_run(
     progress.message(f"probe: {', '.join(sorted(scratch))} (~{PROBE_SECONDS:g} s per operation)")
     try:
         folders: dict[str, str | os.PathLike[str]] = {r: s.run_root for r, s in scratch.items()}
-        # no lock test, one CPU sample: predictions need neither; a 32 MB write at most, not
-        # 256: a page cache full of dirty data would be written back during the first trial
+        # no lock test: predictions need none; three CPU samples after a warm-up (~1 s: one
+        # alone put a figure at +44 %); a 32 MB write at most, not 256: a page cache full of
+        # dirty data would be written back during the first trial
         doc = probe_roles(
             folders,
             PROBE_SECONDS,
             locks=False,
-            cpu_runs=1,
+            cpu_runs=3,
             write_mb=PROBE_WRITE_MB,
             files=PROBE_FILES,
             fsyncs=PROBE_FSYNCS,
@@ -171,6 +178,17 @@ class RunTrials:
         if known:
             said = ", ".join(f"{c} {v} s" for c, v in known.items())
             progress.message(f"predicted time-to-ready: {said}")
+        if doc is not None and (busy := cpu_contended(doc)):
+            held = [
+                c.name
+                for c in plan.scenario.configs
+                if predicted.get(c.name) is None and not unpredictable(c, plan.scenario)
+            ]
+            if held:
+                progress.message(
+                    f"not predicted before they run: {', '.join(held)} (mostly CPU time, and "
+                    f"other processes used {busy:.1f} CPUs while iobench timed the CPU)"
+                )
         specs = plan_trials(plan.scenario.configs, plan.repeats, plan.order_seed, done)
         rules: dict[str, Any] = {"give_up_after": plan.give_up_after}
         if plan.repeats_auto:

@@ -223,3 +223,44 @@ def test_a_shared_warm_cache_counts_for_the_trial_whose_install_used_it() -> Non
     counts = opmix.count_trace(trace.splitlines(keepends=True))
     assert set(counts) == {("warm-r1", "download", "cache")}
     assert _ops(counts[("warm-r1", "download", "cache")]) == {"open_read": 1, "stat_miss": 1}
+
+
+def test_a_busy_cpu_holds_back_the_mostly_cpu_configs_until_the_run_measures_them() -> None:
+    """Other processes used 1.9 CPUs while the probe timed the CPU: the configs whose time is
+    mostly CPU (all on tmp) get no figure from that time; naive, mostly storage at 1 ms a
+    call, keeps its; the run's own fast trials bring the others back."""
+    scen = load_scenario("smoke")
+    quiet, busy = _doc(0.01, 1.0), {**_doc(0.01, 1.0), "cpu_others": 1.9}
+    assert model.cpu_contended(quiet) is None and model.cpu_contended(busy) == 1.9
+    assert model.cpu_contended({**quiet, "cpu_others": 0.3}) is None  # below CONTENDED_CPUS
+    alone, held = model.predicted_by_config(scen, quiet), model.predicted_by_config(scen, busy)
+    assert held["naive"] == alone["naive"] and held["tmp-fix"] == alone["tmp-fix"]
+    assert held["venv-on-tmp"] is None and held["warm-cache-on-target"] is None
+    assert alone["venv-on-tmp"] is not None
+    measured = {"venv": 0.3, "download": 1.5, "install": 0.5, "compile": 0.6, "import": 0.05}
+    fast = model.fast_from_trials(scen, busy, {"venv-on-tmp": measured})
+    back = model.predicted_by_config(scen, busy, fast)
+    assert back["venv-on-tmp"] == pytest.approx(sum(measured.values()), rel=0.05)
+
+
+def test_the_cpu_calibration_sees_other_processes_on_the_cpus() -> None:
+    """Two busy loops beside the calibration: their CPU time is counted as the others', and
+    the job's best time is slower than on the CPUs alone (no bar on how much: the load
+    of the machine under the test decides)."""
+    import subprocess
+    import sys
+    import time
+
+    from iobench.predict.probe import calibrate_cpu
+
+    alone_s, alone_others = calibrate_cpu(runs=2)
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        shared_s, shared_others = calibrate_cpu(runs=2)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert shared_others >= 1.0 and shared_others > alone_others, (alone_others, shared_others)
+    assert alone_s > 0 and shared_s > 0
