@@ -265,7 +265,7 @@ def reference_rates(sizes: list[int] | None = None, seed: int = 0) -> list[tuple
     rng = random.Random(seed)
     sizes = sizes or [12_500] * 40
     return [
-        (f, compile_rate([module_source(n, f, rng) for n in sizes], repeats=1)) for f in _FRACTIONS
+        (f, compile_rate([module_source(n, f, rng) for n in sizes], repeats=2)) for f in _FRACTIONS
     ]
 
 

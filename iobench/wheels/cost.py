@@ -316,7 +316,9 @@ def _real_rate(sources: list[Path], budget: int = 64_000_000) -> float:
             continue  # modules for a newer Python: compileall skips them too
         texts.append(text)
         total += len(text)
-    return compile_rate(texts, repeats=1)
+    # best of 3 where the sample is small (a fraction of a second to compile, where one
+    # timing has been off by 2x on a busy machine); one timing of a large sample is steady
+    return compile_rate(texts, repeats=3 if total < 8_000_000 else 1)
 
 
 def _ref_sizes(dist: DistProfile, budget: int = 4_000_000) -> list[int]:
