@@ -386,11 +386,14 @@ def predicted_by_config(
     scenario: Any,
     probes: dict[str, Any],
     fast_s: dict[str, dict[str, float]] | None = None,
+    *,
+    hold_back_when_busy: bool = False,
 ) -> dict[str, float | None]:
     """Every config's predicted time-to-ready from a run's probe document (``probe_roles``);
     None for the configs :func:`unpredictable` names and where a role was not probed.
     ``fast_s``: ``F`` per cache state from the run's own trials (:func:`fast_from_trials`);
-    else the recorded ``F`` scaled by the probe's ``cpu_s``."""
+    else the recorded ``F`` scaled by the probe's ``cpu_s``. ``hold_back_when_busy`` (a
+    run's own figures): None, too, for a mostly-CPU config while :func:`cpu_contended`."""
     folders = _folders(probes)
     profile = None
     out: dict[str, float | None] = {}
@@ -407,7 +410,8 @@ def predicted_by_config(
         skip = pred.phases.get("compile", 0.0) if cfg.compile != "on" else 0.0
         total = pred.total_s - skip
         mostly_cpu = sum(pred.storage_s.values()) < 0.5 * total
-        if mostly_cpu and not (fast_s or {}).get(_state(cfg)) and cpu_contended(probes):
+        measured = (fast_s or {}).get(_state(cfg))
+        if hold_back_when_busy and mostly_cpu and not measured and cpu_contended(probes):
             out[cfg.name] = None  # its time is the CPU's, and the CPU's speed is not known
             continue
         out[cfg.name] = total

@@ -96,7 +96,7 @@ def predictions(
         return {}
 
     try:
-        return predicted_by_config(plan.scenario, doc, fast or None)
+        return predicted_by_config(plan.scenario, doc, fast or None, hold_back_when_busy=True)
     except (IOBenchError, KeyError, ValueError, TypeError, ZeroDivisionError):
         return {}
 

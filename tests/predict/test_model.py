@@ -233,16 +233,19 @@ def test_a_busy_cpu_holds_back_the_mostly_cpu_configs_until_the_run_measures_the
     quiet, busy = _doc(0.01, 1.0), {**_doc(0.01, 1.0), "cpu_others": 1.9}
     assert model.cpu_contended(quiet) is None and model.cpu_contended(busy) == 1.9
     assert model.cpu_contended({**quiet, "cpu_others": 0.3}) is None  # below CONTENDED_CPUS
-    alone, held = model.predicted_by_config(scen, quiet), model.predicted_by_config(scen, busy)
+    alone = model.predicted_by_config(scen, quiet, hold_back_when_busy=True)
+    held = model.predicted_by_config(scen, busy, hold_back_when_busy=True)
+    assert model.predicted_by_config(scen, busy) == alone  # doctor's and --dry-run's figures
     assert held["naive"] == alone["naive"] and held["tmp-fix"] == alone["tmp-fix"]
     assert held["venv-on-tmp"] is None and held["warm-cache-on-target"] is None
     assert alone["venv-on-tmp"] is not None
     measured = {"venv": 0.3, "download": 1.5, "install": 0.5, "compile": 0.6, "import": 0.05}
     fast = model.fast_from_trials(scen, busy, {"venv-on-tmp": measured})
-    back = model.predicted_by_config(scen, busy, fast)
+    back = model.predicted_by_config(scen, busy, fast, hold_back_when_busy=True)
     assert back["venv-on-tmp"] == pytest.approx(sum(measured.values()), rel=0.05)
 
 
+@pytest.mark.timing  # the CPU shares it compares need no other test on the CPUs
 def test_the_cpu_calibration_sees_other_processes_on_the_cpus() -> None:
     """Two busy loops beside the calibration: their CPU time is counted as the others', and
     the job's best time is slower than on the CPUs alone (no bar on how much: the load
