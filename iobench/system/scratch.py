@@ -332,13 +332,13 @@ def _after_a_concurrent_creation(path: Path) -> str | None:
     folder without a sentinel is judged at once."""
     deadline = time.monotonic() + SENTINEL_GRACE_S
     while True:
-        problem = scratch_problem(path)
-        if problem is None or not problem.endswith(_NO_SENTINEL):
-            return problem
-        try:
+        try:  # looked at first: a sentinel renamed in after this look is seen just below
             young = time.time() - os.lstat(path).st_mtime < 60
             bare = all(name.startswith(SENTINEL) for name in os.listdir(path))
         except OSError:
+            young = bare = False
+        problem = scratch_problem(path)
+        if problem is None or not problem.endswith(_NO_SENTINEL):
             return problem
         if not (young and bare) or time.monotonic() >= deadline:
             return problem

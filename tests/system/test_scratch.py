@@ -630,27 +630,32 @@ def test_a_home_another_user_owns_is_refused_before_anything_runs(
 def test_runs_creating_one_scratch_at_once_all_adopt_it(tmp_path: Path) -> None:
     """A fleet's ranks on one host make the same scratch folder at the same moment: none may
     read the other's folder between its mkdir and its sentinel as "not iobench's" (seen under
-    mpirun), and a foreign folder is still refused at once."""
-    code = (
-        "import sys, time; from pathlib import Path\n"
-        "from iobench.system.scratch import Scratch\n"
-        "role, start = Path(sys.argv[1]), float(sys.argv[2])\n"
-        "time.sleep(max(0.0, start - time.time()))\n"
-        "Scratch(role, f'run-{sys.argv[3]}').ensure().claim()\n"
-    )
-    for round_ in range(8):
+    mpirun); threads stand in for the ranks (each call waits in the kernel, so they
+    interleave), and a foreign folder is still refused at once."""
+    import threading
+
+    for round_ in range(30):
         role = tmp_path / f"role{round_}"
         role.mkdir()
-        start = f"{time.time() + 0.3:.6f}"
-        procs = [
-            subprocess.Popen([sys.executable, "-c", code, str(role), start, str(i)],
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
-            for i in range(4)
-        ]
-        errors = [p.communicate(timeout=60)[1] for p in procs]
-        assert [p.returncode for p in procs] == [0] * 4, errors
-        assert sorted(p.name for p in (role / SCRATCH_NAME).iterdir()) == [
-            ".iobench-sentinel", "run-0", "run-1", "run-2", "run-3"]  # fmt: skip
+        gate, errors = threading.Barrier(6), []
+
+        def make(
+            i: int, role: Path = role, gate: threading.Barrier = gate, errors: list = errors
+        ) -> None:
+            gate.wait()
+            try:
+                Scratch(role, f"run-{i}").ensure().claim()
+            except Exception as exc:  # collected, asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=make, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [], (round_, errors)
+        names = sorted(p.name for p in (role / SCRATCH_NAME).iterdir())
+        assert names == [".iobench-sentinel", *(f"run-{i}" for i in range(6))]
     foreign = tmp_path / "foreign"
     (foreign / SCRATCH_NAME).mkdir(parents=True)
     began = time.monotonic()
