@@ -162,8 +162,10 @@ def tests(session: nox.Session) -> None:
     # everything but the timing tests on every core (at most 4: the lab's mounts and the
     # runs' venvs are the load), then the timing tests alone, so that no assertion on a
     # duration runs beside another test (10:57 serial, 6:40 this way on 2 cores)
+    # (worksteal: a worker that runs out takes queued tests from a busy one, so the longest
+    # tests, the fleet's launches at 30-45 s, do not leave one core idle at the end)
     session.run("pytest", "-p", "no:cacheprovider", "-n", "auto", "--maxprocesses", "4",
-                "-m", "not timing", "--durations=15")  # fmt: skip
+                "--dist", "worksteal", "-m", "not timing", "--durations=15")  # fmt: skip
     session.run("pytest", "-p", "no:cacheprovider", "-m", "timing", "--durations=5")
 
 
