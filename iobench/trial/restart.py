@@ -200,6 +200,10 @@ class Restart:
         if self.restored is not None:
             self.row.restore_s = self.restored.seconds
             self.row.restore_command = self.restored.command
+            self.row.restore_method, self.row.restore_tool = (
+                self.restored.method,
+                self.restored.tool,
+            )
         after = coldcache.lab_counters(cold_path) if before is not None and cold_path else None
         if before is not None and after is not None:
             asked = coldcache.target_reads(before, after)
