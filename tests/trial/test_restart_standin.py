@@ -121,3 +121,23 @@ def test_resume_runs_the_missing_trials_of_every_strategy_with_the_run_s_restart
     again = next(r for r in rows if r["trial_id"] == dropped)
     assert again["status"] == "ok" and again["strategy"] == dropped.removesuffix("-r1")
     assert float(again["restart_s"]) > 0
+
+
+def test_a_restore_method_this_pod_cannot_run_fails_in_one_line_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--pack-method squashfs-loop`` in an unprivileged pod: exit 1, one line naming what is
+    missing, no run folder; a mistyped method is a usage error (2) with a "did you mean"."""
+    from iobench.trial import squashfs
+
+    monkeypatch.setattr(squashfs, "capability", lambda bit: False)
+    path = standin.scenario(tmp_path, "", STRATEGY_CONFIGS, repeats=1)
+    cases = (("squashfs-loop,tar", 1, "pack method squashfs-loop cannot run here: a loop mount "
+              "needs CAP_SYS_ADMIN"), ("tar,squashfs-lop", 2, "did you mean 'squashfs-loop'?"))  # fmt: skip
+    for value, status, words in cases:
+        assert main(standin.argv(tmp_path, path, "--pack-method", value)) == status
+        err = capsys.readouterr().err
+        assert err.startswith("iobench: error: ") and words in err and err.count("\n") == 1, err
+    assert not (tmp_path / "results").exists()
+    assert standin.scratch_left(tmp_path / "target", tmp_path / "tmp") == {
+        str(tmp_path / "target"): set(), str(tmp_path / "tmp"): set()}  # fmt: skip

@@ -403,3 +403,46 @@ def test_a_restore_way_lost_since_the_pack_fails_the_restore_and_leaves_nothing(
     ]
     loop = squashfs.restore_commands("loop", Path("/s/venv.sqfs"), Path("/t/venv"))
     assert loop[0] == ["mkdir", "/t/venv"] and "loop,ro,nosuid,nodev" in loop[1]
+
+
+def test_several_pack_methods_become_configs_of_the_packing_strategies_only() -> None:
+    """``--pack-method squashfs-loop,squashfs-fuse,tar+zstd``: each packed-venv (and fan-out)
+    config, one per method, named by it; the others stay as they were; one value is no axis."""
+    from iobench.scenario import axes
+    from iobench.scenario.load import load_scenario
+
+    base = load_scenario("lifecycle")
+    given = axes.axes_from(None, None, [], "squashfs-loop,squashfs-fuse,tar+zstd")
+    crossed = {c.name: c for c in axes.cross(base, given).configs}
+    packed = [n for n in crossed if n.startswith("packed-venv")]
+    assert packed == ["packed-venv_squashfs-loop", "packed-venv_squashfs-fuse", "packed-venv_tar-zstd"]  # fmt: skip
+    assert [crossed[n].pack_method for n in packed] == ["squashfs-loop", "squashfs-fuse", "tar+zstd"]  # fmt: skip
+    others = [c.name for c in base.configs if c.strategy != "packed-venv"]
+    assert all(crossed[n].pack_method == "" for n in others) and len(crossed) == len(others) + 3
+    assert axes.axes_from(None, None, [], "squashfs-fuse") == []  # the run's method, as before
+    assert axes.axes_from(None, None, [axes.matrix_spec("pack_method=tar,squashfs")]) == [
+        ("pack_method", ["tar", "squashfs"])
+    ]
+    with pytest.raises(IOBenchError, match="did you mean 'squashfs-extract'"):
+        axes.axes_from(None, None, [], "tar,squashfs-extrakt")
+    with pytest.raises(IOBenchError, match="axis pack_method given twice"):
+        axes.axes_from(None, None, [("pack_method", ["tar", "squashfs"])], "tar,squashfs")
+
+
+def test_a_config_s_own_pack_method_is_only_for_strategies_that_pack(tmp_path: Path) -> None:
+    from iobench.errors import ScenarioError
+    from iobench.scenario.load import load_scenario
+
+    path = tmp_path / "s.toml"
+    head = '[scenario]\nname = "s"\npackages = ["x"]\nready = "import x"\n\n'
+    path.write_text(head + '[configs.p]\nvenv = "tmp"\ntmpdir = "tmp"\ncache = "off"\n'
+                    'strategy = "packed-venv"\npack_method = "squashfs-extract"\n')  # fmt: skip
+    (cfg,) = load_scenario(str(path)).configs
+    assert cfg.pack_method == "squashfs-extract" and "pack_method=squashfs-extract" in cfg.summary()
+    path.write_text(path.read_text().replace('"packed-venv"', '"copied-venv"'))
+    with pytest.raises(ScenarioError, match=r"configs\.p\.pack_method: only for strategies that"):
+        load_scenario(str(path))
+    path.write_text(path.read_text().replace('"copied-venv"', '"packed-venv"').replace(
+        '"squashfs-extract"', '"zip"'))  # fmt: skip
+    with pytest.raises(ScenarioError, match=r"configs\.p\.pack_method: 'zip' is not one of auto"):
+        load_scenario(str(path))
