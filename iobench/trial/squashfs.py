@@ -26,6 +26,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import psutil
+
 from iobench.lab.system import CAP_SYS_ADMIN, capability
 
 #: the ways, in the order ``squashfs`` (auto) tries the mounts
@@ -97,6 +99,31 @@ def unmount(venv: Path, tool: str) -> None:
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
         subprocess.run(["umount", "-l", str(venv)], capture_output=True)
+    if tool == TOOLS["fuse"]:
+        reap_daemons()
 
 
-__all__ = ["MOUNTS", "TOOLS", "WAYS", "auto", "missing", "restore_commands", "unmount", "way_of"]
+def reap_daemons(wait_s: float = 2.0) -> None:
+    """Reap the squashfuse daemons that exited once unmounted: a run is the subreaper of
+    the daemons its restores left (:func:`iobench.trial.process.set_subreaper`)."""
+    ours = []
+    for p in psutil.Process().children():
+        try:
+            if p.name() == "squashfuse":
+                ours.append(p)
+        except psutil.Error:
+            continue
+    psutil.wait_procs(ours, timeout=wait_s)
+
+
+__all__ = [
+    "MOUNTS",
+    "TOOLS",
+    "WAYS",
+    "auto",
+    "missing",
+    "reap_daemons",
+    "restore_commands",
+    "unmount",
+    "way_of",
+]
