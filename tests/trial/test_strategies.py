@@ -335,7 +335,7 @@ def test_each_restore_way_of_one_squashfs_image_is_ready_and_released(
         with pytest.raises(OSError):
             (venv / "written").write_text("read-only image")
     strategies.release(restored)
-    assert _mounts_below(target.root.parent, local.root.parent) == []
+    assert _mounts_below(target.root, local.root) == []
     remove(venv)
     remove(store)
     only_sentinels(target, local)
