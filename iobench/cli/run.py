@@ -270,10 +270,11 @@ def _add_strategies(p: argparse.ArgumentParser) -> None:
     )
     life.add_argument(
         "--pack-method",
-        choices=("auto", "squashfs", "tar+zstd", "tar"),
+        metavar="METHOD[,METHOD]",
         default=None,
-        help="packed-venv's and fan-out's archive (default: the best this machine can mount or unpack; "
-        "--resume: the run's)",
+        help="packed-venv's and fan-out's archive and restore: auto, squashfs (mounted the best "
+        "way here), squashfs-loop, squashfs-fuse, squashfs-extract, tar+zstd, tar; several "
+        "compare them as configs (default: auto; --resume: the run's)",
     )
 
 

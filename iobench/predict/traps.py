@@ -282,7 +282,8 @@ def loop_mount(status: str = "/proc/self/status", dev: str = "/dev") -> tuple[di
                               "(CAP_SYS_ADMIN, /dev/loop-control)")]  # fmt: skip
     why = "no CAP_SYS_ADMIN" if not admin else "no /dev/loop-control"
     if fuse:
-        fallback = "squashfuse mounts the image in user space (the restore iobench measures)"
+        fallback = ("squashfuse mounts the image in user space (the restore iobench measures; "
+                    "--pack-method squashfs-fuse,squashfs-extract,tar+zstd compares the ways)")  # fmt: skip
     elif zstd:
         fallback = "no squashfuse either: pack with tar+zstd (iobench run --pack-method tar+zstd)"
     else:

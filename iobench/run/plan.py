@@ -128,7 +128,7 @@ class RunPlan:
     command: list[str] = field(default_factory=list)
     cost: Any = None  # the report's cost options (iobench.cost.idle.CostOptions) or None
     cache_mode: str = "cold"  # restarts (lifecycle scenarios): iobench.trial.coldcache.MODES
-    pack_method: str = "auto"  # packed-venv's archive: iobench.trial.strategies.PACK_METHODS
+    pack_method: str = "auto"  # packed-venv's archive (vocab.PACK_METHODS), or several: M1,M2
     probe: bool = True  # probe the roles at the start, for predicted_s (iobench.run.policy)
     give_up_after: float | None = None  # end a trial past K x the best median (docs/early-stop.md)
     trusted_owners: list[str] = field(default_factory=list)  # --trust-owner: roles they own
@@ -256,8 +256,9 @@ def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
     check_settings(scenario.kind, scenario.workload, configs, f"{scenario.source}: workload")
     if scenario.installs:
         check_tools(scenario, plan.python)
-    if any(c.strategy in PACKING for c in scenario.configs):
-        choose_method(plan.pack_method)  # a method that cannot run here fails before anything runs
+    packing = [c.pack_method or plan.pack_method for c in scenario.configs if c.strategy in PACKING]
+    for method in dict.fromkeys(packing):  # one that cannot run here fails before anything runs
+        choose_method(method)
     plan.extra_index_urls = [axes.extra_index_url(u) for u in extra_index_urls]
     check_index(plan)
     if plan.resume_meta is None:
@@ -322,6 +323,8 @@ def _check_options(req: RunRequest) -> None:
         raise UsageError("--resume continues a run with its own scenario; drop --scenario")
     if req.index_url and req.wheelhouse:
         raise UsageError("give --wheelhouse or --index-url, not both")
+    if req.pack_method is not None:  # one method, or several compared as configs (axes)
+        req.pack_method = ",".join(axes.pack_methods(req.pack_method))
 
 
 def _fleet(req: RunRequest, meta: RunMeta | None) -> dict[str, Any]:
@@ -385,9 +388,11 @@ def _scenario(req: RunRequest, state: ResumeState | None) -> tuple[Scenario, int
                 f"scenario {scenario.name} installs synthetic wheels served by iobench; "
                 "--index-url and --wheelhouse need real packages (a scenario such as torch, or --package REQ)"
             )
-    scenario = axes.apply(  # --requirements, --installer, --venv-creator, --matrix
-        scenario,
-        axes.axes_from(req.installer, req.venv_creator, req.matrix),
+    scenario = axes.apply(  # --requirements, --installer, --venv-creator, --matrix, --pack-method
+        scenario,  # a resumed run's configs hold their pack methods already (its meta.json's)
+        axes.axes_from(
+            req.installer, req.venv_creator, req.matrix, req.pack_method if state is None else None
+        ),
         req.requirements,
         bool(req.package),
         resumed=state is not None,

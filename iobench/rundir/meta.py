@@ -20,7 +20,8 @@ would misread the files (a key or column renamed, removed, or given another mean
   empty. Added within version 2 (a missing key reads as the behaviour before it):
   ``cache_mode`` (``--cache-mode`` of runs with start-up strategies; missing: ``cold``, the
   only mode before the key); ``overhead`` (iobench's own cost; missing: unknown);
-  ``pack_method`` (``--pack-method`` as asked; missing: ``auto``, the default before the key).
+  ``pack_method`` (``--pack-method`` as asked; missing: ``auto``, the default before the key;
+  later also a squashfs restore way, or several methods comma-separated, which older readers refuse).
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ def key(
     hi: float | None = None,
     choices: tuple[str, ...] = (),
 ) -> Any:
-    """A meta.json key with its one-line doc; ``check``: ``name`` (a path component) or
-    ``path`` (absolute, no ``..``); ``lo``/``hi``: the range a number must lie in;
-    ``choices``: the values a string may take."""
+    """A meta.json key with its one-line doc; ``check``: ``name`` (a path component),
+    ``path`` (absolute, no ``..``) or ``list`` (choices, comma-separated); ``lo``/``hi``: the
+    range a number must lie in; ``choices``: the values a string may take."""
     meta = {"doc": doc, "check": check, "lo": lo, "hi": hi, "choices": choices}
     if isinstance(default, (dict, list)):
         factory = dict if isinstance(default, dict) else list
@@ -257,11 +258,14 @@ class RunMeta:
         choices=("cold", "warm"),
     )
     pack_method: str = key(
-        "packed-venv's archive as asked (`--pack-method`: `auto`, `squashfs`, `tar+zstd` or "
-        "`tar`; each trial's `persist_method` says which ran; runs written before the key: "
-        "`auto`)",
+        "packed-venv's archive as asked (`--pack-method`: `auto`, `squashfs`, `squashfs-loop`, "
+        "`squashfs-fuse`, `squashfs-extract`, `tar+zstd`, `tar`, or several, comma-separated: one "
+        "config each; `restore_method` says which ran; runs written before the key: `auto`)",
         "auto",
-        choices=("auto", "squashfs", "tar+zstd", "tar"),
+        check="list",
+        choices=tuple(
+            "auto squashfs squashfs-loop squashfs-fuse squashfs-extract tar+zstd tar".split()
+        ),
     )
     stall_after_s: float | None = key(
         "seconds without progress that open a stall (`--stall-after`)", lo=0, hi=1e7
@@ -445,10 +449,9 @@ def _is_strings(value: object, hint: Any) -> bool:
 def _text(value: object, f: dataclasses.Field, where: str) -> str:
     if not isinstance(value, str) or "\0" in value:
         raise RunDirError(f"{where}: expected a string")
-    choices = f.metadata.get("choices")
-    if choices and value not in choices:
+    choices, check = f.metadata.get("choices"), f.metadata.get("check")
+    if choices and not set(value.split(",") if check == "list" else [value]) <= set(choices):
         raise RunDirError(f"{where}: {value[:40]!r} is not one of {', '.join(choices)}")
-    check = f.metadata.get("check")
     if check == "name":
         _check_name(value, where)
     elif check == "path":

@@ -189,6 +189,14 @@ class TrialRow:
     )
     restore_s: float | None = column("the restart's restore step (unpack, mount or copy-in)", "s")
     restore_command: str = text("the restart's restore line, as a start script would run it")
+    restore_method: str = text(
+        "how the restart restored what was kept: `squashfs-loop`, `squashfs-fuse`, "
+        "`squashfs-extract` (a squashfs image loop-mounted, mounted by squashfuse, unpacked by "
+        "unsquashfs), `tar+zstd`, `tar`, `copy`; empty when nothing was restored"
+    )
+    restore_tool: str = text(
+        "what ran the restore (e.g. `mount -t squashfs`, `squashfuse`, `unsquashfs`, `zstd binary`)"
+    )
     restart_import_s: float | None = column("the restart's ready check", "s")
     cache_mode: str = text("`cold` or `warm`: how the restart found the caches (`--cache-mode`)")
     cold_method: str = text(

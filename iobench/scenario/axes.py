@@ -5,8 +5,11 @@ Each axis is crossed with every config of the scenario: ``--installer pip,uv`` o
 with configs ``naive`` and ``tmp-fix`` gives ``naive_pip``, ``naive_uv``, ``tmp-fix_pip`` and
 ``tmp-fix_uv``. An axis with one value sets that key on every config and adds no suffix
 (``--installer uv`` runs the scenario with uv). A link mode is uv's: a pip config crossed
-with link modes runs once, with pip's copy. Every value goes through the scenario's own
-validator, so a bad one is the same one line a TOML file would get.
+with link modes runs once, with pip's copy. A pack method is packed-venv's and fan-out's:
+``--pack-method squashfs-loop,squashfs-fuse`` (several values; one value stays the run's
+setting) makes each of their configs one per method (``packed-venv_squashfs-loop``, ...)
+and leaves the others as they are. Every value goes through the scenario's own validator,
+so a bad one is the same one line a TOML file would get.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from iobench.scenario.load import (
     config_keys,
 )
 from iobench.scenario.requirements import requirement_problem
-from iobench.scenario.vocab import MAX_CONFIGS
+from iobench.scenario.vocab import MAX_CONFIGS, PACK_METHODS, PACKING
+from iobench.units import did_you_mean
 
 #: config keys an axis may vary (not a config's name, description or strategy)
 AXIS_KEYS = (
@@ -41,9 +45,11 @@ AXIS_KEYS = (
     "venv",
     "tmpdir",
     "cache",
+    "pack_method",
 )
 #: how an axis is written in a generated config name (the value alone for the installer)
-_LABEL = {"installer": "", "venv_creator": "by", "link_mode": "link", "cache_state": "state"}
+_LABEL = {"installer": "", "venv_creator": "by", "link_mode": "link", "cache_state": "state",
+          "pack_method": ""}  # fmt: skip
 _MAX_INCLUDE_DEPTH = 10
 
 
@@ -59,20 +65,40 @@ def matrix_spec(text: str) -> tuple[str, list[str]]:
     return key, vals
 
 
+def pack_methods(text: str) -> list[str]:
+    """``--pack-method``'s value: one method, or several to compare (``M1,M2``), each known."""
+    methods = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    for m in methods or [text]:
+        if m not in ("auto", *PACK_METHODS):
+            hint = did_you_mean(m, ("auto", *PACK_METHODS))
+            raise UsageError(
+                f"--pack-method {m!r}: unknown method{'; ' + hint if hint else ''} (known: auto, "
+                f"{', '.join(PACK_METHODS)}; several, compared as configs: squashfs-loop,tar+zstd)"
+            )
+    return methods
+
+
 def axes_from(
-    installer: str | None, venv_creator: str | None, matrix: list[tuple[str, list[str]]]
+    installer: str | None,
+    venv_creator: str | None,
+    matrix: list[tuple[str, list[str]]],
+    pack_method: str | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """The axes given: ``--installer``, ``--venv-creator`` and each ``--matrix``, a key once."""
+    """The axes given: ``--installer``, ``--venv-creator``, each ``--matrix`` and
+    ``--pack-method`` when it lists several methods, a key once."""
     axes: list[tuple[str, list[str]]] = []
     for key, value in (("installer", installer), ("venv_creator", venv_creator)):
         if value:
             axes.append(matrix_spec(f"{key}={value}"))
     axes += list(matrix)
+    if pack_method and len(methods := pack_methods(pack_method)) > 1:
+        axes.append(("pack_method", methods))
     seen: set[str] = set()
     for key, _ in axes:
         if key in seen:
             raise UsageError(
-                f"axis {key} given twice (--installer, --venv-creator and --matrix each name one)"
+                f"axis {key} given twice (--installer, --venv-creator, --pack-method and "
+                "--matrix each name one)"
             )
         seen.add(key)
     return axes
@@ -98,6 +124,8 @@ def cross(scenario: Scenario, axes: list[tuple[str, list[str]]]) -> Scenario:
             table = {**base, **dict(zip((k for k, _ in axes), combo))}
             if table.get("installer") != "uv":
                 table["link_mode"] = "default"  # pip has no link mode: one config, pip's copy
+            if table.get("strategy") not in PACKING:
+                table["pack_method"] = ""  # nothing packed: one config, as it was
             name = _name(cfg.name, axes, table)
             if name in names:
                 continue
@@ -114,8 +142,10 @@ def _name(base: str, axes: list[tuple[str, list[str]]], table: dict[str, Any]) -
     for key, vals in axes:
         if len(vals) < 2 or (key == "link_mode" and table.get("installer") != "uv"):
             continue
-        label = _LABEL.get(key, key)
-        parts.append(f"{label}-{table[key]}" if label else str(table[key]))
+        if key == "pack_method" and not table[key]:
+            continue
+        label, value = _LABEL.get(key, key), str(table[key]).replace("+", "-")  # tar+zstd
+        parts.append(f"{label}-{value}" if label else value)
     return "_".join(parts)
 
 
@@ -240,5 +270,6 @@ __all__ = [
     "extra_index_url",
     "index_args",
     "matrix_spec",
+    "pack_methods",
     "read_requirements",
 ]

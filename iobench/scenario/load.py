@@ -36,6 +36,8 @@ from iobench.scenario.vocab import (
     LINK_MODES,
     MAX_CONFIGS,
     ON_OFF,
+    PACK_METHODS,
+    PACKING,
     PYCACHE,
     STRATEGIES,
     VENV_CREATORS,
@@ -61,11 +63,8 @@ _CONFIG_KEYS = {
     "description",
     "strategy",
 }
-_CONFIG_KEYS |= {
-    "venv_creator",
-    "link_mode",
-    "pycache",
-}  # vocab: VENV_CREATORS, LINK_MODES, PYCACHE
+#: vocab: VENV_CREATORS, LINK_MODES, PYCACHE, PACK_METHODS (packed-venv's and fan-out's)
+_CONFIG_KEYS |= {"venv_creator", "link_mode", "pycache", "pack_method"}
 #: a ``dataset`` config's keys: the role the training data lives on, the role it is copied to
 #: before the epochs (``off``: read in place), and its description (iobench.trial.dataset)
 _DATA_KEYS = {"data", "stage", "description"}
@@ -131,6 +130,7 @@ class Config:
     venv_creator: str = "virtualenv"  # iobench.scenario.vocab.VENV_CREATORS
     link_mode: str = "default"  # uv's UV_LINK_MODE (iobench.scenario.vocab.LINK_MODES); uv only
     pycache: str = "beside"  # where imports write bytecode (iobench.scenario.vocab.PYCACHE)
+    pack_method: str = ""  # a packing strategy's archive and restore ("": the run's --pack-method)
     data: str = ""  # a dataset config's data role ("" for installs: they read no data)
     stage: str = "off"  # a dataset config's local copy of the data, or "off" (read in place)
     save: str = ""  # a checkpoint config's role the save goes to ("" for other kinds)
@@ -146,6 +146,7 @@ class Config:
             + (f" venv_creator={self.venv_creator}" if self.venv_creator != "virtualenv" else "")
             + (f" link_mode={self.link_mode}" if self.link_mode != "default" else "")
             + (f" pycache={self.pycache}" if self.pycache != "beside" else "")
+            + (f" pack_method={self.pack_method}" if self.pack_method else "")
         )
 
     def roles(self) -> set[str]:
@@ -361,7 +362,8 @@ def _placed_config(name: str, table: dict, defaults: dict, src: str, key: str, k
 
 
 def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
-    """venv_creator, link_mode (a link mode is uv's: pip always copies) and pycache."""
+    """venv_creator, link_mode (a link mode is uv's: pip always copies), pycache and
+    pack_method (a packing strategy's)."""
     link = _choice(t.get("link_mode", "default"), LINK_MODES, src, f"{key}.link_mode")
     if link != "default" and t.get("installer", "pip") != "uv":
         raise ScenarioError(
@@ -371,7 +373,12 @@ def _install_axes(t: dict, src: str, key: str) -> dict[str, str]:
         t.get("venv_creator", "virtualenv"), VENV_CREATORS, src, f"{key}.venv_creator"
     )
     pycache = _choice(t.get("pycache", "beside"), PYCACHE, src, f"{key}.pycache")
-    return {"venv_creator": creator, "link_mode": link, "pycache": pycache}
+    pack = t.get("pack_method", "")
+    pack = _choice(pack, ("auto", *PACK_METHODS), src, f"{key}.pack_method") if pack != "" else ""
+    if pack and t.get("strategy", "reinstall") not in PACKING:
+        raise ScenarioError(f"{_where(src, key + '.pack_method')}: only for strategies that pack "
+                            f"a venv ({', '.join(PACKING)})")  # fmt: skip
+    return {"venv_creator": creator, "link_mode": link, "pycache": pycache, "pack_method": pack}
 
 
 def _strategy(t: dict, src: str, key: str) -> str:

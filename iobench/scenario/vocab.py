@@ -139,6 +139,11 @@ STRATEGIES: dict[str, Strategy] = {
 FAN_OUT = "fan-out"
 #: strategies that keep one archive of the venv (``--pack-method`` applies to them)
 PACKING = ("packed-venv", FAN_OUT)
+#: their archive, and how it is restored (``--pack-method``, a config's ``pack_method``): a
+#: squashfs image mounted the best way this pod allows (``squashfs``), loop-mounted, mounted
+#: by squashfuse or extracted by unsquashfs (iobench.trial.squashfs); a tar archive, zstd or
+#: plain. ``auto`` is the best of ``squashfs``, ``tar+zstd`` and ``tar`` that runs here.
+PACK_METHODS = ("squashfs", "squashfs-loop", "squashfs-fuse", "squashfs-extract", "tar+zstd", "tar")
 
 
 def strategy(name: str) -> Strategy | None:

@@ -61,7 +61,7 @@ class TrialContext:
     stop: threading.Event | None = None  # set when the run was interrupted
     lifecycle: bool = False  # after the first start, persist and measure a restart
     cache_mode: str = "cold"  # how the restart finds the caches (iobench.trial.coldcache)
-    pack_method: str = "auto"  # packed-venv's archive (iobench.trial.strategies.PACK_METHODS)
+    pack_method: str = "auto"  # --pack-method (vocab.PACK_METHODS); a config's own pack_method wins
     image: tuple[str, ...] = ()  # what the pod's image holds: layered-venv's base
     warm: WarmCaches | None = None  # primed caches shared by repeats (None: prime every trial)
     give_up_s: float | None = None  # --give-up-after's bound for this trial (iobench.run.policy)

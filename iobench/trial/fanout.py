@@ -106,6 +106,7 @@ class Waiter:
         t.row.fanout_restore_s = round(self.restored.seconds, 4)
         t.row.fanout_relocated = self.restored.relocated
         t.row.restore_command = self.restored.command
+        t.row.restore_method, t.row.restore_tool = self.restored.method, self.restored.tool
         return None
 
     def release(self) -> None:

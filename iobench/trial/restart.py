@@ -23,7 +23,10 @@ After the first start's ready check, for a run whose scenario names start-up str
 The restart runs under its own sampler, so the first start's row figures and samples stay
 the first start's. A failing step makes the trial ``failed`` with ``restart: ...`` as its
 error; the first start's figures are kept. Nothing is left mounted: a squashfs restore is
-unmounted before the runner removes the trial's folders.
+unmounted before the runner removes the trial's folders. A packed venv's restore is the one
+its config's ``pack_method`` asks for (else the run's ``--pack-method``): a squashfs image
+loop-mounted, mounted by squashfuse or extracted (:mod:`iobench.trial.squashfs`), recorded in
+the row's ``restore_method`` and ``restore_tool``.
 
 What is restarted is the workload's (:class:`Rebuild`): the install's venv, or the stand-in's
 folder of files in iobench's own tests; this module knows only the strategy's steps.
@@ -125,7 +128,7 @@ class Restart:
             self.cfg.strategy,
             self.work.built,
             self.store,
-            self.ctx.pack_method,
+            self.cfg.pack_method or self.ctx.pack_method,  # the config's own, else the run's
             run=self.runner("persist"),
             cache=self.work.cache,
         )
@@ -200,6 +203,10 @@ class Restart:
         if self.restored is not None:
             self.row.restore_s = self.restored.seconds
             self.row.restore_command = self.restored.command
+            self.row.restore_method, self.row.restore_tool = (
+                self.restored.method,
+                self.restored.tool,
+            )
         after = coldcache.lab_counters(cold_path) if before is not None and cold_path else None
         if before is not None and after is not None:
             asked = coldcache.target_reads(before, after)

@@ -53,12 +53,13 @@ from typing import Any
 
 from iobench import files
 from iobench.errors import IOBenchError, SafetyError
-from iobench.scenario.vocab import STRATEGIES, Strategy
+from iobench.scenario.vocab import PACK_METHODS, STRATEGIES, Strategy
 from iobench.system.scratch import owning_scratch, remove
+from iobench.trial import squashfs
 
 MANIFEST = "iobench-venv.json"
-MANIFEST_SCHEMA = 1
-PACK_METHODS = ("squashfs", "tar+zstd", "tar")  # "auto" takes the first one available
+MANIFEST_SCHEMA = 1  # a manifest without "restore" (a squashfs way) restores as "squashfs"
+AUTO_METHODS = ("squashfs", "tar+zstd", "tar")  # "auto" takes the first one available
 
 #: Runs one command (argv); raises on failure. The trial passes its own, to sample it.
 Runner = Callable[[Sequence[str]], None]
@@ -73,7 +74,7 @@ class StepResult:
     """What one persist or restore step did, for the trial's row."""
 
     step: str  # "pack", "restore", "copy-out", "copy-in"
-    method: str  # "tar", "tar+zstd", "squashfs", "copy"
+    method: str  # "tar", "tar+zstd", "squashfs" (a restore's: "squashfs-loop", ...), "copy"
     tool: (
         str  # what ran: "zstd binary", "zstandard module", "mount -t squashfs", "squashfuse", "cp"
     )
@@ -118,25 +119,15 @@ def compressor() -> str | None:
 
 
 def squashfs_mounter() -> str | None:
-    """How a squashfs image can be mounted here: "mount -t squashfs" (root, kernel support),
-    "squashfuse", or None."""
-    if os.geteuid() == 0 and shutil.which("mount") and _kernel_has("squashfs"):
-        return "mount -t squashfs"
-    if shutil.which("squashfuse") and shutil.which("fusermount3") and os.path.exists("/dev/fuse"):
-        return "squashfuse"
-    return None
-
-
-def _kernel_has(fstype: str) -> bool:
-    try:
-        with open("/proc/filesystems", encoding="ascii") as f:
-            return any(line.split()[-1] == fstype for line in f if line.strip())
-    except OSError:
-        return False
+    """How ``--pack-method squashfs`` mounts its image here: "mount -t squashfs" (a loop
+    mount: CAP_SYS_ADMIN), "squashfuse", or None (:mod:`iobench.trial.squashfs`)."""
+    way = squashfs.auto()
+    return squashfs.TOOLS[way] if way else None
 
 
 def available_methods() -> list[str]:
-    """Pack methods that can run here, best first."""
+    """Pack methods ``auto`` chooses from that can run here, best first (the explicit
+    squashfs ways are checked by :func:`choose_method`)."""
     found = []
     if shutil.which("mksquashfs") and squashfs_mounter():
         found.append("squashfs")
@@ -152,19 +143,25 @@ def choose_method(method: str = "auto", writable: bool = False) -> str:
     ``writable``: what is restored is written to (an installer's cache), so not squashfs,
     whose image mounts read-only."""
     found = [m for m in available_methods() if not (writable and m == "squashfs")]
-    if writable and method == "squashfs":
+    if writable and method.startswith("squashfs"):
         raise StrategyError("a cache is written to when restored: pack it with tar or tar+zstd")
+    if method.startswith("squashfs-") and method in PACK_METHODS:
+        lacks = None if shutil.which("mksquashfs") else "mksquashfs is not installed"
+        lacks = lacks or squashfs.missing(method.split("-", 1)[1])
+        if lacks is not None:
+            raise StrategyError(f"pack method {method} cannot run here: {lacks}")
+        return method
     if method == "auto":
         if not found:
             raise StrategyError("cannot pack a venv here: tar is missing")
         return found[0]
-    if method not in PACK_METHODS:
+    if method not in AUTO_METHODS:
         raise StrategyError(
             f"unknown pack method {method!r}; known: auto, {', '.join(PACK_METHODS)}"
         )
     if method not in found:
         need = {
-            "squashfs": "mksquashfs and squashfuse (or root)",
+            "squashfs": "mksquashfs, and squashfuse or CAP_SYS_ADMIN to mount",
             "tar+zstd": "zstd or the zstandard module",
         }
         raise StrategyError(
@@ -215,7 +212,9 @@ def _check_new(path: Path, what: str) -> Path:
 def _timed(commands: list[list[str]], run: Runner) -> float:
     t0 = time.monotonic()
     for argv in commands:
-        run(argv)
+        # squashfuse leaves a daemon serving the mount, which a trial's phase would end as a
+        # stray of its tree (the mount then dead): it runs outside the phases, timed all the same
+        (run_checked if argv[0] == squashfs.TOOLS["fuse"] else run)(argv)
     return time.monotonic() - t0
 
 
@@ -237,6 +236,11 @@ def _squashfs_comp() -> list[str]:
 
 
 _ARCHIVE = {"tar": "venv.tar", "tar+zstd": "venv.tar.zst", "squashfs": "venv.sqfs"}
+
+
+def _archive_kind(method: str) -> str:
+    """What a pack method makes: ``squashfs-fuse`` packs the same image as ``squashfs``."""
+    return "squashfs" if method.startswith("squashfs") else method
 
 
 def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[str]], str]:
@@ -270,26 +274,20 @@ def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[st
 
 
 def _unpack_commands(
-    method: str, tool: str, archive: Path, venv: Path
+    method: str, tool: str, archive: Path, venv: Path, way: str = ""
 ) -> tuple[list[list[str]], str]:
+    """The restore's commands and what runs them; a squashfs image ``way`` (``loop``,
+    ``fuse``, ``extract``; "": the mount this pod allows, :func:`squashfs_mounter`)."""
     parent = str(venv.parent)
     if method == "squashfs":
-        mounter = squashfs_mounter()
+        if way and squashfs.missing(way):
+            raise StrategyError(f"cannot restore squashfs-{way} here: {squashfs.missing(way)}")
+        mounter = squashfs.TOOLS[way] if way else squashfs_mounter()
         if mounter is None:
-            raise StrategyError("cannot mount the squashfs image here (needs root or squashfuse)")
-        if mounter == "squashfuse":
-            mount = ["squashfuse", "-o", "nosuid,nodev", str(archive), str(venv)]
-        else:
-            mount = [
-                "mount",
-                "-t",
-                "squashfs",
-                "-o",
-                "loop,ro,nosuid,nodev",
-                str(archive),
-                str(venv),
-            ]
-        return [["mkdir", str(venv)], mount], mounter
+            raise StrategyError(
+                "cannot mount the squashfs image here (needs CAP_SYS_ADMIN or squashfuse)"
+            )
+        return squashfs.restore_commands(squashfs.way_of(mounter), archive, venv), mounter
     if method == "tar":
         return [["tar", "-C", parent, "-xf", str(archive)]], "tar"
     if compressor() == "zstd binary":
@@ -336,7 +334,8 @@ def pack(
         raise StrategyError(f"{venv} is not a venv (no pyvenv.cfg)")
     if not venv.is_dir():
         raise StrategyError(f"{venv}: no {kind} folder to pack")
-    method = choose_method(method, writable=kind != "venv")
+    asked = choose_method(method, writable=kind != "venv")
+    method = _archive_kind(asked)
     store = _check_new(store, "store")
     archive = store / _ARCHIVE[method].replace("venv", kind)
     commands, tool = _pack_commands(method, venv, archive)
@@ -357,6 +356,7 @@ def pack(
                 "bytes": size,
                 "files": files,
                 "tree_bytes": tree_bytes,
+                **({"restore": asked.split("-", 1)[1]} if asked != method else {}),
             },
         )
     except BaseException:
@@ -369,7 +369,8 @@ def unpack(
     store: Path, venv: Path, run: Runner = run_checked, elsewhere: bool = False
 ) -> StepResult:
     """Restore the venv packed in ``store`` at ``venv``, which must be the path it was built at
-    (squashfs: mount the image there, read-only; call :func:`release` when done).
+    (squashfs: mount the image there, read-only, or extract it, the way the pack asked;
+    call :func:`release` when done).
 
     ``elsewhere``: a fan-out's worker that shares a host with the one that built the venv
     restores at its own path, of the same name, and :func:`relocate` rewrites the old path
@@ -377,8 +378,12 @@ def unpack(
     manifest = read_manifest(store)
     venv = _restore_target(manifest, venv, elsewhere)
     archive = _absolute(store) / manifest["archive"]
-    commands, tool = _unpack_commands(manifest["method"], manifest["tool"], archive, venv)
-    mounted = manifest["method"] == "squashfs"
+    way = str(manifest.get("restore", ""))
+    commands, tool = _unpack_commands(manifest["method"], manifest["tool"], archive, venv, way)
+    method = manifest["method"]
+    if method == "squashfs":  # the way it ran: squashfs-loop, squashfs-fuse, squashfs-extract
+        method = f"squashfs-{squashfs.way_of(tool)}"
+    mounted = method in (f"squashfs-{w}" for w in squashfs.MOUNTS)
     try:
         t0 = time.monotonic()
         _timed(commands, run)
@@ -391,7 +396,7 @@ def unpack(
         raise
     return StepResult(
         "restore",
-        manifest["method"],
+        method,
         tool,
         _shell(commands),
         int(manifest["bytes"]),
@@ -505,24 +510,15 @@ def _restore_target(manifest: dict[str, Any], venv: Path, elsewhere: bool = Fals
 def _undo_restore(venv: Path, mounted: bool, tool: str) -> None:
     """Remove what a failed restore made (unmount first if the image got mounted)."""
     if mounted:
-        _unmount(venv, tool)
+        squashfs.unmount(venv, tool)
     if os.path.lexists(venv):
         remove(venv)
-
-
-def _unmount(venv: Path, tool: str) -> None:
-    if not os.path.ismount(venv):
-        return
-    argv = ["fusermount3", "-u", str(venv)] if tool == "squashfuse" else ["umount", str(venv)]
-    r = subprocess.run(argv, capture_output=True, text=True)
-    if r.returncode != 0:
-        subprocess.run(["umount", "-l", str(venv)], capture_output=True)
 
 
 def release(result: StepResult) -> None:
     """Undo what a restore left mounted (squashfs), so the venv folder can be removed."""
     if result.mounted:
-        _unmount(Path(result.path), result.tool)
+        squashfs.unmount(Path(result.path), result.tool)
         if os.path.ismount(result.path):
             raise StrategyError(f"could not unmount {result.path}; try `umount -l {result.path}`")
         os.rmdir(result.path)

@@ -150,6 +150,46 @@ def test_packed_and_copied_venvs_are_restored_ready_and_leave_nothing(
     nothing_left(quick, tmpfs)
 
 
+def test_one_run_compares_the_ways_to_restore_a_packed_venv(
+    tmpfs: Path, disk_dir: Path, tmp_path: Path
+) -> None:
+    """``--pack-method squashfs-loop,squashfs-fuse,squashfs-extract,tar+zstd`` (those this
+    machine can run): one packed-venv config per method in the same run, each restarted its
+    way — the image loop-mounted, mounted by squashfuse, extracted, or the tar unpacked — and
+    ready; each row names the way that ran, and nothing is left mounted or in scratch."""
+    from iobench.errors import IOBenchError
+    from iobench.trial.strategies import choose_method
+
+    methods = []
+    for method in ("squashfs-loop", "squashfs-fuse", "squashfs-extract", "tar+zstd"):
+        try:
+            methods.append(choose_method(method))
+        except IOBenchError:
+            continue
+    if len(methods) < 2:
+        pytest.skip(f"only {methods} can restore here: nothing to compare")
+    rows = run(scenario(tmp_path, ["reinstall", "packed-venv"]), disk_dir, tmpfs, tmp_path / "r",
+               "--pack-method", ",".join(methods))  # fmt: skip
+    names = {m: f"packed-venv_{m.replace('+', '-')}" for m in methods}
+    assert set(rows) == {"reinstall", *names.values()}  # reinstall packs nothing: one config
+    tools = {"squashfs-loop": "mount -t squashfs", "squashfs-fuse": "squashfuse",
+             "squashfs-extract": "unsquashfs"}  # fmt: skip
+    for method, name in names.items():
+        row = rows[name]
+        assert row["status"] == "ok", row["error"]  # the restored venv passed the ready check
+        assert row["restore_method"] == method and row["strategy"] == "packed-venv"
+        assert row["persist_method"] == ("squashfs" if method.startswith("squashfs") else method)
+        assert row["restore_tool"] == tools.get(method, row["restore_tool"]) != ""
+        assert row["restore_command"].split()[0] in ("mkdir", "unsquashfs", "tar")
+        assert 0 < float(row["restore_s"]) <= float(row["restart_s"])
+    meta = json.loads((only_run_dir(tmp_path / "r") / "meta.json").read_text())
+    assert meta["pack_method"] == ",".join(methods)
+    assert [c["pack_method"] for c in meta["scenario"]["configs"]] == ["", *methods]
+    mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+    assert not [m for m in mountinfo if f" {disk_dir}/" in m or f" {tmpfs}/" in m], mountinfo
+    nothing_left(disk_dir, tmpfs)
+
+
 def test_a_reinstall_restart_makes_its_venv_with_the_config_s_creator(tmp_path: Path) -> None:
     """``python -m venv --without-pip`` seeds no pip; virtualenv would: the ready check, run at
     both events, fails if the restart's venv was made by another creator than the first's."""

@@ -121,3 +121,66 @@ def test_resume_runs_the_missing_trials_of_every_strategy_with_the_run_s_restart
     again = next(r for r in rows if r["trial_id"] == dropped)
     assert again["status"] == "ok" and again["strategy"] == dropped.removesuffix("-r1")
     assert float(again["restart_s"]) > 0
+
+
+def test_a_restore_method_this_pod_cannot_run_fails_in_one_line_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--pack-method squashfs-loop`` in an unprivileged pod: exit 1, one line naming what is
+    missing, no run folder; a mistyped method is a usage error (2) with a "did you mean"."""
+    from iobench.trial import squashfs
+
+    monkeypatch.setattr(squashfs, "capability", lambda bit: False)
+    path = standin.scenario(tmp_path, "", STRATEGY_CONFIGS, repeats=1)
+    cases = (("squashfs-loop,tar", 1, "pack method squashfs-loop cannot run here: a loop mount "
+              "needs CAP_SYS_ADMIN"), ("tar,squashfs-lop", 2, "did you mean 'squashfs-loop'?"))  # fmt: skip
+    for value, status, words in cases:
+        assert main(standin.argv(tmp_path, path, "--pack-method", value)) == status
+        err = capsys.readouterr().err
+        assert err.startswith("iobench: error: ") and words in err and err.count("\n") == 1, err
+    assert not (tmp_path / "results").exists()
+    assert standin.scratch_left(tmp_path / "target", tmp_path / "tmp") == {
+        str(tmp_path / "target"): set(), str(tmp_path / "tmp"): set()}  # fmt: skip
+
+
+def test_several_pack_methods_are_configs_of_one_run_and_a_resume_keeps_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pack-method tar,squashfs-extract``: packed-venv once per method in one run, each
+    row naming the restore that ran; meta.json keeps the list, and a resume keeps it (runs the
+    missing trial with its config's own method) and refuses another."""
+    try:
+        strategies.choose_method("squashfs-extract")  # mksquashfs and unsquashfs: no mount
+    except strategies.StrategyError as exc:
+        pytest.skip(str(exc))
+    configs = STRATEGY_CONFIGS.replace(
+        '["reinstall", "persistent-venv", "packed-venv", "copied-venv"]',
+        '["reinstall", "packed-venv"]',
+    )
+    rc, run_dir = standin.run(tmp_path, "", "--quiet", "--pack-method", "tar,squashfs-extract",
+                              configs=configs, repeats=1)  # fmt: skip
+    rows = {r["config"]: r for r in read_csv(run_dir / "trials.csv")}
+    assert rc == 0 and set(rows) == {"reinstall", "packed-venv_tar", "packed-venv_squashfs-extract"}
+    extract, tar = rows["packed-venv_squashfs-extract"], rows["packed-venv_tar"]
+    assert (extract["persist_method"], extract["restore_method"], extract["restore_tool"]) == (
+        "squashfs", "squashfs-extract", "unsquashfs")  # fmt: skip
+    assert extract["restore_command"].startswith("unsquashfs -q -n -d ")
+    assert (tar["persist_method"], tar["restore_method"]) == ("tar", "tar")
+    assert (rows["reinstall"]["restore_method"], rows["reinstall"]["restore_tool"]) == ("", "")
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["pack_method"] == "tar,squashfs-extract"
+    # interrupted before its last trial: a resume keeps the configs' methods, refuses others
+    lines = (run_dir / "trials.csv").read_text().splitlines(keepends=True)
+    dropped = lines[-1].split(",")[1]
+    (run_dir / "trials.csv").write_text("".join(lines[:-1]))
+    (run_dir / "meta.json").write_text(json.dumps({**meta, "status": "interrupted"}))
+    assert main(["run", "--resume", str(run_dir), "--no-report", "--pack-method", "tar"]) == 2
+    assert "--pack-method changed (was tar,squashfs-extract, now tar)" in capsys.readouterr().err
+    assert main(["run", "--resume", str(run_dir), "--no-report", "--quiet"]) == 0
+    again = {r["trial_id"]: r for r in read_csv(run_dir / "trials.csv")}[dropped]
+    assert (
+        again["status"] == "ok"
+        and again["restore_method"] == rows[again["config"]]["restore_method"]
+    )
+    assert standin.scratch_left(tmp_path / "target", tmp_path / "tmp") == {
+        str(tmp_path / "target"): set(), str(tmp_path / "tmp"): set()}  # fmt: skip

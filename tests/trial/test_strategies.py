@@ -14,7 +14,7 @@ from helpers.venvs import build_wheel, check_venv, make_venv
 from iobench.errors import IOBenchError, SafetyError
 from iobench.scenario import vocab
 from iobench.system.scratch import SENTINEL, Scratch, remove
-from iobench.trial import strategies
+from iobench.trial import squashfs, strategies
 from iobench.trial.strategies import StrategyError
 
 
@@ -87,7 +87,9 @@ def test_persist_remove_restore_imports_and_leaves_nothing(
 
     restored = strategies.restore(name, store, venv)
     assert restored is not None
-    assert (restored.method, restored.files, restored.bytes) == (method, packed.files, packed.bytes)
+    ran = {"mount -t squashfs": "squashfs-loop", "squashfuse": "squashfs-fuse"}.get(restored.tool)
+    assert (restored.method, restored.files, restored.bytes) == (
+        ran or method, packed.files, packed.bytes)  # fmt: skip
     assert restored.mounted == (method == "squashfs")
     if restored.mounted:
         assert os.path.ismount(venv)
@@ -291,3 +293,156 @@ def test_step_result_row_columns() -> None:
         "restore_relocated": 0,
         "restore_s": 0.5,
     }
+
+
+# ---------------------------------------------------------------- a squashfs image's restore ways
+def _mounts_below(*folders: Path) -> list[str]:
+    """Mount points at or below ``folders``, from /proc/self/mountinfo (field 5)."""
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [m for m in points for f in folders if m == str(f) or m.startswith(f"{f}/")]
+
+
+@pytest.mark.parametrize("way", squashfs.WAYS)
+def test_each_restore_way_of_one_squashfs_image_is_ready_and_released(
+    way: str, roles: tuple[Scratch, Scratch], wheel: Path
+) -> None:
+    """``--pack-method squashfs-<way>``: the same image, packed by mksquashfs, comes back
+    loop-mounted, mounted by squashfuse or extracted by unsquashfs; the venv passes its
+    check, the step says which way ran, and after release nothing is mounted or left."""
+    method = f"squashfs-{way}"
+    try:
+        strategies.choose_method(method)
+    except StrategyError as exc:
+        pytest.skip(str(exc))
+    target, local = roles
+    venv = local.root / "venv"
+    make_venv(venv, wheel)
+    store = target.root / "store"
+    packed = strategies.persist("packed-venv", venv, store, method)
+    assert packed is not None and packed.method == "squashfs" and packed.tool == "mksquashfs"
+    assert strategies.read_manifest(store)["restore"] == way  # the way asked, for every worker
+    remove(venv)
+
+    restored = strategies.restore("packed-venv", store, venv)
+    assert restored is not None
+    assert (restored.method, restored.tool) == (method, squashfs.TOOLS[way])
+    assert restored.mounted == (way in squashfs.MOUNTS) == os.path.ismount(venv)
+    assert restored.command.startswith("unsquashfs -q -n -d " if way == "extract" else "mkdir ")
+    check_venv(venv)
+    if way == "extract":  # a writable copy, like a tar restore
+        (venv / "written").write_text("a pip install could write here")
+    else:
+        with pytest.raises(OSError):
+            (venv / "written").write_text("read-only image")
+    strategies.release(restored)
+    assert _mounts_below(target.root, local.root) == []
+    remove(venv)
+    remove(store)
+    only_sentinels(target, local)
+
+
+def test_an_asked_restore_way_missing_here_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What each way needs, checked before anything runs (the run's plan calls
+    choose_method): one line naming what is missing and how to get it."""
+    present = {"mksquashfs", "unsquashfs", "squashfuse", "fusermount3", "mount", "tar", "zstd"}
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **kw: f"/x/{name}" if name in present else None)  # fmt: skip
+    monkeypatch.setattr(squashfs, "capability", lambda bit: False)  # an unprivileged pod
+    monkeypatch.setattr(squashfs, "_kernel_has", lambda fstype: True)
+
+    def refused(method: str) -> str:
+        with pytest.raises(StrategyError) as exc:
+            strategies.choose_method(method)
+        assert "\n" not in str(exc.value)
+        return str(exc.value)
+
+    assert refused("squashfs-loop") == (
+        "pack method squashfs-loop cannot run here: a loop mount needs CAP_SYS_ADMIN, which "
+        "this process lacks (an unprivileged pod)"
+    )
+    for method in ("squashfs-extract", "tar+zstd", "tar"):
+        assert strategies.choose_method(method) == method
+    if os.path.exists("/dev/fuse"):  # auto: squashfuse mounts it (no loop without the capability)
+        assert strategies.choose_method("squashfs-fuse") == "squashfs-fuse"
+        assert strategies.choose_method("auto") == "squashfs"
+        assert strategies.squashfs_mounter() == "squashfuse"
+    present.discard("squashfuse")
+    assert refused("squashfs-fuse") == (
+        "pack method squashfs-fuse cannot run here: squashfuse is not installed "
+        "(apt-get install squashfuse)"
+    )
+    assert strategies.choose_method("auto") == "tar+zstd"  # nothing mounts: no squashfs
+    present.discard("unsquashfs")
+    assert refused("squashfs-extract") == (
+        "pack method squashfs-extract cannot run here: unsquashfs is not installed "
+        "(apt-get install squashfs-tools)"
+    )
+    present.discard("mksquashfs")
+    assert "mksquashfs is not installed" in refused("squashfs-extract")
+    monkeypatch.setattr(squashfs, "capability", lambda bit: True)
+    present.add("mksquashfs")
+    if os.path.exists("/dev/loop-control"):
+        assert strategies.choose_method("squashfs-loop") == "squashfs-loop"
+    with pytest.raises(StrategyError, match="a cache is written to"):
+        strategies.choose_method("squashfs-extract", writable=True)
+    assert "unknown pack method 'squashfs-nfs'" in refused("squashfs-nfs")
+
+
+def test_a_restore_way_lost_since_the_pack_fails_the_restore_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fan-out's worker on a host without squashfuse: the restore says so; no folder made."""
+    monkeypatch.setattr(squashfs, "missing", lambda way: f"no {way} here")
+    with pytest.raises(StrategyError, match="cannot restore squashfs-fuse here: no fuse here"):
+        strategies._unpack_commands(
+            "squashfs", "mksquashfs", tmp_path / "i", tmp_path / "v", "fuse"
+        )
+    assert squashfs.restore_commands("extract", Path("/s/venv.sqfs"), Path("/t/venv")) == [
+        ["unsquashfs", "-q", "-n", "-d", "/t/venv", "/s/venv.sqfs"]
+    ]
+    loop = squashfs.restore_commands("loop", Path("/s/venv.sqfs"), Path("/t/venv"))
+    assert loop[0] == ["mkdir", "/t/venv"] and "loop,ro,nosuid,nodev" in loop[1]
+
+
+def test_several_pack_methods_become_configs_of_the_packing_strategies_only() -> None:
+    """``--pack-method squashfs-loop,squashfs-fuse,tar+zstd``: each packed-venv (and fan-out)
+    config, one per method, named by it; the others stay as they were; one value is no axis."""
+    from iobench.scenario import axes
+    from iobench.scenario.load import load_scenario
+
+    base = load_scenario("lifecycle")
+    given = axes.axes_from(None, None, [], "squashfs-loop,squashfs-fuse,tar+zstd")
+    crossed = {c.name: c for c in axes.cross(base, given).configs}
+    packed = [n for n in crossed if n.startswith("packed-venv")]
+    assert packed == ["packed-venv_squashfs-loop", "packed-venv_squashfs-fuse", "packed-venv_tar-zstd"]  # fmt: skip
+    assert [crossed[n].pack_method for n in packed] == ["squashfs-loop", "squashfs-fuse", "tar+zstd"]  # fmt: skip
+    others = [c.name for c in base.configs if c.strategy != "packed-venv"]
+    assert all(crossed[n].pack_method == "" for n in others) and len(crossed) == len(others) + 3
+    assert axes.axes_from(None, None, [], "squashfs-fuse") == []  # the run's method, as before
+    assert axes.axes_from(None, None, [axes.matrix_spec("pack_method=tar,squashfs")]) == [
+        ("pack_method", ["tar", "squashfs"])
+    ]
+    with pytest.raises(IOBenchError, match="did you mean 'squashfs-extract'"):
+        axes.axes_from(None, None, [], "tar,squashfs-extrakt")
+    with pytest.raises(IOBenchError, match="axis pack_method given twice"):
+        axes.axes_from(None, None, [("pack_method", ["tar", "squashfs"])], "tar,squashfs")
+
+
+def test_a_config_s_own_pack_method_is_only_for_strategies_that_pack(tmp_path: Path) -> None:
+    from iobench.errors import ScenarioError
+    from iobench.scenario.load import load_scenario
+
+    path = tmp_path / "s.toml"
+    head = '[scenario]\nname = "s"\npackages = ["x"]\nready = "import x"\n\n'
+    path.write_text(head + '[configs.p]\nvenv = "tmp"\ntmpdir = "tmp"\ncache = "off"\n'
+                    'strategy = "packed-venv"\npack_method = "squashfs-extract"\n')  # fmt: skip
+    (cfg,) = load_scenario(str(path)).configs
+    assert cfg.pack_method == "squashfs-extract" and "pack_method=squashfs-extract" in cfg.summary()
+    path.write_text(path.read_text().replace('"packed-venv"', '"copied-venv"'))
+    with pytest.raises(ScenarioError, match=r"configs\.p\.pack_method: only for strategies that"):
+        load_scenario(str(path))
+    path.write_text(path.read_text().replace('"copied-venv"', '"packed-venv"').replace(
+        '"squashfs-extract"', '"zip"'))  # fmt: skip
+    with pytest.raises(ScenarioError, match=r"configs\.p\.pack_method: 'zip' is not one of auto"):
+        load_scenario(str(path))
