@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import os
 import pwd
 import secrets
 import shutil
@@ -474,6 +475,13 @@ def check_reachable(url: str) -> None:
 
 
 # ---------------------------------------------------------------- resume
+def _interpreter(path: str | None) -> str | None:
+    """One interpreter under its one name: a venv's ``python`` and ``python3`` are links to
+    the same program (a run started by the ``iobench`` script records one, ``python -m
+    iobench --resume`` the other)."""
+    return os.path.realpath(path) if path else path
+
+
 def check_resume(meta: RunMeta, plan: RunPlan) -> None:
     """Refuse to resume when what the run's trials depend on changed since it started: one
     table of checked keys (as pyperf checks its metadata before runs merge), each with the
@@ -488,7 +496,8 @@ def check_resume(meta: RunMeta, plan: RunPlan) -> None:
         ("repeats", meta.repeats, plan.repeats, meta.repeats is not None),
         ("packages", list(meta.scenario.get("packages", [])),
          [redact.redact(p) for p in plan.scenario.packages], True),
-        ("--python", meta.venv_python, plan.python or sys.executable, meta.venv_python is not None),
+        ("--python", _interpreter(meta.venv_python), _interpreter(plan.python or sys.executable),
+         meta.venv_python is not None),
         ("the package index", meta.index_kind, "local" if plan.local_index else "remote",
          meta.index_kind is not None),
         ("--cache-mode", meta.cache_mode, plan.cache_mode, lifecycle),

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,6 +141,14 @@ def test_resume_refuses_changed_roles_and_a_folder_that_is_no_run(
     other.mkdir()
     assert main(["run", "--resume", str(run), "--target", str(other)]) == 2
     assert "roles changed" in capsys.readouterr().err
+    # the same interpreter by another name (a venv's python3 for its python) is no change
+    alias = tmp_path / "python-alias"
+    alias.symlink_to(sys.executable)
+    assert main(["run", "--resume", str(run), "--python", str(alias), "--quiet"]) == 0
+    other_python = shutil.which("python3", path="/usr/bin")
+    if other_python and os.path.realpath(other_python) != os.path.realpath(sys.executable):
+        assert main(["run", "--resume", str(run), "--python", other_python]) == 2
+        assert "--python changed" in capsys.readouterr().err
     assert main(["run", "--resume", str(tmp_path)]) == 1  # not a run directory: a runtime error
     assert "not an iobench run directory" in capsys.readouterr().err
 
