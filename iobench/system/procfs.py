@@ -60,7 +60,8 @@ def parse_mountinfo(text: str) -> list[Mount]:
         fields, rest = left.split(), right.split()
         if not sep or len(fields) < 6 or len(rest) < 2:
             continue
-        opts = fields[5] + ("," + rest[2] if len(rest) > 2 else "")
+        both = fields[5] + ("," + rest[2] if len(rest) > 2 else "")
+        opts = ",".join(dict.fromkeys(both.split(",")))  # "rw" is in both: said once
         result.append(Mount(unescape(fields[4]), rest[0], unescape(rest[1]), opts))
     return result
 

@@ -29,8 +29,9 @@ def test_mountinfo_is_unescaped_once() -> None:
         "/mnt/with space\ttab",
         "/mnt/with space\ttab/inner",
     ]
-    assert table[1].source == "my\\dev" and table[1].options == "rw,rw,size=10k"
-    assert table[2].fstype == "fuse.iobench-lab"
+    assert table[1].source == "my\\dev" and table[1].options == "rw,size=10k"
+    assert table[2].fstype == "fuse.iobench-lab" and table[2].options == "ro,rw"
+    assert table[0].options == "rw,relatime,errors=remount-ro"
     assert procfs.unescape(r"a\134b\040c") == "a\\b c"
 
 
