@@ -16,7 +16,6 @@ the report is a dataclass with a versioned JSON form; formatting lives in the CL
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import tempfile
@@ -26,18 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from iobench import shell
-from iobench.errors import IOBenchError
 from iobench.predict import traps
 from iobench.predict.finding import EXIT_STATUS, LEVELS, Finding
-from iobench.predict.model import Costs, predict_scenario
+from iobench.predict.model import Costs
 from iobench.predict.netcheck import index_check, index_url
+from iobench.predict.outlook import create_moved, predict_all, prediction_findings
 from iobench.predict.probe import probe_roles
-from iobench.scenario.load import load_scenario
 from iobench.system import gpu
 from iobench.system.procfs import mount_of
 
 #: version of :meth:`DoctorReport.to_dict`; bump on any change of keys or meaning
-SCHEMA_VERSION = 2  # 2: loop_mount
+SCHEMA_VERSION = 3  # 2: loop_mount; 3: probes_again, predictions_again
 #: filesystem types whose every metadata operation is a round trip over a network
 NETWORK_FS = (
     "nfs",
@@ -65,7 +63,6 @@ SCRATCH_VARS = ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")
 LOW_FREE_BYTES = 5 * 10**9
 LOW_FREE_INODES = 200_000
 SHM_MIN_BYTES = 2 * 2**30
-PREDICT_SCENARIOS = ("torch-like", "diffusers-like")
 
 
 @dataclass(frozen=True)
@@ -96,6 +93,9 @@ class DoctorReport:
     gpus: dict[str, Any] = field(default_factory=dict)
     probes: dict[str, Any] = field(default_factory=dict)
     predictions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: the second look at the end of the check (small-file probes only) and its predictions
+    probes_again: dict[str, Any] = field(default_factory=dict)
+    predictions_again: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -106,6 +106,10 @@ class DoctorReport:
     @property
     def exit_status(self) -> int:
         return EXIT_STATUS[self.verdict]
+
+    def probes_hung(self) -> bool:
+        """Whether a probe of the first look hung (a second look would hang too)."""
+        return any(p.get("hung") for p in self.probes.get("paths", []))
 
     def fix_script(self) -> list[str]:
         """The export lines of every finding, once each, in order."""
@@ -132,6 +136,8 @@ class DoctorReport:
             "gpus": self.gpus,
             "probes": self.probes,
             "predictions": self.predictions,
+            "probes_again": self.probes_again,
+            "predictions_again": self.predictions_again,
         }
 
 
@@ -436,23 +442,6 @@ def _target_rates(report: DoctorReport) -> Costs | None:
     return Costs.from_probe(probed) if probed else None
 
 
-def predict_all(
-    doc: dict[str, Any], scenarios: tuple[str, ...] = PREDICT_SCENARIOS
-) -> dict[str, list[dict[str, Any]]]:
-    """Predicted time-to-ready per config of each shipped scenario that exists."""
-
-    by_path = {p["path"]: Costs.from_probe(p) for p in doc["paths"]}
-    folders = {role: by_path[path] for role, path in doc["roles"].items() if path in by_path}
-    out: dict[str, list[dict[str, Any]]] = {}
-    for name in scenarios:
-        try:
-            preds = predict_scenario(load_scenario(name), folders, cpu_s=doc.get("cpu_s"))
-        except (IOBenchError, KeyError):
-            continue  # not shipped, or a config using a role doctor did not probe
-        out[name] = [p.to_dict() for p in preds]
-    return out
-
-
 def _local_caches(tmp: str) -> tuple[str, ...]:
     """The caches in a folder of the user's own on the fast local folder ``tmp``, where
     locks work (iobench.shell: made private, refused when someone else made it)."""
@@ -469,43 +458,6 @@ def _local_caches(tmp: str) -> tuple[str, ...]:
             )
         ),  # fmt: skip
     )
-
-
-#: a slow target is worth a warning past both: this many times the best config's time...
-SLOW_RATIO = 1.5
-#: ...and this many seconds more per start
-SLOW_EXTRA_S = 10.0
-#: the predictions of back-to-back doctors on one machine move by up to ~20 % (the probe on a
-#: busy machine): a warning needs both figures this far past their bar, "ok" this far below;
-#: in between the finding is "info" (exit 0), so the verdict does not flip between runs
-PREDICT_MARGIN = 1.25
-
-
-def _prediction_findings(predictions: dict[str, list[dict[str, Any]]]) -> list[Finding]:
-    out: list[Finding] = []
-    for scen, preds in predictions.items():
-        by = {p["config"]: p["predicted_s"] for p in preds}
-        best = min(by, key=by.__getitem__)
-        naive = by.get("naive")
-        if naive is None:
-            out.append(
-                Finding("ok", "predict", f"{scen}: fastest {best} ~{by[best]:.0f} s to ready")
-            )
-            continue
-        ratio, extra = naive / by[best] if by[best] > 0 else math.inf, naive - by[best]
-        text = f"{scen}: everything on the target takes ~{naive:.0f} s to ready, {best} ~{by[best]:.0f} s"
-        fix = (f"iobench run --scenario {scen} --configs naive,{best}  # measure it; its start "
-               "script sets what to",)  # fmt: skip
-        m = PREDICT_MARGIN
-        if ratio > SLOW_RATIO * m and extra > SLOW_EXTRA_S * m:
-            out.append(Finding("warn", "predict", text, fix))
-        elif ratio > SLOW_RATIO / m and extra > SLOW_EXTRA_S / m:
-            out.append(Finding("info", "predict", text + " (near the bar for a warning)", fix))
-        else:
-            out.append(
-                Finding("ok", "predict", f"{scen}: fastest {best} ~{by[best]:.0f} s to ready")
-            )
-    return out
 
 
 def run_doctor(
@@ -538,10 +490,18 @@ def run_doctor(
     report.findings += _lock_fallout(report, str(target), str(tmp))
     report.findings += traps.packed_would_start_faster(report.locations, _target_rates(report))
     report.predictions = predict_all(report.probes)
-    report.findings += _prediction_findings(report.predictions)
     report.index, found = index_check(index_url(index), timeout_s, offline)
     report.findings += found
     report.gpus, found = gpu_check(timeout_s)
     report.findings += found
+    # a second look at the folders' small-file costs (no write, no locks): a warning from the
+    # predictions needs both looks past the bar, so one slow moment does not flip the exit
+    if not report.probes_hung():
+        report.probes_again = probe_roles(
+            {"target": target, "tmp": tmp}, seconds, locks=False, write_mb=0, cpu_runs=1
+        )
+        report.predictions_again = predict_all(report.probes_again)
+        report.findings += create_moved(report.probes, report.probes_again, str(target))
+    report.findings += prediction_findings(report.predictions, report.predictions_again)
     report.elapsed_s = time.perf_counter() - t0
     return report

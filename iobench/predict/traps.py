@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from iobench import shell
 from iobench.predict.finding import Finding
+from iobench.system.procfs import mount_of
 
 #: a torch + CUDA venv's size, for /dev/shm when no venv is active to measure (bytes)
 TYPICAL_VENV_BYTES = 5 * 10**9
@@ -296,10 +297,25 @@ def loop_mount(status: str = "/proc/self/status", dev: str = "/dev") -> tuple[di
     )]  # fmt: skip
 
 
+def ext4_without_journal(path: str | os.PathLike[str], sysfs: str = "/sys/fs/ext4") -> bool:
+    """Whether ``path`` is on an ext4 filesystem mounted without a journal (the kernel names
+    no journal thread for it: ``journal_task`` reads ``<none>``), where a create soon after
+    many deletions is slower (doctor: the target's create cost moved)."""
+    m = mount_of(os.path.realpath(path))
+    if m is None or m.fstype != "ext4":
+        return False
+    device = os.path.basename(os.path.realpath(m.source))
+    try:
+        return Path(sysfs, device, "journal_task").read_text().strip() == "<none>"
+    except OSError:
+        return False
+
+
 __all__ = [
     "bytecode_missing",
     "bytecode_share",
     "cache_apart",
+    "ext4_without_journal",
     "lock_fallout",
     "loop_mount",
     "shm_for_venv",
