@@ -409,4 +409,3 @@ def test_ext4_without_a_journal_is_told_by_its_journal_thread(tmp_path: Path) ->
     (device / "journal_task").write_text("jbd2/vda-8\n")
     assert not traps.ext4_without_journal(tmp_path, sysfs=str(tmp_path / "sys"))
     assert not traps.ext4_without_journal(tmp_path, sysfs=str(tmp_path / "nothing"))
-
