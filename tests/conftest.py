@@ -125,8 +125,14 @@ def heavy_command(argv: object) -> str | None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the fixtures it uses (a mount: lab; a real run: e2e)."""
+    """Mark each test by the fixtures it uses (a mount: lab; a real run: e2e); a timing test
+    must say so in its file's text (the noxfile's timing phase collects those files only)."""
     for item in items:
+        if item.get_closest_marker("timing") and "mark.timing" not in item.path.read_text():
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked timing, but its file never says `pytest.mark.timing`"
+                " (nox's timing phase collects only the files that do)"
+            )
         for fixture in getattr(item, "fixturenames", ()):
             mark = FIXTURE_MARKS.get(fixture)
             if mark is not None:

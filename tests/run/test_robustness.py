@@ -168,9 +168,9 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
             "--order-seed",
             "1",
             "--trial-timeout",
-            "12",
+            "8",
             "--hung-after",
-            "5",
+            "3",
         ]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         standin.wait_for(
@@ -205,8 +205,8 @@ def test_hung_fuse_volume_during_install_ends_the_run_with_its_row(tmp_path: Pat
     assert "stopped answering" in out and str(vol) in out, out
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "volume-hung" and str(vol) in meta["status_reason"]
-    assert "no progress for 5 s" in out, out  # --hung-after
-    assert took < 12 + 5 + 40, f"took {took:.0f} s after the hang"
+    assert "no progress for 3 s" in out, out  # --hung-after
+    assert took < 8 + 3 + 40, f"took {took:.0f} s after the hang"
     print(
-        f"hung volume: iobench ended {took:.1f} s after SIGSTOP (trial limit 12 s, hung after 5 s)"
+        f"hung volume: iobench ended {took:.1f} s after SIGSTOP (trial limit 8 s, hung after 3 s)"
     )
