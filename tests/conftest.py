@@ -137,6 +137,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             mark = FIXTURE_MARKS.get(fixture)
             if mark is not None:
                 item.add_marker(getattr(pytest.mark, mark))
+    # the files with heavy tests first, whole and in their order, the quick files last: the
+    # workers then end on short tests and share them, where a 30 s run or launch drawn last
+    # kept one worker busy while the other had nothing left
+    heavy = {item.path for item in items if any(item.get_closest_marker(m) for m in HEAVY)}
+    items.sort(key=lambda item: item.path not in heavy)
 
 
 @pytest.fixture(autouse=True)
