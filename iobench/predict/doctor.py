@@ -27,7 +27,7 @@ from typing import Any
 from iobench import shell
 from iobench.predict import traps
 from iobench.predict.finding import EXIT_STATUS, LEVELS, Finding
-from iobench.predict.model import Costs
+from iobench.predict.model import Costs, folders_of
 from iobench.predict.netcheck import index_check, index_url
 from iobench.predict.outlook import create_moved, predict_all, prediction_findings
 from iobench.predict.probe import probe_roles
@@ -437,9 +437,7 @@ def _target_rates(report: DoctorReport) -> Costs | None:
     venv, target = by.get("venv"), by.get("target")
     if venv is None or target is None or venv.mountpoint != target.mountpoint:
         return None
-    doc = report.probes
-    probed = {p["path"]: p for p in doc.get("paths", [])}.get(doc.get("roles", {}).get("target"))
-    return Costs.from_probe(probed) if probed else None
+    return folders_of(report.probes).get("target")
 
 
 def _local_caches(tmp: str) -> tuple[str, ...]:
@@ -497,9 +495,12 @@ def run_doctor(
     # a second look at the folders' small-file costs (no write, no locks): a warning from the
     # predictions needs both looks past the bar, so one slow moment does not flip the exit
     if not report.probes_hung():
+        # the first look's CPU figure: what moves between the looks is then the storage's
         report.probes_again = probe_roles(
-            {"target": target, "tmp": tmp}, seconds, locks=False, write_mb=0, cpu_runs=1
+            {"target": target, "tmp": tmp}, seconds, locks=False, write_mb=0, cpu_runs=0
         )
+        for k in ("cpu_s", "cpu_others"):
+            report.probes_again[k] = report.probes.get(k)
         report.predictions_again = predict_all(report.probes_again)
         report.findings += create_moved(report.probes, report.probes_again, str(target))
     report.findings += prediction_findings(report.predictions, report.predictions_again)

@@ -305,7 +305,8 @@ def _role_costs(cfg: Any, folders: dict[str, Costs]) -> dict[str, Costs | None]:
     }
 
 
-def _folders(probes: dict[str, Any]) -> dict[str, Costs]:
+def folders_of(probes: dict[str, Any]) -> dict[str, Costs]:
+    """Each role's costs from a probe document (``probe_roles``): the roles that were probed."""
     by_path = {p["path"]: Costs.from_probe(p) for p in probes.get("paths", [])}
     return {r: by_path[p] for r, p in probes.get("roles", {}).items() if p in by_path}
 
@@ -354,7 +355,7 @@ def fast_from_trials(
     in ``F``. On this VM's ext4 the probe found tmpfs-like costs while naive took 2.9-5.1 s
     against venv-on-tmp's 1.9 s, and ``F`` from naive's first trial predicted venv-on-tmp's
     at +87-98 %."""
-    folders = _folders(probes)
+    folders = folders_of(probes)
     refs, profile = _references(scenario, folders)
     out: dict[str, dict[str, float]] = {}
     for state, cfg in refs.items():
@@ -394,7 +395,7 @@ def predicted_by_config(
     ``fast_s``: ``F`` per cache state from the run's own trials (:func:`fast_from_trials`);
     else the recorded ``F`` scaled by the probe's ``cpu_s``. ``hold_back_when_busy`` (a
     run's own figures): None, too, for a mostly-CPU config while :func:`cpu_contended`."""
-    folders = _folders(probes)
+    folders = folders_of(probes)
     profile = None
     out: dict[str, float | None] = {}
     for cfg in scenario.configs:

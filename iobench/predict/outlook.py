@@ -10,13 +10,12 @@ filesystem whose speed moves by the minute, one look decided WARN or ok by its m
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 from iobench.errors import IOBenchError
 from iobench.predict import traps
 from iobench.predict.finding import LEVELS, Finding
-from iobench.predict.model import Costs, predict_scenario
+from iobench.predict.model import folders_of, predict_scenario
 from iobench.scenario.load import load_scenario
 
 #: the shipped profiles the doctor predicts
@@ -28,8 +27,7 @@ def predict_all(
 ) -> dict[str, list[dict[str, Any]]]:
     """Predicted time-to-ready per config of each shipped scenario that exists."""
 
-    by_path = {p["path"]: Costs.from_probe(p) for p in doc["paths"]}
-    folders = {role: by_path[path] for role, path in doc["roles"].items() if path in by_path}
+    folders = folders_of(doc)
     out: dict[str, list[dict[str, Any]]] = {}
     for name in scenarios:
         try:
@@ -108,14 +106,8 @@ def create_moved(first: dict[str, Any], again: dict[str, Any], target: str) -> l
     skips inodes deleted in the last seconds, scanning past each (a kernel profile here:
     61 % of a create in ``recently_deleted``; 0.05 ms a create after a quiet minute, 0.5-1 ms
     after thousands of deletions: a trial's venv, a probe's files)."""
-    key = os.path.realpath(target)
-    costs = []
-    for doc in (first, again):
-        path = doc.get("roles", {}).get("target", key)
-        entry = next((p for p in doc.get("paths", []) if p.get("path") == path), {})
-        create = entry.get("create") or {}
-        costs.append(create.get("ms_each") if create.get("count") else None)
-    a, b = costs
+    a, b = ((c.ms.get("create") if (c := folders_of(doc).get("target")) else None)
+            for doc in (first, again))  # fmt: skip
     if not a or not b or max(a, b) <= MOVED_RATIO * min(a, b):
         return []
     text = (f"the target's small-file create cost moved from {a:.3f} ms to {b:.3f} ms within "

@@ -271,7 +271,7 @@ def probe_roles(
     filesystem, not the folder (``roles`` maps each role to the folder that was probed for
     it). The write is short (``4 × seconds``) and at most ``write_mb``. ``cpu_s`` and
     ``cpu_others``: :func:`calibrate_cpu` (best of ``cpu_runs``), for scaling recorded fast
-    times, and whether other processes shared the CPUs meanwhile.
+    times, and whether other processes shared the CPUs meanwhile (absent with ``cpu_runs=0``).
     ``locks``: test flock/fcntl (two processes each; ``iobench doctor`` wants them, a
     run's predictions do not). ``files``, ``fsyncs``: each small-file probe's cap on items
     and the fsync probe's on calls (what a probe leaves is removed after it); on a fast disk
@@ -298,7 +298,8 @@ def probe_roles(
         probed[role] = done[fs].path
     doc = results_to_dict(list(done.values()))
     doc["roles"] = probed
-    doc["cpu_s"], doc["cpu_others"] = calibrate_cpu(runs=cpu_runs)
+    if cpu_runs:  # 0: the caller has a CPU figure (doctor's second look)
+        doc["cpu_s"], doc["cpu_others"] = calibrate_cpu(runs=cpu_runs)
     return doc
 
 

@@ -138,6 +138,9 @@ def test_json_schema_busy_gpus_without_p2p(
     again = doc["probes_again"]["paths"][0]
     assert again["create"]["count"] > 0 and again["write"] is None and again["locks"] == {}
     assert set(doc["predictions_again"]) == set(doc["predictions"])
+    assert (
+        doc["probes_again"]["cpu_s"] == doc["probes"]["cpu_s"]
+    )  # only the storage looked at again
     torch = {p["config"]: p for p in doc["predictions"]["torch-like"]}
     reinstall = {"naive", "tmp-fix", "venv-on-tmp", "warm-cache-on-target"}
     # a start-up strategy's config is predicted as its first start (an install)
