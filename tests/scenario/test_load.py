@@ -413,3 +413,17 @@ def test_a_scenario_may_repeat_until_settled_and_the_default_run_does(tmp_path: 
         else:
             s = load_scenario(str(path))
             assert s.repeats_auto and s.repeats == ok
+
+
+def test_meta_json_takes_the_pack_methods_and_cache_modes_the_scenario_knows() -> None:
+    """rundir/ may not import the scenario's vocabulary (tests/test_layers.py), so meta.json's
+    choices are written out there: held equal here."""
+    import dataclasses
+
+    from iobench.rundir.meta import RunMeta
+    from iobench.scenario.vocab import PACK_METHODS
+    from iobench.trial.coldcache import MODES
+
+    fields = {f.name: f.metadata for f in dataclasses.fields(RunMeta)}
+    assert fields["pack_method"]["choices"] == ("auto", *PACK_METHODS)
+    assert fields["cache_mode"]["choices"] == MODES
