@@ -140,6 +140,10 @@ QUICK = "not (e2e or lab or slow or timing or venv or run or charts)"
 #: installs it beside nox): `pip install -e .[test]` took 35 s of the 10-minute budget, uv
 #: 3.5 s; pip itself is installed too, as some tests run the session's own `python -m pip`
 TEST_BACKEND = "uv|virtualenv"
+#: uv trusts its own bundled roots unless told to use the system's, as pip does: behind a
+#: TLS-inspecting proxy whose CA only the system store holds, a clean `env -i` install failed
+#: ("invalid peer certificate: UnknownIssuer") where pip's went through
+INSTALL_ENV = {"UV_NATIVE_TLS": "1"}
 
 
 @nox.session(python=PYTHON, venv_backend=TEST_BACKEND)
@@ -147,7 +151,7 @@ def quick(session: nox.Session) -> None:
     """The quick tier while editing (under a minute): the unmarked tests, on every core
     (pytest-xdist: none of them asserts a duration), pytest's cache on (``nox -s quick --
     --lf`` runs the last failures first)."""
-    session.install("-e", ".[test]", "pip")
+    session.install("-e", ".[test]", "pip", env=INSTALL_ENV)
     # twice the cores, at least 4: the tests wait on the processes they start more than they
     # compute (2 cores: 55 s with 4 workers, 60-69 s with 2)
     workers = str(max(4, 2 * (os.cpu_count() or 1)))
@@ -161,7 +165,7 @@ def tests(session: nox.Session) -> None:
         session.warn(
             "lab packages missing: run `nox -s lab-deps` first (as root) or the lab tests skip"
         )
-    session.install("-e", ".[test]", "pip")
+    session.install("-e", ".[test]", "pip", env=INSTALL_ENV)
     if session.posargs:  # a selection of one's own: as given, in one process
         session.run("pytest", "-p", "no:cacheprovider", "--durations=15", *session.posargs)
         return
