@@ -4,6 +4,7 @@ numbers, and the shipped operation mix against real probes."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -265,5 +266,8 @@ def test_the_cpu_calibration_sees_other_processes_on_the_cpus() -> None:
         for p in loops:
             p.kill()
             p.wait()
-    assert shared_others >= 1.0 and shared_others > alone_others, (alone_others, shared_others)
+    # the loops get at least the CPUs the job leaves them: n - 1 of n while it holds one (CI:
+    # 0.99 of 1 on 2 cores, the job kept its core), less what sampling the counters misses
+    floor = 0.9 * min(2, (os.cpu_count() or 1) - 1)
+    assert shared_others >= floor and shared_others > alone_others, (alone_others, shared_others)
     assert alone_s > 0 and shared_s > 0
