@@ -16,8 +16,19 @@ A crashed run never blocks forever: a lock is stale when its expiry has passed (
 refreshes it from a heartbeat thread every ``ttl_s / 4``), or when it names this host and
 its pid is gone (or is a different process now: the pid's start time is kept too). A stale
 lock is taken over under a short-lived ``lock.json.takeover`` guard that re-checks the
-token before unlinking, so two waiters cannot both take over. Release removes the file
-only when it still carries this holder's token.
+file (content, inode, modification time) before unlinking, so two waiters cannot both take
+over. Release removes the file only when it still carries this holder's token.
+
+A refresh never rewrites the file: it opens ``lock.json``, reads its own token through that
+descriptor and moves the modification time of *that inode* to the new expiry (the file says
+``"refreshed_by": "mtime"``; its expiry is the later of its ``expires`` and its mtime).
+Why: a check-then-replace of the file cannot be made atomic, and a holder frozen between
+the two (a paused VM, SIGSTOP, a stalled disk: CI caught one) would, once continued, put
+its lock back over the run that took over its expired one. Touching the inode it checked
+can only touch its own file, by then unlinked, and the holder then sees that the name
+points elsewhere and learns it lost. Where a filesystem does not keep a modification time
+set so (an error, or a different time read back), the refresh falls back to writing a new
+file over the name after the token check, with the old, small window.
 
 The heartbeat writes from its own thread, never on the runner's main thread: a write to a
 stalled volume can block for minutes, and the main thread must keep ticking the watchdog.
@@ -39,7 +50,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -55,6 +66,8 @@ _GRACE_S = 10.0  # an unreadable lock (or a takeover guard) older than this is a
 _MAX_TTL_S = 7 * 86400.0
 _YEAR_9999 = 253402300799.0
 _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
+_NO_TIMES = {errno.EPERM, errno.EACCES, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EROFS}
+_MTIME_SLACK_NS = 2_000_000_000  # a time read back this far from the one set was not kept
 
 
 def _user() -> str:
@@ -93,6 +106,7 @@ class LockInfo:
     token: str
     pid_started: float | None = None
     pid_ns: str | None = None
+    refreshed_by: str = "content"  # "mtime": refreshes move the file's modification time
 
     @classmethod
     def from_json(cls, raw: bytes) -> LockInfo | None:
@@ -148,6 +162,7 @@ class LockInfo:
             token=str(d["token"]),
             pid_started=started,
             pid_ns=ns if isinstance(ns, str) else None,
+            refreshed_by="mtime" if d.get("refreshed_by") == "mtime" else "content",
         )
 
     def to_json(self) -> bytes:
@@ -175,12 +190,42 @@ class LockInfo:
         )
 
 
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _effective(info: LockInfo | None, st: os.stat_result) -> LockInfo | None:
+    """``info`` with the expiry its holder's last refresh set (see the module's docstring)."""
+    if info is None or info.refreshed_by != "mtime" or st.st_mtime <= info.expires:
+        return info
+    return replace(info, expires=st.st_mtime)
+
+
+def _read(path: Path) -> tuple[LockInfo | None, bytes, os.stat_result] | None:
+    """A lock file's lock (with its effective expiry), its bytes and its status, all of one
+    inode (read through one descriptor); None when there is no file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        raw = _read_fd(fd)
+    finally:
+        os.close(fd)
+    return _effective(LockInfo.from_json(raw), st), raw, st
+
+
 def read_lock(scratch_root: Path) -> LockInfo | None:
     """The lock of a scratch folder, or None if there is none or it is unreadable."""
     try:
-        return LockInfo.from_json((scratch_root / LOCK_NAME).read_bytes())
+        seen = _read(scratch_root / LOCK_NAME)
     except OSError:
         return None
+    return seen[0] if seen is not None else None
 
 
 class TargetLock:
@@ -218,6 +263,7 @@ class TargetLock:
         self.lost: str | None = None  # set by the heartbeat if someone took our lock
         self.info: LockInfo | None = None
         self._written = 0.0
+        self._by_mtime = True  # False once this filesystem did not keep a modification time
         self._io = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -238,6 +284,7 @@ class TargetLock:
             token=self.token,
             pid_started=procfs.start_time(pid),
             pid_ns=procfs.pid_namespace(),
+            refreshed_by="mtime",
         )
 
     def _write_private(self, info: LockInfo, suffix: str) -> Path:
@@ -289,12 +336,7 @@ class TargetLock:
         return True
 
     def _inspect(self) -> tuple[LockInfo | None, bytes, os.stat_result] | None:
-        try:
-            st = os.stat(self.path)
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return LockInfo.from_json(raw), raw, st
+        return _read(self.path)
 
     def _take_over(self, raw: bytes, st: os.stat_result, why: str) -> bool:
         """Remove a stale lock, unless it changed since we judged it (under a guard file)."""
@@ -311,8 +353,13 @@ class TargetLock:
         os.close(fd)
         try:
             now = self._inspect()
-            if now is None or now[1] != raw or now[2].st_ino != st.st_ino:
-                return False  # released or replaced since we looked: judge again
+            if (
+                now is None
+                or now[1] != raw
+                or (now[2].st_dev, now[2].st_ino, now[2].st_mtime_ns)
+                != (st.st_dev, st.st_ino, st.st_mtime_ns)
+            ):
+                return False  # released, replaced or refreshed since we looked: judge again
             os.unlink(self.path)
             self.took_over = why
             return True
@@ -382,14 +429,20 @@ class TargetLock:
             return False
         if not force and time.monotonic() - self._written < self.ttl_s / 4:
             return False
+        expires = time.time() + self.ttl_s
         info = self._content()  # here: in a child, getpid() would name the child
         with self._io:
-            holder = self._in_child(lambda: self._rewrite(info), "refreshing the lock")
+            holder, kept = None, None
+            if self._by_mtime:
+                holder, kept = self._in_child(lambda: self._touch(expires), "refreshing the lock")
+                self._by_mtime = holder is not None or kept is not None
+            if not self._by_mtime:
+                holder = self._in_child(lambda: self._rewrite(info), "refreshing the lock")
         if holder is not None:
             self.held = False
             self.lost = f"the lock on {self.root.parent} was taken over; now held by {holder}"
             raise LockLostError(self.lost)
-        self.info = info
+        self.info = info if kept is None or self.info is None else replace(self.info, expires=kept)
         self._written = time.monotonic()
         return True
 
@@ -398,6 +451,41 @@ class TargetLock:
         if self.quiet_s is None:
             return step()
         return child.call(step, self.quiet_s, what=f"{what} in {self.root}")
+
+    def _touch(self, expires: float) -> tuple[str | None, float | None]:
+        """Move our lock file's modification time to ``expires``, through a descriptor whose
+        inode carries our token. Returns (who holds the name now, None) when it is not ours;
+        (None, the expiry read back) when the time moved; (None, None) where this filesystem
+        does not keep a time set so."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return "nobody", None
+        try:
+            st = os.fstat(fd)
+            info = _effective(LockInfo.from_json(_read_fd(fd)), st)
+            if info is None or info.token != self.token:
+                return (info.describe() if info is not None else "nobody"), None
+            ns = int(expires * 1e9)
+            try:
+                os.utime(fd, ns=(ns, ns))
+            except OSError as exc:
+                if exc.errno in _NO_TIMES:
+                    return None, None
+                raise
+            kept = os.fstat(fd)
+            if abs(kept.st_mtime_ns - ns) > _MTIME_SLACK_NS:
+                return None, None
+            try:  # frozen between the check and the touch, we touched a file taken over
+                now = os.stat(self.path)
+            except FileNotFoundError:
+                return "nobody", None
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                seen = self._inspect()
+                return (seen[0].describe() if seen and seen[0] else "nobody"), None
+            return None, max(info.expires, kept.st_mtime)
+        finally:
+            os.close(fd)
 
     def _rewrite(self, info: LockInfo) -> str | None:
         """Replace the file by ``info`` if it is still ours; else who holds it now."""

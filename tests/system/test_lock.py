@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -131,6 +132,77 @@ def test_expiry_frozen_holder_is_taken_over_and_learns_it(root: Path) -> None:
             os.kill(holder.pid, signal.SIGCONT)
             holder.kill()
             holder.wait()
+
+
+def test_a_holder_frozen_between_its_check_and_its_refresh_does_not_undo_a_takeover(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race CI caught: the holder reads the file, finds its token, and stops; its lock
+    expires and another run takes it over; the holder, continued, refreshes. Its refresh
+    must not put its lock back over the new holder's, and it must learn it lost."""
+    from iobench.system import lock as lock_module
+
+    a = TargetLock(root, "run-A", ttl_s=0.3, heartbeat=False).acquire()
+    time.sleep(0.4)  # expired: only a refresh would have kept it
+    parse = lock_module.LockInfo.from_json
+    taken: list[TargetLock | None] = []
+
+    def frozen_here(raw: bytes) -> lock_module.LockInfo | None:
+        info = parse(raw)
+        if not taken and info is not None and info.token == a.token:
+            taken.append(None)  # once: run-B's own reads pass through
+            taken[0] = TargetLock(root, "run-B", ttl_s=60, heartbeat=False).acquire()
+        return info
+
+    with monkeypatch.context() as m:
+        m.setattr(lock_module.LockInfo, "from_json", staticmethod(frozen_here))
+        with pytest.raises(LockLostError, match="run run-B"):
+            a.refresh(force=True)
+    (b,) = taken
+    assert b is not None and "expired" in b.took_over
+    held = read_lock(root)
+    assert held.run_id == "run-B" and held.token == b.token and held == b.info
+    a.release()  # not ours any more: left alone
+    assert read_lock(root).token == b.token
+    b.release()
+    assert not (root / LOCK_NAME).exists()
+
+
+@pytest.mark.parametrize("fs", ["refuses", "ignores"])
+def test_where_a_filesystem_keeps_no_set_time_the_refresh_rewrites_the_file(
+    root: Path, monkeypatch: pytest.MonkeyPatch, fs: str
+) -> None:
+    """Some FUSE filesystems refuse to set times, some accept and drop them: either way a
+    refresh must still move the expiry others read, or a live run's lock would expire."""
+    lock = TargetLock(root, "run-A", ttl_s=100, heartbeat=False).acquire()
+    first = read_lock(root)
+    real = os.utime
+
+    def utime(path: object, *args: object, **kwargs: object) -> None:
+        if fs == "refuses":
+            raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "utime", utime)
+    time.sleep(0.05)
+    assert lock.refresh(force=True) is True
+    again = read_lock(root)
+    assert again.expires > first.expires and again.token == lock.token
+    assert again == lock.info and lock._by_mtime is False
+    monkeypatch.setattr(os, "utime", real)
+    lock.release()
+    assert not (root / LOCK_NAME).exists()
+
+
+def test_a_refresh_moves_only_the_files_modification_time(root: Path) -> None:
+    lock = TargetLock(root, "run-A", ttl_s=100, heartbeat=False).acquire()
+    path = root / LOCK_NAME
+    before, inode = path.read_bytes(), path.stat().st_ino
+    time.sleep(0.05)
+    assert lock.refresh(force=True) is True
+    assert path.read_bytes() == before and path.stat().st_ino == inode  # never rewritten
+    assert read_lock(root).expires == pytest.approx(path.stat().st_mtime)
+    assert json.loads(before)["refreshed_by"] == "mtime"
+    lock.release()
 
 
 def test_foreign_host_lock_expires(root: Path) -> None:
