@@ -118,13 +118,25 @@ def load_opmix(installer: str = "pip", path: Path = OPMIX_FILE) -> dict[str, Any
     return copy.deepcopy(data[installer])
 
 
-def _excess_ms(op: str, where: Costs, fast: Costs) -> float:
+def fast_costs(opmix: dict[str, Any]) -> Costs:
+    """The costs of the tmpfs the fast times of ``opmix`` were measured on."""
+    fc = opmix["fast_costs"]
+    return Costs(
+        {op: float(v) for op, v in fc.items() if op in OPS},
+        fc.get("write_mbps"),
+        fc.get("read_mbps"),
+    )
+
+
+def excess_ms(op: str, where: Costs, fast: Costs) -> float:
+    """What one ``op`` costs in ``where`` over the fast folder, in ms (0 when not probed)."""
     slow = where.ms.get(op)
     base = fast.ms.get(op, 0.0)
     return max(0.0, slow - base) if slow is not None else 0.0
 
 
-def _excess_s_per_mb(where: float | None, fast: float | None) -> float:
+def excess_s_per_mb(where: float | None, fast: float | None) -> float:
+    """Seconds per MB moved at ``where`` MB/s over the fast folder's (0 when not probed)."""
     if not where or where <= 0:
         return 0.0
     return max(0.0, 1.0 / where - (1.0 / fast if fast else 0.0))
@@ -159,11 +171,11 @@ def storage_seconds(
 ) -> float:
     """Extra seconds one role's operations and bytes cost in ``where`` over the fast folder,
     in a phase lasting ``phase_s`` (which decides how many stats the client cache answers)."""
-    ops = sum(float(mix.get(op, 0)) * _excess_ms(op, where, fast) for op in OPS if op != "stat") * k
-    ops += stats_sent(mix, phase_s, k, attr_cache_s) * _excess_ms("stat", where, fast)
+    ops = sum(float(mix.get(op, 0)) * excess_ms(op, where, fast) for op in OPS if op != "stat") * k
+    ops += stats_sent(mix, phase_s, k, attr_cache_s) * excess_ms("stat", where, fast)
     mb_w = float(mix.get("bytes_written", 0)) / 1e6
     mb_r = float(mix.get("bytes_read", 0)) / 1e6
-    data = mb_w * _excess_s_per_mb(where.write_mbps, fast.write_mbps) + mb_r * _excess_s_per_mb(
+    data = mb_w * excess_s_per_mb(where.write_mbps, fast.write_mbps) + mb_r * excess_s_per_mb(
         where.read_mbps, fast.read_mbps
     )
     return ops / 1000.0 + data * k_b
@@ -184,7 +196,7 @@ class Size:
         return cls(profile.name, profile.file_count, profile.total_bytes, len(profile.dists))
 
 
-def _scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
+def scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
     """(operations, bytes) scale of a phase: the venv is the same for every install, the
     download's operations go with the number of wheels, the rest with installed files."""
     if phase == "venv":
@@ -207,7 +219,7 @@ def fast_phases(
     if measured:
         return {p: float(v) * cpu for p, v in measured.items()}
     base = opmix["fast"][traced.name][state]
-    return {p: float(base.get(p, 0.0)) * _scales(p, size, traced)[0] * cpu for p in PHASES}
+    return {p: float(base.get(p, 0.0)) * scales(p, size, traced)[0] * cpu for p in PHASES}
 
 
 def predict_config(
@@ -226,12 +238,7 @@ def predict_config(
     state = "warm" if cache_state == "warm" else "cold"
     traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
     size = size or traced
-    fc = opmix["fast_costs"]
-    fast = Costs(
-        {op: float(v) for op, v in fc.items() if op in OPS},
-        fc.get("write_mbps"),
-        fc.get("read_mbps"),
-    )
+    fast = fast_costs(opmix)
     base = fast_s or fast_phases(opmix, state, size, traced, cpu_s)
     phases: dict[str, float] = {}
     storage: dict[str, float] = {}
@@ -245,7 +252,7 @@ def predict_config(
         length: float | None = None
         for _ in range(_ITERATIONS):  # the phase's length decides how many stats are cached
             extra = sum(
-                storage_seconds(m, w, fast, *_scales(phase, size, traced), length, attr_cache_s)
+                storage_seconds(m, w, fast, *scales(phase, size, traced), length, attr_cache_s)
                 for m, w in mixes
             )
             length = fast_s_phase + extra

@@ -8,9 +8,11 @@ Why: on a pod that bills by the minute, "35 trials" says nothing until it says "
    fastest and slowest trial (first start and restart together) times the trials planned,
    and that run's own overhead (run wall over its trials' time) on top.
 2. **The model** — a probe of each role (about a second each; what it writes is removed)
-   and each config's predicted time-to-ready (:mod:`iobench.predict.model`), given a range
-   of 0.7 to 2 times the figure: the errors docs/prediction.md records run from -34 % (the
-   fast configs, from the probe alone) to about +100 % beside a noisy neighbour.
+   and each config's predicted time-to-ready (:mod:`iobench.predict.model`), with a
+   start-up strategy's persist step and restart on top in a lifecycle run
+   (:mod:`iobench.predict.lifecycle`), given a range of 0.7 to 2 times the figure: the
+   errors docs/prediction.md records run from -34 % (the fast configs, from the probe
+   alone) to about +100 % beside a noisy neighbour.
 
 Neither applies (real packages, first run here): the estimate says so and how to get one
 (``--repeats 1`` measures each config once). With ``--repeats auto`` the low end counts the
@@ -29,10 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import IOBenchError
-from iobench.predict.model import predicted_by_config, unpredictable
+from iobench.predict.lifecycle import predict_lifecycle
+from iobench.predict.model import Size, folders_of, predicted_by_config, unpredictable
 from iobench.predict.probe import probe_roles
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import overhead_ratio
+from iobench.trial.strategies import StrategyError, choose_method
+from iobench.wheels.profile import load_profile
 
 #: the model's range around its figure (see the module's docstring)
 MODEL_LOW, MODEL_HIGH = 0.7, 2.0
@@ -137,10 +142,42 @@ def from_earlier_run(
     return None
 
 
+def _pack_method(asked: str) -> str:
+    """The archive ``auto`` makes here (tar when none of its tools is installed)."""
+    if asked != "auto":
+        return asked.split(",")[0]  # several: each config names its own
+    try:
+        return choose_method("auto")
+    except StrategyError:
+        return "tar"
+
+
+def _with_lifecycle(
+    scenario: Any, doc: dict[str, Any], timed: dict[str, float], pack_method: str
+) -> dict[str, float]:
+    """Each config's first start plus its strategy's persist step and restart; a config whose
+    lifecycle the model cannot time is left out."""
+    folders, size = folders_of(doc), Size.of(load_profile(scenario.wheels))
+    out = {}
+    for cfg in scenario.configs:
+        if cfg.name not in timed:
+            continue
+        method = _pack_method(cfg.pack_method or pack_method)
+        life = predict_lifecycle(cfg, folders, size, method, cpu_s=doc.get("cpu_s"))
+        if life is not None:
+            out[cfg.name] = timed[cfg.name] + life.total_s
+    return out
+
+
 def from_model(
-    scenario: Any, roles: dict[str, Path], planned: Sequence[str], auto_rounds: int | None
+    scenario: Any,
+    roles: dict[str, Path],
+    planned: Sequence[str],
+    auto_rounds: int | None,
+    pack_method: str = "auto",
 ) -> Estimate | None:
-    """The range from a short probe of each role and the model (None: no config predictable)."""
+    """The range from a short probe of each role and the model (None: no config predictable).
+    ``pack_method``: the run's ``--pack-method`` (a lifecycle run's archives)."""
     names = {c.name for c in scenario.configs if unpredictable(c, scenario) is None}
     if not names:
         return None
@@ -158,14 +195,18 @@ def from_model(
             shutil.rmtree(path, ignore_errors=True)  # made by mkdtemp above: ours alone
     predicted = predicted_by_config(scenario, doc)
     timed = {c: s for c, s in predicted.items() if s is not None and c in names}
+    if scenario.lifecycle:
+        timed = _with_lifecycle(scenario, doc, timed, pack_method)
+    if not timed:
+        return None
     low_n, high_n = _counts(sorted(timed), planned, auto_rounds)
     left = sum(1 for p in planned if p not in timed)
     base_low = sum(timed[c] * n for c, n in low_n.items()) * DEFAULT_OVERHEAD
     base_high = sum(timed[c] * n for c, n in high_n.items()) * DEFAULT_OVERHEAD
-    restarts = "; the first starts only: restarts come on top" if scenario.lifecycle else ""
+    steps = ", persist steps and restarts included" if scenario.lifecycle else ""
     return Estimate(base_low * MODEL_LOW, base_high * MODEL_HIGH,
                     "from a 1 s probe of each role and the model, whose figure it spans "
-                    f"{MODEL_LOW:g}-{MODEL_HIGH:g}x{restarts}", left)  # fmt: skip
+                    f"{MODEL_LOW:g}-{MODEL_HIGH:g}x{steps}", left)  # fmt: skip
 
 
 def estimate(plan: Any, planned: Sequence[str], auto_rounds: int | None) -> tuple[str, bool]:
@@ -179,7 +220,7 @@ def estimate(plan: Any, planned: Sequence[str], auto_rounds: int | None) -> tupl
     )
     probed = False
     if found is None and plan.scenario.installs:
-        found = from_model(plan.scenario, plan.roles, planned, auto_rounds)
+        found = from_model(plan.scenario, plan.roles, planned, auto_rounds, plan.pack_method)
         probed = found is not None
     if found is None:
         return ("time      no estimate: no earlier run of this scenario on this target, and the "

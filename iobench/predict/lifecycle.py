@@ -1,0 +1,303 @@
+"""Predict a start-up strategy's persist step and cold restart from the probe that predicts
+its first start (what ``--dry-run`` needs to time a lifecycle run; docs/prediction.md).
+
+    persist = P(step) · s  +  the step's operations and bytes on the target, at its excess cost
+    restart = R(step) · s  +  the restore's operations and bytes on the target, at its excess cost
+            + the ready check: the model's import phase, the venv where the strategy keeps it
+            + the install again, for reinstall (the cache warm when kept on the target) and
+              packed-cache (from its restored cache, every role on local disk)
+
+- **The trees**: what a step moves is what the traced install left behind
+  (:mod:`iobench.predict.opmix`): the venv's files, folders and bytes are the creations in
+  the venv role over every phase, the cache's those of the download phase in the cache
+  role, scaled to the profile predicted as the model scales them (the venv's seed and
+  pip's bytecode of itself stay as traced).
+- **P and R**: each step's time with the target on tmpfs, measured for the smoke profile
+  (``lifecycle.toml``, beside ``opmix.toml``: copying, compressing, mounting, with every
+  byte in memory), scaled by the bytes moved (a mount's time does not grow with the tree)
+  and by the CPU sample as ``F`` is.
+- **The operations on the target**, per step: ``cp -a`` out creates each file, sets its
+  mode and times (two attribute calls, priced as the probe's chmod) and makes each folder;
+  ``cp -a`` back opens and reads each file and folder; a pack creates one archive and writes
+  it (bytes = the venv's times the archive's measured ratio); an extracting restore reads it
+  whole; a mounted squashfs reads the archive's share of what the ready check reads;
+  prewarm's restart reads the ready check's files in batches of 64, 32 at once.
+- ``excess``: as the model's, the target's cost over the fast folder's (the tmpfs P and R
+  were measured on), so the fast part is not paid twice.
+
+Approximated: layered-venv is priced as a persistent venv holding the whole tree (the
+image's part is local), fan-out as one pod's packed-venv (a fleet's restores share the
+volume); prewarm's record step as one more ready check.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iobench.errors import UsageError
+from iobench.predict.model import (
+    Costs,
+    Size,
+    excess_ms,
+    excess_s_per_mb,
+    fast_costs,
+    load_opmix,
+    predict_config,
+    scales,
+)
+from iobench.rundir.records import PHASES
+from iobench.trial.prewarm import PREWARM_JOBS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+STEPS_FILE = Path(__file__).parent / "lifecycle.toml"
+#: the restores that mount the archive (the rest extract it whole)
+_MOUNTED = ("squashfs", "squashfs-loop", "squashfs-fuse")
+#: the parts that are a first start's persist step (the rest are the restart's)
+_PERSIST = ("pack", "copy-out", "pack-cache", "record")
+
+
+@dataclass(frozen=True)
+class Tree:
+    """What a step moves: files, folders and bytes."""
+
+    files: float
+    dirs: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """A strategy's predicted persist step and restart, in seconds, with their parts."""
+
+    config: str
+    persist_s: float
+    restart_s: float
+    parts: dict[str, float]
+
+    @property
+    def total_s(self) -> float:
+        return self.persist_s + self.restart_s
+
+
+@functools.lru_cache(maxsize=4)
+def _steps_file(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
+
+
+def load_steps(path: Path = STEPS_FILE) -> dict[str, Any]:
+    """The measured fast step times and archive ratios."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
+    return _steps_file(path, (st.st_mtime_ns, st.st_size))
+
+
+def tree(opmix: dict[str, Any], role: str, phases: tuple[str, ...], size: Size) -> Tree:
+    """The files, folders and bytes the traced install (cold) left in ``role`` over
+    ``phases``, scaled to ``size`` as the model scales each phase — but for the venv's own
+    seed (its venv phase) and pip's bytecode of itself (what pip writes into the venv while
+    it downloads), the same for every install."""
+    traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+    files = dirs = data = 0.0
+    for phase in phases:
+        mix = opmix["ops"]["cold"].get(phase, {}).get(role) or {}
+        own = role == "venv" and phase in ("venv", "download")
+        k, k_b = (1.0, 1.0) if own else scales(phase, size, traced)
+        files += max(0.0, float(mix.get("create", 0)) - float(mix.get("unlink", 0))) * k
+        dirs += float(mix.get("mkdir", 0)) * k
+        data += float(mix.get("bytes_written", 0)) * k_b
+    return Tree(files, dirs, data)
+
+
+def _ops_s(counts: dict[str, float], where: Costs, fast: Costs) -> float:
+    return sum(n * excess_ms(op, where, fast) for op, n in counts.items()) / 1000.0
+
+
+def copy_out_s(t: Tree, where: Costs, fast: Costs) -> float:
+    """``cp -a`` of the tree onto ``where``: its storage part."""
+    ops = {"create": t.files, "chmod": 2 * (t.files + t.dirs), "mkdir": t.dirs}
+    return _ops_s(ops, where, fast) + t.bytes / 1e6 * excess_s_per_mb(
+        where.write_mbps, fast.write_mbps
+    )
+
+
+def copy_in_s(t: Tree, where: Costs, fast: Costs) -> float:
+    """``cp -a`` of the tree from ``where`` to local disk: its storage part."""
+    ops = {"open_read": t.files + t.dirs, "stat": t.files + t.dirs}
+    return _ops_s(ops, where, fast) + t.bytes / 1e6 * excess_s_per_mb(
+        where.read_mbps, fast.read_mbps
+    )
+
+
+def write_archive_s(nbytes: float, where: Costs, fast: Costs) -> float:
+    return _ops_s({"create": 1}, where, fast) + nbytes / 1e6 * excess_s_per_mb(
+        where.write_mbps, fast.write_mbps
+    )
+
+
+def read_archive_s(nbytes: float, where: Costs, fast: Costs) -> float:
+    return _ops_s({"open_read": 1}, where, fast) + nbytes / 1e6 * excess_s_per_mb(
+        where.read_mbps, fast.read_mbps
+    )
+
+
+def _fast(steps: dict[str, Any], key: str, scale: float, cpu: float) -> float:
+    found = steps["fast"].get(key)
+    if found is None:
+        raise UsageError(f"{STEPS_FILE}: no fast time for step '{key}'")
+    return float(found) * scale * cpu
+
+
+class _Steps:
+    """One config's figures: what its steps move, what they cost, and its ready check."""
+
+    def __init__(self, cfg: Any, folders: dict[str, Costs], size: Size, cpu_s: float | None,
+                 opmix: dict[str, Any], steps: dict[str, Any]) -> None:  # fmt: skip
+        self.cfg, self.folders, self.size, self.cpu_s = cfg, folders, size, cpu_s
+        self.opmix, self.steps = opmix, steps
+        self.fast, self.target = fast_costs(opmix), folders["target"]
+        self.venv = tree(opmix, "venv", PHASES, size)
+        self.s = self.venv.bytes / float(steps["profile"]["venv_bytes"])  # steps go with bytes
+        then = steps.get("cpu_s")
+        self.cpu = cpu_s / float(then) if cpu_s and then else 1.0
+
+    def measured(self, key: str, scale: float) -> float:
+        """A step's time on tmpfs (``lifecycle.toml``), scaled and at this machine's CPU."""
+        return _fast(self.steps, key, scale, self.cpu)
+
+    def ready(self, where: Costs) -> float:
+        """The ready check with the venv in ``where``, its caches cold: the import phase."""
+        pred = predict_config(self.cfg.name, {"venv": where}, "cold", self.opmix, self.size,
+                              cpu_s=self.cpu_s)  # fmt: skip
+        return pred.phases["import"]
+
+    def install(self, state: str) -> float:
+        """The whole install again, the config's roles, the cache ``state``."""
+        cfg, f = self.cfg, self.folders
+        roles = {"venv": f[cfg.venv], "tmpdir": f[cfg.tmpdir],
+                 "cache": f[cfg.cache] if cfg.cache != "off" else None}  # fmt: skip
+        pred = predict_config(cfg.name, roles, state, self.opmix, self.size, cpu_s=self.cpu_s)
+        skip = pred.phases.get("compile", 0.0) if cfg.compile != "on" else 0.0
+        return pred.total_s - skip
+
+    def reinstall(self, method: str) -> dict[str, float]:
+        return {"install": self.install("warm" if self.cfg.cache == "target" else "cold")}
+
+    def in_place(self, method: str) -> dict[str, float]:
+        return {"ready": self.ready(self.target)}
+
+    def prewarm(self, method: str) -> dict[str, float]:
+        """The ready check once more, listing its files; at the restart they are read in
+        batches of 64, 32 batches at once, before the ready check."""
+        n, nbytes = _import_reads(self.opmix, self.size)
+        at_once = max(1.0, min(PREWARM_JOBS, math.ceil(n / 64)))
+        reads = _ops_s({"open_read": n}, self.target, self.fast) + read_archive_s(
+            nbytes, self.target, self.fast
+        )
+        return {
+            "record": self.ready(self.target),
+            "prewarm": self.measured("prewarm", 1.0) + reads / at_once,
+            "ready": self.ready(self.target),
+        }
+
+    def packed(self, method: str) -> dict[str, float]:
+        known = method.startswith("squashfs") or method in self.steps["ratio"]
+        method = method if known else "squashfs"
+        kind = "squashfs" if method.startswith("squashfs") else method
+        ratio = float(self.steps["ratio"][kind])
+        archive = self.venv.bytes * ratio
+        if method in _MOUNTED:  # the ready check reads the archive's share of its files
+            read = read_archive_s(_import_reads(self.opmix, self.size)[1] * ratio, self.target,
+                                  self.fast)  # fmt: skip
+        else:
+            read = read_archive_s(archive, self.target, self.fast)
+        restore = "squashfs-loop" if method == "squashfs" else method
+        grows = 1.0 if method in _MOUNTED else self.s  # a mount's time is not the tree's
+        return {
+            "pack": self.measured(f"pack.{kind}", self.s)
+            + write_archive_s(archive, self.target, self.fast),
+            "restore": self.measured(f"restore.{restore}", grows) + read,
+            "ready": self.ready(self.folders[self.cfg.venv]),
+        }
+
+    def copied(self, method: str) -> dict[str, float]:
+        return {
+            "copy-out": self.measured("copy-out", self.s)
+            + copy_out_s(self.venv, self.target, self.fast),
+            "copy-in": self.measured("copy-in", self.s)
+            + copy_in_s(self.venv, self.target, self.fast),
+            "ready": self.ready(self.folders[self.cfg.venv]),
+        }
+
+    def packed_cache(self, method: str) -> dict[str, float]:
+        cache = tree(self.opmix, "cache", ("download",), self.size)
+        archive = cache.bytes * float(self.steps["ratio"]["cache"])
+        c = cache.bytes / float(self.steps["profile"]["cache_bytes"])
+        return {
+            "pack-cache": self.measured("pack-cache", c)
+            + write_archive_s(archive, self.target, self.fast),
+            "restore-cache": self.measured("restore-cache", c)
+            + read_archive_s(archive, self.target, self.fast),
+            "install": self.install("warm"),
+        }
+
+
+#: each strategy's steps (fan-out alone is packed-venv; layered-venv is priced as a
+#: persistent venv holding the whole tree)
+_BY_STRATEGY = {
+    "reinstall": _Steps.reinstall,
+    "persistent-venv": _Steps.in_place,
+    "layered-venv": _Steps.in_place,
+    "prewarm": _Steps.prewarm,
+    "packed-venv": _Steps.packed,
+    "fan-out": _Steps.packed,
+    "copied-venv": _Steps.copied,
+    "packed-cache": _Steps.packed_cache,
+}
+
+
+def predict_lifecycle(
+    cfg: Any,
+    folders: dict[str, Costs],
+    size: Size,
+    pack_method: str,
+    cpu_s: float | None = None,
+    opmix: dict[str, Any] | None = None,
+    steps: dict[str, Any] | None = None,
+) -> Lifecycle | None:
+    """The persist step and restart of ``cfg`` (a scenario config with a ``strategy``),
+    ``folders`` mapping roles to costs, ``pack_method`` the restore a packing strategy uses
+    (``auto`` resolved: squashfs, tar+zstd, tar, or a squashfs way). None: a strategy it
+    does not know, or a role not probed."""
+    how = _BY_STRATEGY.get(getattr(cfg, "strategy", "") or "")
+    if how is None or "target" not in folders or not cfg.roles() <= set(folders):
+        return None
+    one = _Steps(cfg, folders, size, cpu_s, opmix or load_opmix(cfg.installer),
+                 steps or load_steps())  # fmt: skip
+    parts = how(one, pack_method)
+    persist = sum(v for k, v in parts.items() if k in _PERSIST)
+    return Lifecycle(cfg.name, persist, sum(parts.values()) - persist, parts)
+
+
+def _import_reads(opmix: dict[str, Any], size: Size) -> tuple[float, float]:
+    """The files the ready check opens in the venv, and the bytes it reads there."""
+    traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+    mix = opmix["ops"]["cold"].get("import", {}).get("venv") or {}
+    k, k_b = scales("import", size, traced)
+    return float(mix.get("open_read", 0)) * k, float(mix.get("bytes_read", 0)) * k_b
+
+
+__all__ = ["Lifecycle", "Tree", "load_steps", "predict_lifecycle", "tree"]
