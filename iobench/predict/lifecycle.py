@@ -25,9 +25,10 @@ its first start (what ``--dry-run`` needs to time a lifecycle run; docs/predicti
 - ``excess``: as the model's, the target's cost over the fast folder's (the tmpfs P and R
   were measured on), so the fast part is not paid twice.
 
-Approximated: layered-venv is priced as a persistent venv holding the whole tree (the
-image's part is local), fan-out as one pod's packed-venv (a fleet's restores share the
-volume); prewarm's record step as one more ready check.
+A layered venv's ready check is two: what the image lacks, read from the target, and the
+image's part, read from local disk (:meth:`iobench.predict.model.Size.split`). Approximated:
+fan-out as one pod's packed-venv (a fleet's restores share the volume); prewarm's record
+step as one more ready check.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ class _Steps:
     """One config's figures: what its steps move, what they cost, and its ready check."""
 
     def __init__(self, cfg: Any, folders: dict[str, Costs], size: Size, cpu_s: float | None,
-                 opmix: dict[str, Any], steps: dict[str, Any]) -> None:  # fmt: skip
+                 opmix: dict[str, Any], steps: dict[str, Any], image: Size | None) -> None:  # fmt: skip
         self.cfg, self.folders, self.size, self.cpu_s = cfg, folders, size, cpu_s
+        self.image = image
         self.opmix, self.steps = opmix, steps
         self.fast, self.target = fast_costs(opmix), folders["target"]
         self.venv = tree(opmix, "venv", PHASES, size)
@@ -178,10 +180,11 @@ class _Steps:
         """A step's time on tmpfs (``lifecycle.toml``), scaled and at this machine's CPU."""
         return _fast(self.steps, key, scale, self.cpu)
 
-    def ready(self, where: Costs) -> float:
-        """The ready check with the venv in ``where``, its caches cold: the import phase."""
-        pred = predict_config(self.cfg.name, {"venv": where}, "cold", self.opmix, self.size,
-                              cpu_s=self.cpu_s)  # fmt: skip
+    def ready(self, where: Costs, size: Size | None = None) -> float:
+        """The ready check with the venv (or ``size`` of it) in ``where``, its caches cold:
+        the import phase."""
+        pred = predict_config(self.cfg.name, {"venv": where}, "cold", self.opmix,
+                              size or self.size, cpu_s=self.cpu_s)  # fmt: skip
         return pred.phases["import"]
 
     def install(self, state: str) -> float:
@@ -198,6 +201,11 @@ class _Steps:
 
     def in_place(self, method: str) -> dict[str, float]:
         return {"ready": self.ready(self.target)}
+
+    def layered(self, method: str) -> dict[str, float]:
+        """The ready check reads what the image lacks from the target, the rest locally."""
+        local = self.ready(self.folders[self.cfg.tmpdir], self.image) if self.image else 0.0
+        return {"ready": self.ready(self.target) + local}
 
     def prewarm(self, method: str) -> dict[str, float]:
         """The ready check once more, listing its files; at the restart they are read in
@@ -255,12 +263,11 @@ class _Steps:
         }
 
 
-#: each strategy's steps (fan-out alone is packed-venv; layered-venv is priced as a
-#: persistent venv holding the whole tree)
+#: each strategy's steps (fan-out alone is packed-venv)
 _BY_STRATEGY = {
     "reinstall": _Steps.reinstall,
     "persistent-venv": _Steps.in_place,
-    "layered-venv": _Steps.in_place,
+    "layered-venv": _Steps.layered,
     "prewarm": _Steps.prewarm,
     "packed-venv": _Steps.packed,
     "fan-out": _Steps.packed,
@@ -277,16 +284,18 @@ def predict_lifecycle(
     cpu_s: float | None = None,
     opmix: dict[str, Any] | None = None,
     steps: dict[str, Any] | None = None,
+    image: Size | None = None,
 ) -> Lifecycle | None:
     """The persist step and restart of ``cfg`` (a scenario config with a ``strategy``),
-    ``folders`` mapping roles to costs, ``pack_method`` the restore a packing strategy uses
-    (``auto`` resolved: squashfs, tar+zstd, tar, or a squashfs way). None: a strategy it
-    does not know, or a role not probed."""
+    ``folders`` mapping roles to costs, ``size`` what it installs (a layered venv: what the
+    image lacks, ``image`` the rest; :meth:`Size.split`), ``pack_method`` the restore a
+    packing strategy uses (``auto`` resolved: squashfs, tar+zstd, tar, or a squashfs way).
+    None: a strategy it does not know, or a role not probed."""
     how = _BY_STRATEGY.get(getattr(cfg, "strategy", "") or "")
     if how is None or "target" not in folders or not cfg.roles() <= set(folders):
         return None
     one = _Steps(cfg, folders, size, cpu_s, opmix or load_opmix(cfg.installer),
-                 steps or load_steps())  # fmt: skip
+                 steps or load_steps(), image)  # fmt: skip
     parts = how(one, pack_method)
     persist = sum(v for k, v in parts.items() if k in _PERSIST)
     return Lifecycle(cfg.name, persist, sum(parts.values()) - persist, parts)

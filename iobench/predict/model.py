@@ -26,9 +26,13 @@ import copy
 import functools
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from iobench.errors import UsageError
 from iobench.predict.opmix import OPS
@@ -147,6 +151,8 @@ def stats_sent(mix: dict[str, Any], phase_s: float | None, k: float, attr_cache_
     traced stat curve at (phase length per traced install) / attribute-cache time,
     log-linearly between its points; once per path and phase when there is no curve."""
     curve = mix.get("stat_curve")
+    if k <= 0:  # nothing of it installed (a layered venv over an image holding it all)
+        return 0.0
     if not curve or phase_s is None or attr_cache_s <= 0:
         return float(mix.get("stat", 0)) * k
     x = max(phase_s / k / attr_cache_s, 1e-9)
@@ -194,6 +200,28 @@ class Size:
     def of(cls, profile: Any) -> Size:
         """From a :class:`iobench.wheels.profile.Profile`."""
         return cls(profile.name, profile.file_count, profile.total_bytes, len(profile.dists))
+
+    @classmethod
+    def split(cls, profile: Any, image: Sequence[str]) -> tuple[Size, Size]:
+        """A layered venv's two parts of ``profile``: what it installs (the distributions
+        the image lacks) and what it reads from the image (``image``: requirements). Each
+        part is scaled from the traced install, not from the profile's own fast times."""
+        held = {canonicalize_name(Requirement(r).name) for r in image}
+        parts: tuple[list[Any], list[Any]] = ([], [])
+        for d in profile.dists:
+            parts[canonicalize_name(d.name) in held].append(d)
+        return tuple(  # type: ignore[return-value]
+            cls(f"{profile.name}:{part}", sum(d.file_count for d in ds),
+                sum(d.total_bytes for d in ds), len(ds))
+            for part, ds in zip(("delta", "image"), parts, strict=True)
+        )  # fmt: skip
+
+
+def size_of(cfg: Any, scenario: Any, profile: Any) -> Size:
+    """What ``cfg`` installs of ``profile``: the whole of it, or for a layered venv what the
+    scenario's image lacks."""
+    layered = getattr(cfg, "strategy", "") == "layered-venv" and getattr(scenario, "image", ())
+    return Size.split(profile, scenario.image)[0] if layered else Size.of(profile)
 
 
 def scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
@@ -278,7 +306,7 @@ def predict_scenario(
     out = []
     for cfg in scenario.configs:
         state = _state(cfg)
-        size = Size.of(profile) if profile else None
+        size = size_of(cfg, scenario, profile) if profile else None
         pred = predict_config(
             cfg.name,
             _role_costs(cfg, folders),
@@ -413,7 +441,8 @@ def predicted_by_config(
             profile = load_profile(scenario.wheels)
         pred = predict_config(
             cfg.name, _role_costs(cfg, folders), cfg.cache_state, load_opmix(cfg.installer),
-            Size.of(profile), (fast_s or {}).get(_state(cfg)), cpu_s=probes.get("cpu_s"),
+            size_of(cfg, scenario, profile), (fast_s or {}).get(_state(cfg)),
+            cpu_s=probes.get("cpu_s"),
         )  # fmt: skip
         skip = pred.phases.get("compile", 0.0) if cfg.compile != "on" else 0.0
         total = pred.total_s - skip

@@ -32,7 +32,7 @@ from typing import Any
 
 from iobench.errors import IOBenchError
 from iobench.predict.lifecycle import predict_lifecycle
-from iobench.predict.model import Size, folders_of, predicted_by_config, unpredictable
+from iobench.predict.model import Size, folders_of, predicted_by_config, size_of, unpredictable
 from iobench.predict.probe import probe_roles
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import overhead_ratio
@@ -157,13 +157,16 @@ def _with_lifecycle(
 ) -> dict[str, float]:
     """Each config's first start plus its strategy's persist step and restart; a config whose
     lifecycle the model cannot time is left out."""
-    folders, size = folders_of(doc), Size.of(load_profile(scenario.wheels))
+    folders, profile = folders_of(doc), load_profile(scenario.wheels)
     out = {}
     for cfg in scenario.configs:
         if cfg.name not in timed:
             continue
         method = _pack_method(cfg.pack_method or pack_method)
-        life = predict_lifecycle(cfg, folders, size, method, cpu_s=doc.get("cpu_s"))
+        size = size_of(cfg, scenario, profile)
+        image = Size.split(profile, scenario.image)[1] if scenario.image else None
+        life = predict_lifecycle(cfg, folders, size, method, cpu_s=doc.get("cpu_s"),
+                                 image=image)  # fmt: skip
         if life is not None:
             out[cfg.name] = timed[cfg.name] + life.total_s
     return out

@@ -150,7 +150,10 @@ def test_json_schema_busy_gpus_without_p2p(
         "packed-venv",
         "copied-venv",
         "packed-cache",
+        "layered-venv",
     }
+    # a layered venv is predicted as what it installs over the image: less than all of it
+    assert torch["layered-venv"]["predicted_s"] < torch["persistent-venv"]["predicted_s"]
     assert all(
         p["predicted_s"] > 0
         and set(p["phases"]) == {"venv", "download", "install", "compile", "import"}

@@ -172,3 +172,35 @@ def test_the_dry_run_of_a_lifecycle_run_counts_persist_steps_and_restarts(
     alone = est.from_model(firsts, plan.roles, names, None, "tar")
     assert alone is not None and "restarts" not in alone.source and alone.low_s < got.low_s
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == []  # the probe's files gone
+
+
+def test_a_layered_venv_installs_and_reads_from_the_target_only_what_the_image_lacks() -> None:
+    from iobench.wheels.profile import load_profile
+
+    scenario = load_scenario("lifecycle")
+    profile = load_profile(scenario.wheels)
+    delta, image = model.Size.split(profile, scenario.image)
+    assert delta.dists == 1 and image.dists == 2  # smoke-core; smoke-ext and smoke-data
+    assert delta.files + image.files == profile.file_count
+    assert delta.bytes + image.bytes == profile.total_bytes
+    cfgs = _configs()
+    assert model.size_of(cfgs["layered-venv"], scenario, profile) == delta
+    assert model.size_of(cfgs["persistent-venv"], scenario, profile) == model.Size.of(profile)
+    folders = {"target": _slower(1.0), "tmp": FAST}
+    whole = model.Size.of(profile)
+    layered = lifecycle.predict_lifecycle(cfgs["layered-venv"], folders, delta, "tar",
+                                          image=image)  # fmt: skip
+    kept = lifecycle.predict_lifecycle(cfgs["persistent-venv"], folders, whole, "tar")
+    assert layered is not None and kept is not None
+    assert 0 < layered.restart_s < kept.restart_s
+    # its two reads: the delta from the target, the image's part from local disk
+    steps = lifecycle._Steps(cfgs["layered-venv"], folders, delta, None, OPMIX,
+                             lifecycle.load_steps(), image)  # fmt: skip
+    assert layered.parts["ready"] == pytest.approx(
+        steps.ready(folders["target"]) + steps.ready(FAST, image)
+    )
+    # an image that holds everything: nothing installed, nothing of it read from the target
+    nothing, everything = model.Size.split(profile, ["smoke-core", *scenario.image])
+    assert nothing.files == 0 and everything.files == profile.file_count
+    pred = model.predict_config("l", {"venv": folders["target"]}, "cold", OPMIX, nothing)
+    assert pred.phases["install"] == pred.phases["compile"] == pred.phases["import"] == 0
