@@ -33,9 +33,7 @@ step as one more ready check.
 
 from __future__ import annotations
 
-import functools
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,15 +47,11 @@ from iobench.predict.model import (
     fast_costs,
     load_opmix,
     predict_config,
+    read_toml,
     scales,
 )
 from iobench.rundir.records import PHASES
 from iobench.trial.prewarm import PREWARM_JOBS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 STEPS_FILE = Path(__file__).parent / "lifecycle.toml"
 #: the restores that mount the archive (the rest extract it whole)
@@ -89,21 +83,9 @@ class Lifecycle:
         return self.persist_s + self.restart_s
 
 
-@functools.lru_cache(maxsize=4)
-def _steps_file(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
-
-
 def load_steps(path: Path = STEPS_FILE) -> dict[str, Any]:
     """The measured fast step times and archive ratios."""
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
-    return _steps_file(path, (st.st_mtime_ns, st.st_size))
+    return read_toml(path)
 
 
 def tree(opmix: dict[str, Any], role: str, phases: tuple[str, ...], size: Size) -> Tree:

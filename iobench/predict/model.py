@@ -99,7 +99,7 @@ class Prediction:
 
 
 @functools.lru_cache(maxsize=8)
-def _opmix_file(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
+def _toml_file(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
     """The parsed file, once per version of it (``stamp``: mtime and size): a run's
     predictions read it twice per trial and config, ~5 ms of TOML parsing each time."""
     try:
@@ -108,13 +108,19 @@ def _opmix_file(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
         raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
 
 
-def load_opmix(installer: str = "pip", path: Path = OPMIX_FILE) -> dict[str, Any]:
-    """The traced operation mix and fast times of ``installer`` (a copy: callers may change it)."""
+def read_toml(path: Path) -> dict[str, Any]:
+    """One of the model's data files (``opmix.toml``, ``lifecycle.toml``), parsed once per
+    version of it; not to be changed by the caller."""
     try:
         st = path.stat()
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read as TOML ({exc})") from None
-    data = _opmix_file(path, (st.st_mtime_ns, st.st_size))
+    return _toml_file(path, (st.st_mtime_ns, st.st_size))
+
+
+def load_opmix(installer: str = "pip", path: Path = OPMIX_FILE) -> dict[str, Any]:
+    """The traced operation mix and fast times of ``installer`` (a copy: callers may change it)."""
+    data = read_toml(path)
     if installer not in data:
         raise UsageError(
             f"{path}: no operation mix for installer '{installer}' (has: {', '.join(sorted(data))})"
