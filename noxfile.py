@@ -169,13 +169,16 @@ def tests(session: nox.Session) -> None:
     if session.posargs:  # a selection of one's own: as given, in one process
         session.run("pytest", "-p", "no:cacheprovider", "--durations=15", *session.posargs)
         return
-    # everything but the timing tests on every core (at most 4: the lab's mounts and the
-    # runs' venvs are the load), then the timing tests alone, so that no assertion on a
-    # duration runs beside another test (10:57 serial, 6:40 this way on 2 cores)
-    # (worksteal: a worker that runs out takes queued tests from a busy one, so the longest
-    # tests, the fleet's launches at 30-45 s, do not leave one core idle at the end)
-    session.run("pytest", "-p", "no:cacheprovider", "-n", "auto", "--maxprocesses", "4",
-                "--dist", "worksteal", "-m", "not timing", "--durations=15")  # fmt: skip
+    # everything but the timing tests on one worker more than the cores (at most 4: the
+    # lab's mounts and the runs' venvs are the load), then the timing tests alone, so that
+    # no assertion on a duration runs beside another test (10:57 serial, 6:40 this way on 2
+    # cores). One more worker than cores: the tests wait on the mounts, launches and venvs
+    # they start as much as they compute (2 cores, back to back: 2 workers 7:55, 3 workers
+    # 6:39, 4 workers 6:52). (worksteal: a worker that runs out takes queued tests from a
+    # busy one, so the longest tests, the fleet's launches, do not leave a core idle at the end)
+    workers = str(min(4, (os.cpu_count() or 1) + 1))
+    session.run("pytest", "-p", "no:cacheprovider", "-n", workers, "--dist", "worksteal",
+                "-m", "not timing", "--durations=15")  # fmt: skip
     # only the files that mark a test timing: collecting all ~70 files takes 8 s here, these 2
     session.run("pytest", "-p", "no:cacheprovider", "-m", "timing", "--durations=5",
                 *_files_marking("timing"))  # fmt: skip
