@@ -204,19 +204,24 @@ def _effective(info: LockInfo | None, st: os.stat_result) -> LockInfo | None:
     return replace(info, expires=st.st_mtime)
 
 
+def _from_fd(fd: int) -> tuple[LockInfo | None, bytes, os.stat_result]:
+    """The lock (with its effective expiry), the bytes and the status of an open lock file:
+    all of one inode."""
+    st = os.fstat(fd)
+    raw = _read_fd(fd)
+    return _effective(LockInfo.from_json(raw), st), raw, st
+
+
 def _read(path: Path) -> tuple[LockInfo | None, bytes, os.stat_result] | None:
-    """A lock file's lock (with its effective expiry), its bytes and its status, all of one
-    inode (read through one descriptor); None when there is no file."""
+    """:func:`_from_fd` of the lock file at ``path``; None when there is no file."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
-        st = os.fstat(fd)
-        raw = _read_fd(fd)
+        return _from_fd(fd)
     finally:
         os.close(fd)
-    return _effective(LockInfo.from_json(raw), st), raw, st
 
 
 def read_lock(scratch_root: Path) -> LockInfo | None:
@@ -429,20 +434,20 @@ class TargetLock:
             return False
         if not force and time.monotonic() - self._written < self.ttl_s / 4:
             return False
-        expires = time.time() + self.ttl_s
-        info = self._content()  # here: in a child, getpid() would name the child
         with self._io:
-            holder, kept = None, None
+            holder, kept, info = None, None, self.info
             if self._by_mtime:
+                expires = time.time() + self.ttl_s
                 holder, kept = self._in_child(lambda: self._touch(expires), "refreshing the lock")
                 self._by_mtime = holder is not None or kept is not None
-            if not self._by_mtime:
+            if not self._by_mtime:  # rewrite the file: its content, made here (a child's
+                info = self._content()  # getpid() would name the child)
                 holder = self._in_child(lambda: self._rewrite(info), "refreshing the lock")
         if holder is not None:
             self.held = False
             self.lost = f"the lock on {self.root.parent} was taken over; now held by {holder}"
             raise LockLostError(self.lost)
-        self.info = info if kept is None or self.info is None else replace(self.info, expires=kept)
+        self.info = replace(info, expires=kept) if kept is not None and info else info
         self._written = time.monotonic()
         return True
 
@@ -462,8 +467,7 @@ class TargetLock:
         except FileNotFoundError:
             return "nobody", None
         try:
-            st = os.fstat(fd)
-            info = _effective(LockInfo.from_json(_read_fd(fd)), st)
+            info, _, st = _from_fd(fd)
             if info is None or info.token != self.token:
                 return (info.describe() if info is not None else "nobody"), None
             ns = int(expires * 1e9)
