@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.run_dir}: a run of 'lifecycle' is needed, not '{meta.scenario_name}'")
         return 2
     opmix = load_opmix("pip")
-    traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+    traced = Size.traced(opmix)
     venv = tree(opmix, "venv", PHASES, traced)
     cache = tree(opmix, "cache", ("download",), traced)
     fast: dict[str, list[float]] = {}

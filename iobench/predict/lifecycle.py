@@ -42,13 +42,12 @@ from iobench.errors import UsageError
 from iobench.predict.model import (
     Costs,
     Size,
-    excess_ms,
-    excess_s_per_mb,
     fast_costs,
     load_opmix,
     predict_config,
     read_toml,
     scales,
+    storage_seconds,
 )
 from iobench.rundir.records import PHASES
 from iobench.trial.prewarm import PREWARM_JOBS
@@ -93,7 +92,7 @@ def tree(opmix: dict[str, Any], role: str, phases: tuple[str, ...], size: Size) 
     ``phases``, scaled to ``size`` as the model scales each phase — but for the venv's own
     seed (its venv phase) and pip's bytecode of itself (what pip writes into the venv while
     it downloads), the same for every install."""
-    traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+    traced = Size.traced(opmix)
     files = dirs = data = 0.0
     for phase in phases:
         mix = opmix["ops"]["cold"].get(phase, {}).get(role) or {}
@@ -103,38 +102,6 @@ def tree(opmix: dict[str, Any], role: str, phases: tuple[str, ...], size: Size) 
         dirs += float(mix.get("mkdir", 0)) * k
         data += float(mix.get("bytes_written", 0)) * k_b
     return Tree(files, dirs, data)
-
-
-def _ops_s(counts: dict[str, float], where: Costs, fast: Costs) -> float:
-    return sum(n * excess_ms(op, where, fast) for op, n in counts.items()) / 1000.0
-
-
-def copy_out_s(t: Tree, where: Costs, fast: Costs) -> float:
-    """``cp -a`` of the tree onto ``where``: its storage part."""
-    ops = {"create": t.files, "chmod": 2 * (t.files + t.dirs), "mkdir": t.dirs}
-    return _ops_s(ops, where, fast) + t.bytes / 1e6 * excess_s_per_mb(
-        where.write_mbps, fast.write_mbps
-    )
-
-
-def copy_in_s(t: Tree, where: Costs, fast: Costs) -> float:
-    """``cp -a`` of the tree from ``where`` to local disk: its storage part."""
-    ops = {"open_read": t.files + t.dirs, "stat": t.files + t.dirs}
-    return _ops_s(ops, where, fast) + t.bytes / 1e6 * excess_s_per_mb(
-        where.read_mbps, fast.read_mbps
-    )
-
-
-def write_archive_s(nbytes: float, where: Costs, fast: Costs) -> float:
-    return _ops_s({"create": 1}, where, fast) + nbytes / 1e6 * excess_s_per_mb(
-        where.write_mbps, fast.write_mbps
-    )
-
-
-def read_archive_s(nbytes: float, where: Costs, fast: Costs) -> float:
-    return _ops_s({"open_read": 1}, where, fast) + nbytes / 1e6 * excess_s_per_mb(
-        where.read_mbps, fast.read_mbps
-    )
 
 
 def _fast(steps: dict[str, Any], key: str, scale: float, cpu: float) -> float:
@@ -157,6 +124,11 @@ class _Steps:
         self.s = self.venv.bytes / float(steps["profile"]["venv_bytes"])  # steps go with bytes
         then = steps.get("cpu_s")
         self.cpu = cpu_s / float(then) if cpu_s and then else 1.0
+
+    def on_target(self, **mix: float) -> float:
+        """What operations and bytes (an operation mix: ``create=``, ``bytes_read=``, ...)
+        cost on the target over the fast folder: the model's storage part, unscaled."""
+        return storage_seconds(mix, self.target, self.fast, 1.0, 1.0)
 
     def measured(self, key: str, scale: float) -> float:
         """A step's time on tmpfs (``lifecycle.toml``), scaled and at this machine's CPU."""
@@ -194,9 +166,7 @@ class _Steps:
         batches of 64, 32 batches at once, before the ready check."""
         n, nbytes = _import_reads(self.opmix, self.size)
         at_once = max(1.0, min(PREWARM_JOBS, math.ceil(n / 64)))
-        reads = _ops_s({"open_read": n}, self.target, self.fast) + read_archive_s(
-            nbytes, self.target, self.fast
-        )
+        reads = self.on_target(open_read=n, bytes_read=nbytes)
         return {
             "record": self.ready(self.target),
             "prewarm": self.measured("prewarm", 1.0) + reads / at_once,
@@ -210,25 +180,30 @@ class _Steps:
         ratio = float(self.steps["ratio"][kind])
         archive = self.venv.bytes * ratio
         if method in _MOUNTED:  # the ready check reads the archive's share of its files
-            read = read_archive_s(_import_reads(self.opmix, self.size)[1] * ratio, self.target,
-                                  self.fast)  # fmt: skip
+            read = self.on_target(open_read=1, bytes_read=_import_reads(self.opmix, self.size)[1]
+                                  * ratio)  # fmt: skip
         else:
-            read = read_archive_s(archive, self.target, self.fast)
+            read = self.on_target(open_read=1, bytes_read=archive)
         restore = "squashfs-loop" if method == "squashfs" else method
         grows = 1.0 if method in _MOUNTED else self.s  # a mount's time is not the tree's
         return {
             "pack": self.measured(f"pack.{kind}", self.s)
-            + write_archive_s(archive, self.target, self.fast),
+            + self.on_target(create=1, bytes_written=archive),
             "restore": self.measured(f"restore.{restore}", grows) + read,
             "ready": self.ready(self.folders[self.cfg.venv]),
         }
 
     def copied(self, method: str) -> dict[str, float]:
+        """``cp -a`` out: a create and two attribute calls (mode, times) per file, a mkdir
+        and two per folder; ``cp -a`` back: an open+read and a stat per file and folder."""
+        t = self.venv
+        out = self.on_target(create=t.files, chmod=2 * (t.files + t.dirs), mkdir=t.dirs,
+                             bytes_written=t.bytes)  # fmt: skip
+        back = self.on_target(open_read=t.files + t.dirs, stat=t.files + t.dirs,
+                              bytes_read=t.bytes)  # fmt: skip
         return {
-            "copy-out": self.measured("copy-out", self.s)
-            + copy_out_s(self.venv, self.target, self.fast),
-            "copy-in": self.measured("copy-in", self.s)
-            + copy_in_s(self.venv, self.target, self.fast),
+            "copy-out": self.measured("copy-out", self.s) + out,
+            "copy-in": self.measured("copy-in", self.s) + back,
             "ready": self.ready(self.folders[self.cfg.venv]),
         }
 
@@ -238,9 +213,9 @@ class _Steps:
         c = cache.bytes / float(self.steps["profile"]["cache_bytes"])
         return {
             "pack-cache": self.measured("pack-cache", c)
-            + write_archive_s(archive, self.target, self.fast),
+            + self.on_target(create=1, bytes_written=archive),
             "restore-cache": self.measured("restore-cache", c)
-            + read_archive_s(archive, self.target, self.fast),
+            + self.on_target(open_read=1, bytes_read=archive),
             "install": self.install("warm"),
         }
 
@@ -285,7 +260,7 @@ def predict_lifecycle(
 
 def _import_reads(opmix: dict[str, Any], size: Size) -> tuple[float, float]:
     """The files the ready check opens in the venv, and the bytes it reads there."""
-    traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+    traced = Size.traced(opmix)
     mix = opmix["ops"]["cold"].get("import", {}).get("venv") or {}
     k, k_b = scales("import", size, traced)
     return float(mix.get("open_read", 0)) * k, float(mix.get("bytes_read", 0)) * k_b

@@ -138,14 +138,14 @@ def fast_costs(opmix: dict[str, Any]) -> Costs:
     )
 
 
-def excess_ms(op: str, where: Costs, fast: Costs) -> float:
+def _excess_ms(op: str, where: Costs, fast: Costs) -> float:
     """What one ``op`` costs in ``where`` over the fast folder, in ms (0 when not probed)."""
     slow = where.ms.get(op)
     base = fast.ms.get(op, 0.0)
     return max(0.0, slow - base) if slow is not None else 0.0
 
 
-def excess_s_per_mb(where: float | None, fast: float | None) -> float:
+def _excess_s_per_mb(where: float | None, fast: float | None) -> float:
     """Seconds per MB moved at ``where`` MB/s over the fast folder's (0 when not probed)."""
     if not where or where <= 0:
         return 0.0
@@ -183,11 +183,11 @@ def storage_seconds(
 ) -> float:
     """Extra seconds one role's operations and bytes cost in ``where`` over the fast folder,
     in a phase lasting ``phase_s`` (which decides how many stats the client cache answers)."""
-    ops = sum(float(mix.get(op, 0)) * excess_ms(op, where, fast) for op in OPS if op != "stat") * k
-    ops += stats_sent(mix, phase_s, k, attr_cache_s) * excess_ms("stat", where, fast)
+    ops = sum(float(mix.get(op, 0)) * _excess_ms(op, where, fast) for op in OPS if op != "stat") * k
+    ops += stats_sent(mix, phase_s, k, attr_cache_s) * _excess_ms("stat", where, fast)
     mb_w = float(mix.get("bytes_written", 0)) / 1e6
     mb_r = float(mix.get("bytes_read", 0)) / 1e6
-    data = mb_w * excess_s_per_mb(where.write_mbps, fast.write_mbps) + mb_r * excess_s_per_mb(
+    data = mb_w * _excess_s_per_mb(where.write_mbps, fast.write_mbps) + mb_r * _excess_s_per_mb(
         where.read_mbps, fast.read_mbps
     )
     return ops / 1000.0 + data * k_b
@@ -206,6 +206,11 @@ class Size:
     def of(cls, profile: Any) -> Size:
         """From a :class:`iobench.wheels.profile.Profile`."""
         return cls(profile.name, profile.file_count, profile.total_bytes, len(profile.dists))
+
+    @classmethod
+    def traced(cls, opmix: dict[str, Any]) -> Size:
+        """The install an operation mix was traced on (:func:`load_opmix`)."""
+        return cls(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
 
     @classmethod
     def split(cls, profile: Any, image: Sequence[str]) -> tuple[Size, Size]:
@@ -270,7 +275,7 @@ def predict_config(
     (None for a cache that is off); ``size``: the profile to install (default: the traced
     one); ``fast_s`` overrides the recorded all-on-tmpfs phase times."""
     state = "warm" if cache_state == "warm" else "cold"
-    traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+    traced = Size.traced(opmix)
     size = size or traced
     fast = fast_costs(opmix)
     base = fast_s or fast_phases(opmix, state, size, traced, cpu_s)
@@ -416,7 +421,7 @@ def fast_from_trials(
     if len(out) == 1 and profile is not None:  # the other state: recorded F, same ratio
         (have, fast), other = next(iter(out.items())), "warm" if "cold" in out else "cold"
         opmix = load_opmix("pip")
-        traced = Size(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+        traced = Size.traced(opmix)
         rec_have = fast_phases(opmix, have, Size.of(profile), traced)
         rec_other = fast_phases(opmix, other, Size.of(profile), traced)
         ratio = sum(fast.values()) / max(sum(rec_have.values()), 1e-9)

@@ -158,15 +158,15 @@ def _with_lifecycle(
     """Each config's first start plus its strategy's persist step and restart; a config whose
     lifecycle the model cannot time is left out."""
     folders, profile = folders_of(doc), load_profile(scenario.wheels)
+    image = Size.split(profile, scenario.image)[1] if scenario.image else None
+    run_method = _pack_method(pack_method)  # "auto" looks at this machine's tools: once
     out = {}
     for cfg in scenario.configs:
         if cfg.name not in timed:
             continue
-        method = _pack_method(cfg.pack_method or pack_method)
-        size = size_of(cfg, scenario, profile)
-        image = Size.split(profile, scenario.image)[1] if scenario.image else None
-        life = predict_lifecycle(cfg, folders, size, method, cpu_s=doc.get("cpu_s"),
-                                 image=image)  # fmt: skip
+        method = _pack_method(cfg.pack_method) if cfg.pack_method else run_method
+        life = predict_lifecycle(cfg, folders, size_of(cfg, scenario, profile), method,
+                                 cpu_s=doc.get("cpu_s"), image=image)  # fmt: skip
         if life is not None:
             out[cfg.name] = timed[cfg.name] + life.total_s
     return out

@@ -15,7 +15,7 @@ from iobench.scenario.vocab import STRATEGIES
 
 OPMIX = model.load_opmix("pip")
 FAST = model.fast_costs(OPMIX)
-TRACED = model.Size(OPMIX["profile"], OPMIX["files"], OPMIX["bytes"], OPMIX["dists"])
+TRACED = model.Size.traced(OPMIX)
 
 
 def _slower(ms: float, mbps: float = 100.0) -> model.Costs:
