@@ -130,7 +130,7 @@ class Runner:
         if p.resume is not None:
             run_id = (p.resume_meta or RunDir.open(p.resume).meta()).run_id
         else:
-            run_id = new_run_id(socket.gethostname(), p.scenario.name)
+            run_id = new_run_id(socket.gethostname(), p.scenario.name, p.results_root)
         rd = None
         if fleet.fleet.leads:
             self.lock = start.lock_target(p, run_id, self.progress)

@@ -65,12 +65,19 @@ def utcnow(precise: bool = False) -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds" if precise else "seconds")
 
 
-def new_run_id(host: str, scenario: str) -> str:
+def new_run_id(host: str, scenario: str, results_root: Path | None = None) -> str:
+    """``<UTC second>-<host>-<scenario>-<pid>``, with ``-2``, ``-3``... where a folder of that
+    name is already in ``results_root`` (one process's second run within the same second)."""
     safe = (
         "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in host)[:30].strip("-_") or "host"
     )
     # the pid keeps two runs started in the same second apart (they may share a tmp role)
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"
+    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{safe}-{scenario}-{os.getpid()}"
+    n, unique = 1, run_id
+    while results_root is not None and (results_root / unique).exists():
+        n += 1
+        unique = f"{run_id}-{n}"
+    return unique
 
 
 def _check_widths(records: Sequence[Sequence[str]], where: str, cut_last: bool) -> None:

@@ -208,7 +208,9 @@ class RunMeta:
     )
     iobench_version: str = key("the iobench that ran it", "")
     run_id: str = key(
-        "`YYYYmmdd-HHMMSS-<host>-<scenario>-<pid>`; the folder's name", "", check="name"
+        "`YYYYmmdd-HHMMSS-<host>-<scenario>-<pid>` (`-2`, `-3`... after a run of the same process in the same second); the folder's name",
+        "",
+        check="name",
     )
     command: list[str] = key("the command line (credentials redacted)", [])
     label: str = key("free text from `--label`, e.g. the pod type", "")

@@ -25,7 +25,7 @@ from iobench.errors import RunDirError
 from iobench.report import build_compare, build_report
 from iobench.report.load import load_run
 from iobench.run.resume import resume_state
-from iobench.rundir.folder import SCHEMA_VERSION, RunDir, latest_rows, readme_tables
+from iobench.rundir.folder import SCHEMA_VERSION, RunDir, latest_rows, new_run_id, readme_tables
 from iobench.rundir.meta import RoleInfo, RunMeta, load_meta
 from iobench.rundir.records import (
     SAMPLE_COLUMNS,
@@ -79,6 +79,25 @@ def test_columns_come_from_the_fields_and_keep_the_old_order() -> None:
         for f in dataclasses.fields(record):
             assert f.metadata["doc"].strip(), f.name
             assert f.metadata["unit"] in ("", *UNIT_RANGES), f.name
+
+
+def test_a_second_run_in_the_same_second_gets_a_folder_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process, two runs within one second (seen in CI: the second refused with "run
+    directory ... already exists"): the second id takes a suffix; the first is unchanged."""
+    import time
+
+    second = time.gmtime()
+    monkeypatch.setattr("iobench.rundir.folder.time.gmtime", lambda: second)
+    first = new_run_id("pod/1", "smoke", tmp_path)
+    assert re.fullmatch(r"\d{8}-\d{6}-pod-1-smoke-\d+", first), first
+    RunDir.create(tmp_path, first, RunMeta())
+    again = new_run_id("pod/1", "smoke", tmp_path)
+    assert again == f"{first}-2"
+    RunDir.create(tmp_path, again, RunMeta())
+    assert new_run_id("pod/1", "smoke", tmp_path) == f"{first}-3"
+    assert new_run_id("pod/1", "smoke") == first  # no results folder given: nothing to avoid
 
 
 def test_a_row_reads_back_as_written(tmp_path: Path) -> None:
