@@ -41,7 +41,7 @@ PIP_PYTHON_OPTION = (22, 3)
 def uv_binary() -> str | None:
     """The uv executable: the ``uv`` extra's, else one on PATH."""
     try:
-        import uv  # type: ignore[import-not-found]
+        import uv  # type: ignore[import-not-found, unused-ignore]  # the uv extra
 
         return uv.find_uv_bin()
     except (ImportError, FileNotFoundError):
