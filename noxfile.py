@@ -72,6 +72,7 @@ APT_PACKAGES = [
     "fuse3", "libfuse3-3", "sshfs", "openssh-server", "iproute2",
     "squashfs-tools", "squashfuse", "zstd",  # packed-venv's archives (tests/test_strategies.py)
     "openmpi-bin", "libopenmpi-dev",  # fleet runs under mpirun (tests/fleet/; mpi4py over it)
+    "strace",  # tools/import_ops.py traces a ready check (tests/predict/test_import_ops.py)
 ]  # fmt: skip
 APT_COMMANDS = {
     "fusermount3": "fuse3",
@@ -82,6 +83,7 @@ APT_COMMANDS = {
     "squashfuse": "squashfuse",
     "zstd": "zstd",
     "mpirun": "openmpi-bin",
+    "strace": "strace",
 }
 LIBFUSE = (
     "/usr/lib/x86_64-linux-gnu/libfuse3.so.3",

@@ -43,6 +43,7 @@ from iobench.predict.model import (
     Costs,
     Size,
     fast_costs,
+    import_mix,
     load_opmix,
     predict_config,
     read_toml,
@@ -260,9 +261,7 @@ def predict_lifecycle(
 
 def _import_reads(opmix: dict[str, Any], size: Size) -> tuple[float, float]:
     """The files the ready check opens in the venv, and the bytes it reads there."""
-    traced = Size.traced(opmix)
-    mix = opmix["ops"]["cold"].get("import", {}).get("venv") or {}
-    k, k_b = scales("import", size, traced)
+    mix, k, k_b = import_mix(opmix, size)
     return float(mix.get("open_read", 0)) * k, float(mix.get("bytes_read", 0)) * k_b
 
 

@@ -246,6 +246,24 @@ def scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
     return size.files / traced.files, k_b
 
 
+def own_import(opmix: dict[str, Any], size: Size) -> dict[str, Any] | None:
+    """The venv role's operations and bytes of ``size``'s own ready check, where ``opmix``
+    has its trace (``[pip.imports.<profile>]``, tools/import_ops.py), else None (the traced
+    install's import scaled by installed files stands for it). A ready check is not an
+    install: torch's stats 2,498 paths that are not there, where smoke's scaled by files
+    would stat 1,250."""
+    return opmix.get("imports", {}).get(size.name, {}).get("venv") or None
+
+
+def import_mix(opmix: dict[str, Any], size: Size) -> tuple[dict[str, Any], float, float]:
+    """(operations, their scale, the bytes' scale) of ``size``'s cold ready check in the venv."""
+    own = own_import(opmix, size)
+    if own:
+        return own, 1.0, 1.0
+    mix = opmix["ops"]["cold"].get("import", {}).get("venv") or {}
+    return mix, *scales("import", size, Size.traced(opmix))
+
+
 def fast_phases(
     opmix: dict[str, Any], state: str, size: Size, traced: Size, cpu_s: float | None = None
 ) -> dict[str, float]:
@@ -281,18 +299,20 @@ def predict_config(
     base = fast_s or fast_phases(opmix, state, size, traced, cpu_s)
     phases: dict[str, float] = {}
     storage: dict[str, float] = {}
+    own = own_import(opmix, size)
     for phase in PHASES:
         mixes = [
-            (m, w)
+            (m, w, *scales(phase, size, traced))
             for r, w in roles.items()
             if w is not None and (m := opmix["ops"][state].get(phase, {}).get(r))
         ]
+        if phase == "import" and own and (venv := roles.get("venv")) is not None:
+            mixes = [(own, venv, 1.0, 1.0)]
         fast_s_phase = float(base.get(phase, 0.0))
         length: float | None = None
         for _ in range(_ITERATIONS):  # the phase's length decides how many stats are cached
             extra = sum(
-                storage_seconds(m, w, fast, *scales(phase, size, traced), length, attr_cache_s)
-                for m, w in mixes
+                storage_seconds(m, w, fast, k, k_b, length, attr_cache_s) for m, w, k, k_b in mixes
             )
             length = fast_s_phase + extra
         storage[phase] = extra

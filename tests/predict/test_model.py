@@ -12,6 +12,7 @@ import pytest
 from iobench.predict import model, opmix
 from iobench.predict.probe import probe, probe_roles, result_to_dict
 from iobench.scenario.load import load_scenario
+from iobench.wheels.profile import load_profile
 
 S = "/r/.iobench-scratch/RUN/t1"
 TRACE = f"""\
@@ -101,6 +102,40 @@ def test_formula_with_hand_made_numbers() -> None:
     # a folder faster than the reference costs nothing extra (never negative)
     quick = model.Costs({"create": 0.0}, 5000.0, 5000.0)
     assert model.predict_config("x", {"venv": quick}, "cold", MIX).phases["install"] == 3.0
+
+
+def test_a_profile_s_own_ready_check_trace_replaces_the_scaled_install_s() -> None:
+    """The import phase of a profile whose ready check was traced (tools/import_ops.py) costs
+    that trace, unscaled; any other profile's, the traced install's import scaled by files."""
+    mix = model.load_opmix("pip")
+    shipped = {load_scenario(n).wheels for n in ("smoke", "torch-like", "diffusers-like")}
+    assert set(mix["imports"]) == shipped  # every shipped synthetic profile's, nothing else
+    fast = model.fast_costs(mix)
+    volume = model.Costs({op: fast.ms[op] + 1.0 for op in opmix.OPS}, None, None)  # +1 ms each
+    roles = {"venv": volume, "tmpdir": fast, "cache": None}
+    torch = model.Size.of(load_profile("torch-cpu-like"))
+    own = mix["imports"]["torch-cpu-like"]["venv"]
+    p = model.predict_config("x", roles, "cold", mix, torch)
+    length = p.phases["import"]
+    sent = model.stats_sent(own, length, 1.0, model.ATTR_CACHE_S)
+    expected = (own["stat_miss"] + own["open_read"] + sent) / 1000.0
+    assert p.storage_s["import"] == pytest.approx(expected, rel=0.02)
+    # torch's ready check stats twice the missing paths of smoke's scaled by installed files
+    scaled = dict(mix, imports={})
+    q = model.predict_config("x", roles, "cold", scaled, torch)
+    assert p.storage_s["import"] > 1.4 * q.storage_s["import"]
+    k = model.scales("import", torch, model.Size.traced(mix))[0]
+    smoke = mix["ops"]["cold"]["import"]["venv"]
+    assert own["stat_miss"] > 1.8 * smoke["stat_miss"] * k
+    # a profile without its own trace: the install's import, scaled
+    other = model.Size("custom", torch.files, torch.bytes, torch.dists)
+    assert model.import_mix(mix, other) == (
+        smoke,
+        *model.scales("import", other, model.Size.traced(mix)),
+    )
+    assert model.predict_config("x", roles, "cold", mix, other).storage_s[
+        "import"
+    ] == pytest.approx(q.storage_s["import"])
 
 
 def test_fast_folders_predict_the_recorded_fast_times() -> None:
