@@ -35,6 +35,8 @@ EXIT_CODES = """exit status:
   1    a runtime failure (lock held, lab, run directory, report), or some trials failed
        (iobench run --allow-failures: 0 while at least one trial per config succeeded)
   2    a usage error: a bad option, value, path or scenario
+  3    doctor: warnings; compare --fail-slower: a config slower beyond noise past the bar
+  4    doctor: something is broken (an unreachable index, almost no space, a hung probe)
   130  interrupted (Ctrl-C); finished trials are kept, continue with --resume RUN_DIR"""
 
 START_HERE = """start here:

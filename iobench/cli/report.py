@@ -10,6 +10,8 @@ subclasses for ``iobench.__main__.main`` to print as one line.
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 from pathlib import Path
 
 from iobench.cli.cost import add_cost_arguments, cost_options_from_args
@@ -17,6 +19,9 @@ from iobench.errors import UsageError
 from iobench.units import printable
 
 FORMATS = ("table", "markdown", "json")
+#: ``compare --fail-slower``: a config slower beyond noise past the bar (the doctor's "it
+#: works, but slower than it should" code)
+FAIL_SLOWER = 3
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +65,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "in different ones), or --out DIR.",
     )
     _common(compare)
+    compare.add_argument(
+        "--fail-slower",
+        type=float,
+        metavar="RATIO",
+        help="exit 3 when a config of a later run is slower than on the first run beyond "
+        "noise by RATIO or more (1.1: 10%% slower), for a CI job that guards an image or a "
+        "volume; each such config is named on stderr",
+    )
     compare.set_defaults(func=compare_command)
 
 
@@ -98,7 +111,19 @@ def compare_command(args: argparse.Namespace) -> int:
     from iobench.report import build_compare
 
     fmt = _check_format(args)
+    bar = args.fail_slower
+    if bar is not None and not (math.isfinite(bar) and bar >= 1.0):
+        raise UsageError(f"--fail-slower must be a ratio of 1 or more (1.1: 10% slower), not {bar}")
     cost = cost_options_from_args(args)
     result = build_compare(list(args.run_dirs), args.out, cost)
     _emit(result.format(fmt))
-    return 0
+    if bar is None:
+        return 0
+    found, undecided = result.slower(bar)
+    for line in undecided:
+        print(printable(f"iobench: note: {line}"), file=sys.stderr)
+    if not found:
+        return 0
+    print(printable(f"iobench: {len(found)} config(s) {bar:g}× or more slower beyond noise: "
+                    + "; ".join(found)), file=sys.stderr)  # fmt: skip
+    return FAIL_SLOWER

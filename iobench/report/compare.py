@@ -81,6 +81,22 @@ class CompareResult:
         """The console comparison in the default (table) format."""
         return self.format("table")
 
+    def slower(self, bar: float) -> tuple[list[str], list[str]]:
+        """(configs of a later run slower than the reference's beyond noise, by ``bar``× or
+        more; those at or past ``bar``× that too few trials leave undecided), each one text.
+        A config that only one of the two runs has is neither."""
+        ref, found, undecided = self.labels[0], [], []
+        for r in self.long[self.long["run_label"] != ref].itertuples():
+            ratio = float(r.ratio_vs_ref)
+            if not math.isfinite(ratio) or ratio < bar:
+                continue
+            text = f"{r.run_label}: {r.config} {fmt_speed(1 / ratio, ref)}"
+            if r.beyond_noise_vs_ref is True:
+                found.append(text)
+            elif r.beyond_noise_vs_ref is None:
+                undecided.append(f"{text} (too few trials to tell it from noise)")
+        return found, undecided
+
 
 def unique_labels(runs: Sequence[Run]) -> list[str]:
     """Each run's label (else host, else id), made unique with the run id when needed."""

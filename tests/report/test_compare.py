@@ -128,3 +128,45 @@ def test_compare_warns_about_contended_and_single_trial_runs(tmp_path: Path) -> 
     assert "only 1 successful trial for some configs" in notes
     (contended,) = [n for n in result.notes if "ran while other processes" in n]
     assert contended.startswith(result.labels[1])
+
+
+@pytest.mark.charts
+def test_fail_slower_exits_3_naming_each_config_slower_beyond_noise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pytest-benchmark's --benchmark-compare-fail for a CI job that guards an image or a
+    volume: a config twice as slow on the later run fails a 1.5x bar, passes a 2.5x one;
+    a run against itself, or a row too few trials leave undecided, never fails it."""
+    import dataclasses
+
+    from iobench.__main__ import main
+
+    a = rf.make_run_dir(tmp_path / "a", run_id="20261130-120000-pod-a-torch", repeats=5)
+    slow = tuple(
+        dataclasses.replace(c, phases={k: 2 * v for k, v in c.phases.items()})
+        if c.name == "naive" else c
+        for c in rf.DEFAULT_CONFIGS
+    )  # fmt: skip
+    b = rf.make_run_dir(tmp_path / "b", run_id="20261130-150000-pod-b-torch", repeats=5,
+                        seed=7, configs=slow, hostname="pod-b")  # fmt: skip
+
+    def compare(*more: str, runs: tuple[Path, ...] = (a, b)) -> tuple[int, str]:
+        out = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"
+        code = main(["compare", *map(str, runs), "--out", str(out), *more])
+        return code, capsys.readouterr().err
+
+    code, err = compare("--fail-slower", "1.5")
+    assert code == 3, err
+    (line,) = err.splitlines()
+    assert line.startswith("iobench: 1 config(s) 1.5× or more slower beyond noise: pod-b: naive ")
+    assert line.endswith(" slower than pod-a"), line
+    assert compare("--fail-slower", "2.5") == (0, "")
+    assert compare() == (0, "")  # without the bar: a comparison, never a gate
+    assert compare("--fail-slower", "1", runs=(a, a)) == (0, "")
+    one = rf.make_run_dir(tmp_path / "c", run_id="20261130-160000-pod-c-torch", repeats=1,
+                          seed=7, configs=slow, hostname="pod-c")  # fmt: skip
+    code, err = compare("--fail-slower", "1.5", runs=(a, one))
+    assert code == 0 and "pod-c: naive " in err and "too few trials to tell it from noise" in err
+    for bad in ("0.9", "nan", "inf"):
+        code, err = compare("--fail-slower", bad)
+        assert code == 2 and err.count("\n") == 1 and "--fail-slower must be" in err, err
