@@ -98,6 +98,26 @@ def fmt_speed(speedup: object, baseline: str | None = None) -> str:
     return f"{fmt_times(v if v > 1 else 1 / v)} {word}{than}"
 
 
+def fmt_vs(speedup: object, beyond: object, baseline: str | None = None) -> str:
+    """``1.60× slower (within noise)``: :func:`fmt_speed` and the tie rule's answer for the
+    pair, ``beyond noise``, ``within noise`` or ``too few trials`` (None or NaN: a side with
+    fewer than two); a dash where there is no ratio."""
+    text = fmt_speed(speedup, baseline)
+    if text == DASH:
+        return text
+    known = (
+        None
+        if beyond is None or (isinstance(beyond, float) and math.isnan(beyond))
+        else bool(beyond)
+    )
+    return f"{text} ({noise_word(known) or 'too few trials'})"
+
+
+def noise_word(known: bool | None) -> str:
+    """The word for a pair's test against the baseline or the reference run ("" untested)."""
+    return {True: "beyond noise", False: "within noise", None: ""}[known]
+
+
 def fmt_median(row: Any, column: str = "median_time_to_ready_s") -> str:
     """A summary row's median, or "> b" when its trials were all given up at bounds b
     (``--give-up-after``): the table and the chart say it the same way."""

@@ -12,6 +12,8 @@ from iobench.units import (
     fmt_share,
     fmt_speed,
     fmt_times,
+    fmt_vs,
+    noise_word,
     run_key,
 )
 
@@ -33,6 +35,16 @@ def test_how_much_faster_has_one_convention() -> None:
     assert fmt_speed(0.8, "naive") == "1.25× slower than naive"  # never "0.80x"
     assert fmt_speed(15.7) == "16× faster" and fmt_speed(1.004, "naive") == "same as naive"
     assert fmt_speed(math.nan) == "—" and fmt_times(0) == "—"
+
+
+def test_a_ratio_between_two_runs_always_says_whether_it_is_noise() -> None:
+    """compare's table, page and chart: a newcomer read "1.60× slower" with no noise word
+    where one run had a single trial."""
+    assert fmt_vs(1 / 1.6, True, "A") == "1.60× slower than A (beyond noise)"
+    assert fmt_vs(1.3, False) == "1.30× faster (within noise)"
+    assert fmt_vs(1.66, None) == fmt_vs(1.66, math.nan) == "1.66× faster (too few trials)"
+    assert fmt_vs(math.nan, True) == "—"
+    assert [noise_word(k) for k in (True, False, None)] == ["beyond noise", "within noise", ""]
 
 
 def test_run_keys_go_on_after_z() -> None:

@@ -29,7 +29,7 @@ from iobench import files
 from iobench.cost.prices import format_usd
 from iobench.report.load import PHASES
 from iobench.report.verdict import SPREAD_MINMAX_BELOW
-from iobench.units import fmt_median, fmt_s, fmt_speed, printable, run_key
+from iobench.units import fmt_median, fmt_s, fmt_speed, fmt_vs, printable, run_key
 
 OKABE_ITO = {
     "black": "#000000",
@@ -371,13 +371,14 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
         sub = merged[merged["run_label"] == label].set_index("config")
         colour = SERIES_COLOURS[j % len(SERIES_COLOURS)]
         for i, config in enumerate(configs):
-            if config not in sub.index:
-                continue
-            r = sub.loc[config]
-            med = float(r["median_time_to_ready_s"])
-            if not math.isfinite(med):
-                continue
             y = (n - 1 - i) + (k - 1 - j - (k - 1) / 2) * height
+            there = config in sub.index
+            r = sub.loc[config] if there else pd.Series(dtype=object)
+            med = float(r["median_time_to_ready_s"]) if there else math.nan
+            if not math.isfinite(med):  # said where its bar would be, not left a gap
+                gone = "no successful trial" if there else "not in this run"
+                ax.text(0, y, f"  {run_key(j)}: {gone}", va="center", fontsize=8, color="0.4")
+                continue
             ax.barh(y, med, height=height * 0.9, color=colour)
             lo, hi = float(r[lo_col]), float(r[hi_col])
             if math.isfinite(lo) and math.isfinite(hi):
@@ -388,7 +389,7 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
             ratio = r.get("ratio_vs_ref", math.nan)
             text = f"  {run_key(j)}: {fmt_s(med)}"
             if j > 0 and math.isfinite(ratio) and ratio > 0:
-                text += f", {fmt_speed(1 / ratio, 'A')}"
+                text += f", {fmt_vs(1 / ratio, r.get('beyond_noise_vs_ref'), 'A')}"
             ax.text(max(hi, med), y, tex_escape(text), va="center", fontsize=8)
             xmax = max(xmax, hi, med)
     ax.set_yticks(range(n), labels=[tex_escape(c) for c in configs[::-1]])

@@ -32,7 +32,7 @@ from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, summarize
 from iobench.report.verdict import configs_from_rows
 from iobench.stats import MIN_TRIALS, compare
-from iobench.units import fmt_s, fmt_speed, run_key
+from iobench.units import fmt_s, fmt_speed, fmt_vs, run_key
 
 COMPARE_FORMAT = "iobench-compare"
 #: 1: first version.
@@ -223,12 +223,9 @@ def compare_dict(result: CompareResult) -> dict[str, Any]:
 
 
 def _vs_text(row: Any, label: str) -> str:
-    """``1.60× slower (within noise)``: the ratio and the per-row tie rule's answer."""
-    text = fmt_speed(1 / row[f"{label}: ratio"])
-    known = row.get(f"{label}: noise")
-    if text == "—" or known is None or (isinstance(known, float) and math.isnan(known)):
-        return text
-    return f"{text} ({'beyond noise' if known else 'within noise'})"
+    """``1.60× slower (within noise)``: the ratio and the per-row tie rule's answer (``too
+    few trials`` where a side has fewer than two)."""
+    return fmt_vs(1 / row[f"{label}: ratio"], row.get(f"{label}: noise"))
 
 
 def compare_table(result: CompareResult) -> list[str]:

@@ -19,7 +19,7 @@ import pandas as pd
 from iobench.cost.prices import format_usd
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.report.verdict import SPREAD_MINMAX_BELOW, noise_word, spread
+from iobench.report.verdict import SPREAD_MINMAX_BELOW, spread
 from iobench.rundir.meta import (
     OVERHEAD_CAUSES,
     OVERHEAD_LABELS,
@@ -27,7 +27,7 @@ from iobench.rundir.meta import (
     overhead_figure,
     overhead_ratio,
 )
-from iobench.units import fmt_median, fmt_s, fmt_s_range
+from iobench.units import fmt_median, fmt_s, fmt_s_range, noise_word
 
 SUMMARY_FORMAT = "iobench-summary"
 #: 1: first version (configs = summary.csv rows; cost; recommendation).

@@ -27,9 +27,8 @@ from iobench.report.load import PHASES
 from iobench.report.method import method_html
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.report.verdict import noise_word
 from iobench.rundir.meta import RunMeta
-from iobench.units import fmt_bytes, fmt_s, fmt_share, fmt_speed, run_key
+from iobench.units import fmt_bytes, fmt_s, fmt_share, fmt_vs, noise_word, run_key
 
 CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1a1a1a;
@@ -545,7 +544,8 @@ def render_compare(
     for _, r in table.iterrows():
         row = [esc(r["config"])]
         row += [esc(fmt_s(r.get(f"{lab}: median_s", math.nan))) for lab in run_labels]
-        row += [esc(fmt_speed(1 / r.get(f"{lab}: ratio", math.nan))) for lab in run_labels[1:]]
+        row += [esc(fmt_vs(1 / r.get(f"{lab}: ratio", math.nan), r.get(f"{lab}: noise")))
+                for lab in run_labels[1:]]  # fmt: skip
         row += [esc(fmt_usd(r.get(f"{lab}: monthly_usd", math.nan))) for lab in run_labels]
         for lab in run_labels:
             hit = (

@@ -35,7 +35,7 @@ from iobench.stats import (
     median,
     percentile,
 )
-from iobench.units import fmt_s, fmt_s_range, fmt_speed
+from iobench.units import fmt_s, fmt_s_range, fmt_speed, noise_word
 
 #: below this many trials a spread is shown as min–max (every trial inside), above as p10–p90
 SPREAD_MINMAX_BELOW = 10
@@ -447,11 +447,6 @@ def _median_text(c: ConfigTimes) -> str:
     values = [*c.times, *c.censored]
     m, lower = censored_median(values, [False] * c.n + [True] * len(c.censored))
     return f"> {fmt_s(m)}" if lower else fmt_s(m)
-
-
-def noise_word(known: bool | None) -> str:
-    """The table's word for a row's test against the baseline."""
-    return {True: "beyond noise", False: "within noise", None: ""}[known]
 
 
 def _ordered(
