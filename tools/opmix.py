@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from iobench.predict.model import Size
 from iobench.predict.opmix import OPS, count_trace, fast_times, opmix_toml
 from iobench.predict.probe import probe
 from iobench.wheels.profile import load_profile
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "files": prof.file_count,
         "bytes": prof.total_bytes,
         "dists": len(prof.dists),
+        "opened": Size.of(prof).opened,  # the files its ready check opens
         "measured": "strace -f of one trial per cache state, all roles on tmpfs (python tools/opmix.py)",
     }
     times = {name: fast_times(path) for name, path, _ in a.fast}

@@ -195,37 +195,54 @@ def storage_seconds(
 
 @dataclass(frozen=True)
 class Size:
-    """What an install's counts scale with: installed files, bytes and distributions."""
+    """What an install's counts scale with: installed files, bytes and distributions, and
+    the files its ready check opens (the profile's import fan-out; 0 where not known)."""
 
     name: str
     files: int
     bytes: int
     dists: int
+    opened: int = 0
+    #: a layered venv's part: the profile it is part of, and its share of that one's opened files
+    part_of: str = ""
+    share: float = 1.0
 
     @classmethod
     def of(cls, profile: Any) -> Size:
         """From a :class:`iobench.wheels.profile.Profile`."""
-        return cls(profile.name, profile.file_count, profile.total_bytes, len(profile.dists))
+        return cls(profile.name, profile.file_count, profile.total_bytes, len(profile.dists),
+                   _opened(profile.dists))  # fmt: skip
 
     @classmethod
     def traced(cls, opmix: dict[str, Any]) -> Size:
         """The install an operation mix was traced on (:func:`load_opmix`)."""
-        return cls(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"])
+        return cls(opmix["profile"], opmix["files"], opmix["bytes"], opmix["dists"],
+                   int(opmix.get("opened", 0)))  # fmt: skip
 
     @classmethod
     def split(cls, profile: Any, image: Sequence[str]) -> tuple[Size, Size]:
         """A layered venv's two parts of ``profile``: what it installs (the distributions
-        the image lacks) and what it reads from the image (``image``: requirements). Each
-        part is scaled from the traced install, not from the profile's own fast times."""
+        the image lacks) and what it reads from the image (``image``: requirements). The
+        install's phases scale from the traced install; the ready check is each part's
+        share of what the whole one opens (smoke's layered venv: smoke-core, a fifth of the
+        installed files and two thirds of what the import opens)."""
         held = {canonicalize_name(Requirement(r).name) for r in image}
         parts: tuple[list[Any], list[Any]] = ([], [])
         for d in profile.dists:
             parts[canonicalize_name(d.name) in held].append(d)
-        return tuple(  # type: ignore[return-value]
-            cls(f"{profile.name}:{part}", sum(d.file_count for d in ds),
-                sum(d.total_bytes for d in ds), len(ds))
-            for part, ds in zip(("delta", "image"), parts, strict=True)
-        )  # fmt: skip
+        whole = Size.of(profile)
+        out = []
+        for part, ds in zip(("delta", "image"), parts, strict=True):
+            files, opened = sum(d.file_count for d in ds), _opened(ds)
+            share = opened / whole.opened if whole.opened else files / max(whole.files, 1)
+            out.append(cls(f"{profile.name}:{part}", files, sum(d.total_bytes for d in ds),
+                           len(ds), opened, profile.name, share))  # fmt: skip
+        return out[0], out[1]
+
+
+def _opened(dists: Sequence[Any]) -> int:
+    """The files the ready check opens in these distributions (their import fan-out)."""
+    return sum(d.imports.files for d in dists if getattr(d, "imports", None))
 
 
 def size_of(cfg: Any, scenario: Any, profile: Any) -> Size:
@@ -237,29 +254,33 @@ def size_of(cfg: Any, scenario: Any, profile: Any) -> Size:
 
 def scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
     """(operations, bytes) scale of a phase: the venv is the same for every install, the
-    download's operations go with the number of wheels, the rest with installed files."""
+    download's operations go with the number of wheels, the import with the files the ready
+    check opens (where both profiles say), the rest with installed files."""
     if phase == "venv":
         return 1.0, 1.0
     k_b = size.bytes / traced.bytes
     if phase == "download":
         return size.dists / traced.dists, k_b
+    if phase == "import" and size.opened and traced.opened:
+        return size.opened / traced.opened, size.opened / traced.opened
     return size.files / traced.files, k_b
 
 
-def own_import(opmix: dict[str, Any], size: Size) -> dict[str, Any] | None:
+def own_import(opmix: dict[str, Any], size: Size) -> tuple[dict[str, Any], float] | None:
     """The venv role's operations and bytes of ``size``'s own ready check, where ``opmix``
-    has its trace (``[pip.imports.<profile>]``, tools/import_ops.py), else None (the traced
-    install's import scaled by installed files stands for it). A ready check is not an
-    install: torch's stats 2,498 paths that are not there, where smoke's scaled by files
-    would stat 1,250."""
-    return opmix.get("imports", {}).get(size.name, {}).get("venv") or None
+    has its profile's trace (``[pip.imports.<profile>]``, tools/import_ops.py), and the
+    share of it ``size`` stands for (a layered venv's part); else None (the traced
+    install's import, scaled, stands for it). A ready check is not an install: torch's
+    stats 2,498 paths that are not there, where smoke's scaled by files would stat 1,250."""
+    own = opmix.get("imports", {}).get(size.part_of or size.name, {}).get("venv")
+    return (own, size.share) if own else None
 
 
 def import_mix(opmix: dict[str, Any], size: Size) -> tuple[dict[str, Any], float, float]:
     """(operations, their scale, the bytes' scale) of ``size``'s cold ready check in the venv."""
     own = own_import(opmix, size)
     if own:
-        return own, 1.0, 1.0
+        return own[0], own[1], own[1]
     mix = opmix["ops"]["cold"].get("import", {}).get("venv") or {}
     return mix, *scales("import", size, Size.traced(opmix))
 
@@ -270,13 +291,23 @@ def fast_phases(
     """The all-on-tmpfs phase times: measured for this profile, else the traced one's scaled;
     times this machine's :func:`iobench.predict.probe.cpu_seconds` over the one recorded with them."""
     measured = opmix["fast"].get(size.name, {}).get(state)
-    source = size.name if measured else traced.name
-    then = opmix.get("fast_cpu_s", {}).get(source)
-    cpu = cpu_s / float(then) if cpu_s and then else 1.0
     if measured:
-        return {p: float(v) * cpu for p, v in measured.items()}
+        return {p: float(v) * _cpu(opmix, size.name, cpu_s) for p, v in measured.items()}
     base = opmix["fast"][traced.name][state]
-    return {p: float(base.get(p, 0.0)) * scales(p, size, traced)[0] * cpu for p in PHASES}
+    cpu = _cpu(opmix, traced.name, cpu_s)
+    out = {p: float(base.get(p, 0.0)) * scales(p, size, traced)[0] * cpu for p in PHASES}
+    whole = opmix["fast"].get(size.part_of, {}).get(state) if size.part_of else None
+    if whole:  # a part's ready check: its share of the whole profile's own
+        out["import"] = (
+            float(whole.get("import", 0.0)) * size.share * _cpu(opmix, size.part_of, cpu_s)
+        )
+    return out
+
+
+def _cpu(opmix: dict[str, Any], source: str, cpu_s: float | None) -> float:
+    """This machine's CPU sample over the one recorded with ``source``'s fast times."""
+    then = opmix.get("fast_cpu_s", {}).get(source)
+    return cpu_s / float(then) if cpu_s and then else 1.0
 
 
 def predict_config(
@@ -307,7 +338,7 @@ def predict_config(
             if w is not None and (m := opmix["ops"][state].get(phase, {}).get(r))
         ]
         if phase == "import" and own and (venv := roles.get("venv")) is not None:
-            mixes = [(own, venv, 1.0, 1.0)]
+            mixes = [(own[0], venv, own[1], own[1])]
         fast_s_phase = float(base.get(phase, 0.0))
         length: float | None = None
         for _ in range(_ITERATIONS):  # the phase's length decides how many stats are cached
