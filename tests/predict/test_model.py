@@ -60,6 +60,24 @@ def test_count_trace_attributes_calls_to_phase_and_role() -> None:
     assert _ops(counts[("t1", "install", "venv")]) == {"create": 1, "rename": 1, "fsync": 1}
 
 
+def test_a_listing_is_a_round_trip_beside_its_folder_s_open() -> None:
+    """The lab served an opendir and a readdir for each folder torch-like's import listed
+    (502 each); the trace counted the two as one stat of the folder."""
+    pkg = f"{S}/venv/lib/python3.11/site-packages/pkg"
+    log = f"""\
+400 execve("{S}/venv/bin/python", ["{S}/venv/bin/python", "-c", "import pkg"], 0x7 /* 1 var */) = 0
+400 openat(AT_FDCWD</w>, "{pkg}", O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY) = 3<{pkg}>
+400 getdents64(3<{pkg}>, 0x55 /* 4 entries */, 32768) = 112
+400 getdents64(3<{pkg}>, 0x55 /* 0 entries */, 32768) = 0
+400 openat(AT_FDCWD</w>, "{pkg}", O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY) = 3<{pkg}>
+400 getdents64(3<{pkg}>, 0x55 /* 4 entries */, 32768) = 112
+"""
+    counts = opmix.count_trace(log.splitlines(keepends=True))
+    # the folder's open and its listing, once each per path (the second listing is the
+    # client cache's, as a second stat of a path is)
+    assert _ops(counts[("t1", "import", "venv")]) == {"stat": 2}
+
+
 MIX = {
     "profile": "p",
     "files": 100,
