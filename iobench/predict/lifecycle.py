@@ -90,15 +90,13 @@ def load_steps(path: Path = STEPS_FILE) -> dict[str, Any]:
 
 def tree(opmix: dict[str, Any], role: str, phases: tuple[str, ...], size: Size) -> Tree:
     """The files, folders and bytes the traced install (cold) left in ``role`` over
-    ``phases``, scaled to ``size`` as the model scales each phase — but for the venv's own
-    seed (its venv phase) and pip's bytecode of itself (what pip writes into the venv while
-    it downloads), the same for every install."""
+    ``phases``, scaled to ``size`` as the model scales each phase (the venv's own seed and
+    pip's bytecode of itself: the same for every install)."""
     traced = Size.traced(opmix)
     files = dirs = data = 0.0
     for phase in phases:
         mix = opmix["ops"]["cold"].get(phase, {}).get(role) or {}
-        own = role == "venv" and phase in ("venv", "download")
-        k, k_b = (1.0, 1.0) if own else scales(phase, size, traced)
+        k, k_b = scales(phase, size, traced, role)
         files += max(0.0, float(mix.get("create", 0)) - float(mix.get("unlink", 0))) * k
         dirs += float(mix.get("mkdir", 0)) * k
         data += float(mix.get("bytes_written", 0)) * k_b

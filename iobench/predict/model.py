@@ -252,11 +252,13 @@ def size_of(cfg: Any, scenario: Any, profile: Any) -> Size:
     return Size.split(profile, scenario.image)[0] if layered else Size.of(profile)
 
 
-def scales(phase: str, size: Size, traced: Size) -> tuple[float, float]:
-    """(operations, bytes) scale of a phase: the venv is the same for every install, the
-    download's operations go with the number of wheels, the import with the files the ready
-    check opens (where both profiles say), the rest with installed files."""
-    if phase == "venv":
+def scales(phase: str, size: Size, traced: Size, role: str = "") -> tuple[float, float]:
+    """(operations, bytes) scale of a phase: the venv is the same for every install, and so
+    is what pip does in the venv while it downloads (it imports itself and writes its own
+    bytecode: 1,700 operations that a layered venv with nothing to install pays too); the
+    download's other operations go with the number of wheels, the import with the files the
+    ready check opens (where both profiles say), the rest with installed files."""
+    if phase == "venv" or (phase == "download" and role == "venv"):
         return 1.0, 1.0
     k_b = size.bytes / traced.bytes
     if phase == "download":
@@ -333,7 +335,7 @@ def predict_config(
     own = own_import(opmix, size)
     for phase in PHASES:
         mixes = [
-            (m, w, *scales(phase, size, traced))
+            (m, w, *scales(phase, size, traced, r))
             for r, w in roles.items()
             if w is not None and (m := opmix["ops"][state].get(phase, {}).get(r))
         ]

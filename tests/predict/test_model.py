@@ -155,6 +155,28 @@ def test_a_profile_s_own_ready_check_trace_replaces_the_scaled_install_s() -> No
     assert model.import_mix(mix, unknown)[1] == torch.files / 1202  # by installed files
 
 
+def test_pip_s_own_start_in_the_venv_does_not_scale_with_the_wheels() -> None:
+    """While it downloads, pip imports itself from the venv and writes its own bytecode
+    there (~1,700 operations): torch-like's one wheel paid a third of it, and a layered
+    venv with nothing to install none (its first start: 4.2 s predicted, 13.7 s measured)."""
+    mix = model.load_opmix("pip")
+    fast = model.fast_costs(mix)
+    volume = model.Costs({op: fast.ms[op] + 1.0 for op in opmix.OPS}, None, None)
+    tsc = load_scenario("torch-like")
+    delta, _ = model.Size.split(load_profile(tsc.wheels), tsc.image)
+    assert delta.dists == 0
+    traced = model.Size.traced(mix)
+    assert model.scales("download", delta, traced, "venv") == (1.0, 1.0)
+    assert model.scales("download", delta, traced, "tmpdir")[0] == 0.0
+    p = model.predict_config("x", {"venv": volume, "tmpdir": fast, "cache": None}, "cold", mix,
+                             delta)  # fmt: skip
+    own = mix["ops"]["cold"]["download"]["venv"]
+    length = p.phases["download"]
+    expected = model.storage_seconds(own, volume, fast, 1.0, 1.0, length, model.ATTR_CACHE_S)
+    assert p.storage_s["download"] == pytest.approx(expected, rel=0.05)
+    assert p.storage_s["download"] > 1.0  # about 1,700 round trips at +1 ms
+
+
 def test_a_layered_venv_s_ready_check_is_its_parts_share_of_what_the_whole_opens() -> None:
     """smoke's layered venv installs smoke-core, a third of smoke's files but 63 of the 87
     its ready check opens: its restart was predicted at 0.19 s (by files) against 0.60 s
