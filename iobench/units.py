@@ -105,12 +105,18 @@ def fmt_vs(speedup: object, beyond: object, baseline: str | None = None) -> str:
     text = fmt_speed(speedup, baseline)
     if text == DASH:
         return text
-    known = (
-        None
-        if beyond is None or (isinstance(beyond, float) and math.isnan(beyond))
-        else bool(beyond)
-    )
-    return f"{text} ({noise_word(known) or 'too few trials'})"
+    return f"{text} ({noise_word(noise_known(beyond)) or 'too few trials'})"
+
+
+def noise_known(value: object) -> bool | None:
+    """A beyond-noise cell back to True/False/None: None, NaN and pandas' NA (a table may
+    hold the cell as any of them) are "not tested"."""
+    if value is None:
+        return None
+    try:
+        return None if value != value else bool(value)  # NaN is not equal to itself
+    except TypeError:  # pandas' NA is neither true nor false
+        return None
 
 
 def noise_word(known: bool | None) -> str:

@@ -32,7 +32,7 @@ from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, summarize
 from iobench.report.verdict import configs_from_rows
 from iobench.stats import MIN_TRIALS, compare
-from iobench.units import fmt_s, fmt_speed, fmt_vs, run_key
+from iobench.units import fmt_s, fmt_speed, fmt_vs, noise_known, run_key
 
 COMPARE_FORMAT = "iobench-compare"
 #: 1: first version.
@@ -91,9 +91,10 @@ class CompareResult:
             if not math.isfinite(ratio) or ratio < bar:
                 continue
             text = f"{r.run_label}: {r.config} {fmt_speed(1 / ratio, ref)}"
-            if r.beyond_noise_vs_ref is True:
+            known = noise_known(r.beyond_noise_vs_ref)
+            if known:
                 found.append(text)
-            elif r.beyond_noise_vs_ref is None:
+            elif known is None:
                 undecided.append(f"{text} (too few trials to tell it from noise)")
         return found, undecided
 

@@ -27,7 +27,7 @@ from iobench.rundir.meta import (
     overhead_figure,
     overhead_ratio,
 )
-from iobench.units import fmt_median, fmt_s, fmt_s_range, noise_word
+from iobench.units import fmt_median, fmt_s, fmt_s_range, noise_known, noise_word
 
 SUMMARY_FORMAT = "iobench-summary"
 #: 1: first version (configs = summary.csv rows; cost; recommendation).
@@ -258,7 +258,7 @@ def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> 
                 fmt_median(r, summary.ranked_by),
                 fmt_s_range(first[0], first[1]) if life and r["n_ok"] > 1 else spread_text(r, name),
                 str(r["vs_baseline"] or "—"),
-                noise_word(_known(r["beyond_noise_vs_baseline"])),
+                noise_word(noise_known(r["beyond_noise_vs_baseline"])),
                 fmt_usd(r["cost_per_start_usd"]),
                 fmt_usd(r["monthly_cost_usd"]),
                 str(r["bottleneck"]),
@@ -285,13 +285,6 @@ def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> 
     lines.append("")
     lines.extend(answer_lines(summary, rec, same_storage=False))
     return lines
-
-
-def _known(value: Any) -> bool | None:
-    """A beyond-noise cell back to True/False/None (pandas may hold it as object or NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return None
-    return bool(value)
 
 
 def answer_lines(
@@ -369,7 +362,7 @@ def markdown_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) 
                     fmt_s(r["median_time_to_ready_s"]),
                     spread,
                     str(r["vs_baseline"] or "—"),
-                    noise_word(_known(r["beyond_noise_vs_baseline"])) or "—",
+                    noise_word(noise_known(r["beyond_noise_vs_baseline"])) or "—",
                     fmt_usd(r["cost_per_start_usd"]),
                     fmt_usd(r["monthly_cost_usd"]),
                     r["bottleneck"],
