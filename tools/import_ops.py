@@ -19,14 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from iobench.predict.opmix import STRACE_ARGS, count_trace
+from iobench.predict.opmix import STRACE_ARGS, count_trace, counts_table
 from iobench.scenario.load import load_scenario
 from iobench.wheels.cache import cached_wheels
 from iobench.wheels.profile import load_profile
 
 
-def trace_ready(scenario: str, tmpfs: Path) -> tuple[str, dict[str, object]]:
-    """(profile name, the venv role's table) of one scenario's ready check."""
+def trace_ready(scenario: str, tmpfs: Path) -> str:
+    """The TOML table of the venv role of one scenario's ready check."""
     sc = load_scenario(scenario)
     if not sc.wheels:
         raise SystemExit(f"{scenario}: not a synthetic scenario (no wheel profile)")
@@ -46,18 +46,7 @@ def trace_ready(scenario: str, tmpfs: Path) -> tuple[str, dict[str, object]]:
         with open(log, encoding="utf-8", errors="replace") as fh:
             counts = count_trace(fh)
     c = counts[(f"{profile.name}-r1", "import", "venv")]
-    table: dict[str, object] = {op: n for op, n in c.ops.items() if n}
-    table |= {"bytes_read": c.bytes_read, "stat_curve": c.stat_curve}
-    return profile.name, table
-
-
-def toml(profile: str, table: dict[str, object]) -> str:
-    lines = [f"[pip.imports.{profile}.venv]"]
-    for key, value in table.items():
-        if key == "stat_curve":
-            value = "[" + ", ".join(f"[{r:g}, {n}]" for r, n in value) + "]"  # type: ignore[attr-defined]
-        lines.append(f"{key} = {value}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(counts_table(f"pip.imports.{profile.name}.venv", c))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     print("# The ready check of each profile's shipped scenario, traced on tmpfs (python\n"
           "# tools/import_ops.py): the model's import phase for that profile, not smoke's scaled.\n")  # fmt: skip
     for name in a.scenarios:
-        print(toml(*trace_ready(name, a.tmpfs)))
+        print(trace_ready(name, a.tmpfs))
     return 0
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,7 +315,7 @@ def fast_times(trials_csv: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def _table(name: str, values: dict[str, float | int]) -> list[str]:
+def _table(name: str, values: Mapping[str, float | int]) -> list[str]:
     return [f"[{name}]", *(f"{k} = {v}" for k, v in values.items()), ""]
 
 
@@ -344,15 +344,16 @@ def opmix_toml(
     for state, tid in trial_of.items():
         for (t, phase, role), c in sorted(counts.items()):
             if t == tid:
-                values = {op: n for op, n in c.ops.items() if n}
-                values |= {"bytes_written": c.bytes_written, "bytes_read": c.bytes_read}
-                table = _table(f"{installer}.ops.{state}.{phase}.{role}", values)
-                if c.stat_curve:
-                    table.insert(
-                        -1,
-                        "stat_curve = ["
-                        + ", ".join(f"[{r:g}, {n}]" for r, n in c.stat_curve)
-                        + "]",
-                    )
-                lines += table
+                lines += counts_table(f"{installer}.ops.{state}.{phase}.{role}", c)
     return "\n".join(lines)
+
+
+def counts_table(name: str, c: Counts) -> list[str]:
+    """One (phase, role)'s table: its operations, bytes and stat curve."""
+    values = {op: n for op, n in c.ops.items() if n}
+    values |= {"bytes_written": c.bytes_written, "bytes_read": c.bytes_read}
+    table = _table(name, values)
+    if c.stat_curve:
+        curve = ", ".join(f"[{r:g}, {n}]" for r, n in c.stat_curve)
+        table.insert(-1, f"stat_curve = [{curve}]")
+    return table
