@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
 from iobench.cost.checkpoint import MTBF_HOURS
-from iobench.cost.idle import AU_TARGET, CostOptions
+from iobench.cost.idle import AU_TARGET, CostOptions, options_from_meta
 from iobench.cost.month import strategy_figure
 from iobench.cost.prices import DEFAULT_STARTS_PER_MONTH, known_names
 from iobench.errors import UsageError
@@ -76,6 +77,12 @@ def _add_workload_figures(group: argparse._ArgumentGroup) -> None:
         help="a checkpoint run: your own interval between saves, priced beside the best one",
     )
     group.add_argument(
+        "--training-hours",
+        metavar="H",
+        help="a dataset run's month of training: hours of accelerator compute (default 730: a "
+        "month at full use)",
+    )
+    group.add_argument(
         "--strategy-figure",
         metavar="NAME=FIRST_S,RESTART_S[,GB_KEPT]",
         action="append",
@@ -101,16 +108,8 @@ def _number(flag: str, text: object, what: str) -> float | None:
     return value
 
 
-def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
-    """Build validated CostOptions from parsed arguments (raises UsageError)."""
-    price = _number("--gpu-price", getattr(args, "gpu_price", None), "a price in USD per GPU-hour")
-    starts = _number("--starts-per-month", getattr(args, "starts_per_month", None), "a number")
-    storage = _number(
-        "--storage-usd-per-gb", getattr(args, "storage_usd_per_gb", None), "a price in USD per GB"
-    )
-    au = _number("--au-target", getattr(args, "au_target", None), "a share from 0 to 1")
-    mtbf = _number("--mtbf-hours", getattr(args, "mtbf_hours", None), "a number of hours")
-    every = _number("--every-minutes", getattr(args, "every_minutes", None), "a number of minutes")
+def given_options(args: argparse.Namespace) -> dict[str, object]:
+    """The cost options the command line gave (None: not given), checked."""
     gpus_raw = getattr(args, "gpus", None)
     gpus: int | None = None
     if gpus_raw is not None:
@@ -118,15 +117,50 @@ def cost_options_from_args(args: argparse.Namespace) -> CostOptions:
             gpus = int(str(gpus_raw).strip())
         except ValueError:
             raise UsageError(f"--gpus wants a whole number, not {gpus_raw!r}") from None
-    return CostOptions(
-        gpu=getattr(args, "gpu", None),
-        gpu_price=price,
-        gpus=gpus,
-        starts_per_month=DEFAULT_STARTS_PER_MONTH if starts is None else starts,
-        storage_usd_per_gb=storage,
-        storage=getattr(args, "storage", None),
-        au_target=AU_TARGET if au is None else au,
-        mtbf_hours=MTBF_HOURS if mtbf is None else mtbf,
-        every_minutes=every,
-        entered=tuple(strategy_figure(t) for t in getattr(args, "strategy_figure", None) or ()),
-    )
+    figures = getattr(args, "strategy_figure", None)
+    return {
+        "gpu": getattr(args, "gpu", None),
+        "gpu_price": _number("--gpu-price", getattr(args, "gpu_price", None), "a price in USD per GPU-hour"),
+        "gpus": gpus,
+        "starts_per_month": _number("--starts-per-month", getattr(args, "starts_per_month", None), "a number"),
+        "storage_usd_per_gb": _number("--storage-usd-per-gb", getattr(args, "storage_usd_per_gb", None), "a price in USD per GB"),
+        "storage": getattr(args, "storage", None),
+        "au_target": _number("--au-target", getattr(args, "au_target", None), "a share from 0 to 1"),
+        "mtbf_hours": _number("--mtbf-hours", getattr(args, "mtbf_hours", None), "a number of hours"),
+        "every_minutes": _number("--every-minutes", getattr(args, "every_minutes", None), "a number of minutes"),
+        "training_hours": _number("--training-hours", getattr(args, "training_hours", None), "a number of hours"),
+        "entered": tuple(strategy_figure(t) for t in figures) if figures else None,
+    }  # fmt: skip
+
+
+def cost_options_from_args(args: argparse.Namespace, stored: object = None) -> CostOptions:
+    """Validated CostOptions from parsed arguments (raises UsageError), on top of what a run
+    stored (meta.json's ``pricing``: a report rebuilt later prices the run as it was)."""
+    return options_from_meta(stored, **given_options(args))
+
+
+def stored_options(meta: Any) -> object:
+    """A run's cost options: meta.json's ``pricing``; for a run written before the key, the
+    cost options of the command that made it (meta.json's ``command``)."""
+    if meta.pricing is not None:
+        return meta.pricing
+    parser = argparse.ArgumentParser(add_help=False)
+    add_cost_arguments(parser)
+    try:
+        args, _ = parser.parse_known_args([a for a in meta.command[1:] if isinstance(a, str)])
+        return {k: v for k, v in given_options(args).items() if v is not None}
+    except (UsageError, SystemExit):
+        return None
+
+
+def judged_by(meta: Any, rows: list[Any], cost: CostOptions | None = None) -> Any:
+    """The measure a run is judged by (its kind's question, ``iobench.cost.kinds``), priced
+    with ``cost`` or, without, with the options the run stored."""
+    from iobench.cost.kinds import run_measure
+
+    if cost is None:
+        try:
+            cost = cost_options_from_args(argparse.Namespace(), stored_options(meta))
+        except UsageError:  # a stored preset this version does not know: unpriced
+            cost = CostOptions()
+    return run_measure(meta.kind, rows, cost, meta.gpu_info)

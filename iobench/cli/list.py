@@ -61,9 +61,13 @@ def _add_list(sub: argparse._SubParsersAction) -> None:
 
 def _winner_from_trials(rows: list[Any], meta: Any) -> str:
     """The verdict's winner from trials.csv (marked ``*``), "" when the verdict names none."""
+    from iobench.cli.cost import judged_by
     from iobench.report.verdict import verdict_of_rows  # the report's rule, loaded on use
+    from iobench.rundir.fleet import fleet_rows, is_fleet
 
-    winner = verdict_of_rows(rows, meta.roles, order=meta.config_names).winner
+    compared = fleet_rows(rows) if is_fleet(rows) else rows  # a fleet: by its figure
+    judged = judged_by(meta, compared)
+    winner = verdict_of_rows(compared, meta.roles, order=meta.config_names, measure=judged).winner
     return f"{winner}*" if winner else ""
 
 

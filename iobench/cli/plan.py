@@ -67,11 +67,12 @@ def _index_line(plan: Any, trials: list[Any], cold: int, primings: int) -> str:
     """What the run will pull from the index and write to each role, in bytes (estimates:
     run/space.written_mb)."""
     from iobench.run import space
+    from iobench.scenario.kinds.install import WHEELS_SHARE
 
     mb = space.written_mb(plan.scenario, [t.config for t in trials], cold + primings)
     order = [r for r in plan.roles if r in mb] + sorted(r for r in mb if r not in plan.roles)
     roles = ", ".join(f"{r} {decimal(int(mb[r] * 1e6))}" for r in order if r != "index")
-    share = f"the wheels taken as {space.WHEELS_SHARE:.0%} of the installed size"
+    share = f"the wheels taken as {WHEELS_SHARE:.0%} of the installed size"
     if plan.downloads_once:  # one download; the installs read it back over loopback
         once = space.written_mb(plan.scenario, [], 1)["index"]
         return (

@@ -13,9 +13,10 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
-from iobench.cli.cost import add_cost_arguments, cost_options_from_args
-from iobench.errors import UsageError
+from iobench.cli.cost import add_cost_arguments, cost_options_from_args, stored_options
+from iobench.errors import IOBenchError, UsageError
 from iobench.units import printable
 
 FORMATS = ("table", "markdown", "json")
@@ -88,18 +89,29 @@ def _emit(lines: list[str]) -> None:
     print("\n".join(printable(line) for line in lines), flush=True)
 
 
+def run_cost(args: argparse.Namespace, run_dir: Path) -> Any:
+    """The cost options a run is priced with: the ones it was made with (meta.json), with the
+    flags given here on top."""
+    from iobench.rundir.folder import RunDir
+
+    try:
+        stored = stored_options(RunDir(Path(run_dir)).meta())
+    except IOBenchError:  # not a run (the report says so in its own words), or a fleet folder
+        stored = None
+    return cost_options_from_args(args, stored)
+
+
 def report_command(args: argparse.Namespace) -> int:
     """``iobench report RUN_DIR...``: one report per run directory."""
     from iobench.report import build_report
 
     fmt = _check_format(args)
-    cost = cost_options_from_args(args)
     dirs: list[Path] = list(args.run_dirs)
     for i, run_dir in enumerate(dirs):
         out = args.out
         if out is not None and len(dirs) > 1:
             out = Path(out) / (run_dir.resolve().name or f"run-{i + 1}")
-        result = build_report(run_dir, cost, out)
+        result = build_report(run_dir, run_cost(args, run_dir), out)
         if i and fmt == "table":
             _emit([""])
         _emit(result.format(fmt))
@@ -114,8 +126,8 @@ def compare_command(args: argparse.Namespace) -> int:
     bar = args.fail_slower
     if bar is not None and not (math.isfinite(bar) and bar >= 1.0):
         raise UsageError(f"--fail-slower must be a ratio of 1 or more (1.1: 10% slower), not {bar}")
-    cost = cost_options_from_args(args)
-    result = build_compare(list(args.run_dirs), args.out, cost)
+    dirs = list(args.run_dirs)
+    result = build_compare(dirs, args.out, [run_cost(args, d) for d in dirs])
     _emit(result.format(fmt))
     if bar is None:
         return 0

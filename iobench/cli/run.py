@@ -577,19 +577,24 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any) -> int:
             f"iobench: {len(failed)} trial(s) did not succeed: {', '.join(failed[:5])}{relaxed}",
             file=sys.stderr,
         )
+    from iobench.cli.cost import judged_by
     from iobench.report.verdict import verdict_of_rows
 
-    verdict = verdict_of_rows(compared, meta.roles, order=meta.config_names)
+    judged = judged_by(meta, compared, cost)
+    verdict = verdict_of_rows(compared, meta.roles, order=meta.config_names, measure=judged)
     sys.stderr.flush()
     print()
-    table = console_summary(compared, meta.roles, meta.config_names)
+    table = console_summary(compared, meta.roles, meta.config_names, judged)
     emphasis.print_answer(table + answer, verdict.winner, verdict.headline)
     return code
 
 
-def console_summary(rows: list, roles: dict | None = None, order: Sequence[str] = ()) -> list[str]:
-    """The short table printed at the end of a run: the report's verdict rule (report/verdict.py);
-    configs in the scenario's ``order``, whose first is the baseline when none is named naive."""
-    from iobench.report.verdict import console_lines
+def console_summary(
+    rows: list, roles: dict | None = None, order: Sequence[str] = (), measure: Any = None
+) -> list[str]:
+    """The short table printed at the end of a run: the report's verdict rule (report/verdict.py)
+    over the run's measure; configs in the scenario's ``order``, whose first is the baseline
+    when none is named naive."""
+    from iobench.report.verdict import TIME, console_lines
 
-    return console_lines(rows, roles, order=order)
+    return console_lines(rows, roles, order=order, measure=measure or TIME)

@@ -32,11 +32,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         restarts = ", each trial a first start and a cold restart" if s.lifecycle else ""
         print(f"{name}: {s.description} (repeats {s.repeats}{restarts})")
         for c in s.configs:
-            print(
-                f"  {c.name:<24} "
-                + (f"strategy={c.strategy:<16} " if s.lifecycle else "")
-                + c.summary()
-            )
+            print(f"  {c.name:<24} {c.summary()}")
     print("show one's TOML: iobench scenarios show NAME")
     return 0
 

@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass
 
 from iobench.cost.checkpoint import MTBF_HOURS
-from iobench.cost.month import LifeFigures
+from iobench.cost.measure import TRAINING_HOURS, Pricing
+from iobench.cost.month import ENTERED, LifeFigures, strategy_figure
 from iobench.cost.prices import (
     DEFAULT_STARTS_PER_MONTH,
     GpuPreset,
@@ -48,6 +49,7 @@ class CostOptions:
     au_target: float = AU_TARGET  # a dataset run's bar for accelerator utilisation
     mtbf_hours: float = MTBF_HOURS  # a checkpoint run's pod: mean hours between failures
     every_minutes: float | None = None  # a checkpoint run's own interval between saves
+    training_hours: float = TRAINING_HOURS  # a dataset run's month: hours of compute at full use
     #: strategies the user measured elsewhere (--strategy-figure), ranked beside the run's
     entered: tuple[LifeFigures, ...] = ()
 
@@ -67,6 +69,45 @@ class CostOptions:
             )
         _check_number("--mtbf-hours", self.mtbf_hours, allow_zero=False)
         _check_number("--every-minutes", self.every_minutes, allow_zero=False)
+        _check_number("--training-hours", self.training_hours, allow_zero=False)
+
+
+#: CostOptions' fields as meta.json's ``pricing`` keeps them (entered strategies as lists)
+STORED = ("gpu", "gpu_price", "gpus", "starts_per_month", "storage_usd_per_gb", "storage",
+          "au_target", "mtbf_hours", "every_minutes", "training_hours")  # fmt: skip
+
+
+def options_to_meta(options: CostOptions) -> dict[str, object]:
+    """What meta.json keeps of a run's cost options (so that a report rebuilt later, or
+    ``compare``, prices the run as it was priced)."""
+    out: dict[str, object] = {k: getattr(options, k) for k in STORED}
+    out["entered"] = [
+        [f.strategy.removesuffix(ENTERED), f.first_s, f.restart_s, f.stored_bytes / 1e9]
+        for f in options.entered
+    ]
+    return out
+
+
+def options_from_meta(data: object, **given: object) -> CostOptions:
+    """A run's stored cost options (``options_to_meta``), with ``given`` (the flags a report
+    was given) on top; a stored value that no longer passes (a preset since renamed) is a
+    UsageError, as the flag would be."""
+    stored = data if isinstance(data, dict) else {}
+    values: dict[str, object] = {k: stored[k] for k in STORED if stored.get(k) is not None}
+    entered = stored.get("entered") or []
+    if isinstance(entered, list) and entered:
+        values["entered"] = tuple(
+            strategy_figure(f"{e[0]}={e[1]},{e[2]},{e[3]}")
+            for e in entered
+            if isinstance(e, list) and len(e) == 4
+        )
+    values.update({k: v for k, v in given.items() if v is not None})
+    if "gpus" in values and isinstance(values["gpus"], float) and values["gpus"].is_integer():
+        values["gpus"] = int(values["gpus"])
+    try:
+        return CostOptions(**values)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise UsageError(f"meta.json: pricing: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -149,6 +190,26 @@ def _from_preset(preset: GpuPreset, gpus: int | None, notes: list[str]) -> Price
     n = gpus or 1
     label = f"{n}x {preset.name} at ${preset.usd_per_hour:g}/GPU-hour ({origin})"
     return PriceChoice(preset.usd_per_hour * n, label, n, preset, preset.source)
+
+
+def pricing(options: CostOptions, detected: GpuInfo | None) -> tuple[Pricing, list[str]]:
+    """What a run's measure is priced with: the pod's price (``resolve_price``), the volume's
+    charges (its preset), the assumptions; and the notes saying where they came from."""
+    price, notes = resolve_price(options, detected)
+    preset = find_storage_preset(options.storage) if options.storage else None
+    return Pricing(
+        usd_per_hour=price.usd_per_hour if price is not None else None,
+        label=price.label if price is not None else "",
+        starts_per_month=options.starts_per_month,
+        training_hours=options.training_hours,
+        mtbf_hours=options.mtbf_hours,
+        au_target=options.au_target,
+        every_minutes=options.every_minutes,
+        storage=preset.name if preset is not None else "",
+        gb_month_usd=preset.usd_per_gb_month if preset is not None else 0.0,
+        read_usd_per_gb=preset.usd_per_gb_read if preset is not None else 0.0,
+        written_usd_per_gb=options.storage_usd_per_gb,
+    ), notes
 
 
 # --- the cost model: pure functions -------------------------------------------------------

@@ -306,7 +306,7 @@ def fast_times(trials_csv: str) -> dict[str, dict[str, float]]:
     rows = [r for r in RunDir(Path(trials_csv).parent).trials(latest_only=True) if r.status == "ok"]
     out: dict[str, dict[str, float]] = {}
     for state in ("cold", "warm"):
-        mine = [r for r in rows if (r.cache_state == "warm") == (state == "warm")]
+        mine = [r for r in rows if (getattr(r, "cache_state", "") == "warm") == (state == "warm")]
         if mine:
             out[state] = {
                 p: round(_median([float(getattr(r, f"{p}_s") or 0.0) for r in mine]), 3)

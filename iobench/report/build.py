@@ -31,7 +31,7 @@ from iobench.report.lifecycle_report import build_section, html_block, write_csv
 from iobench.report.load import Run, load_run
 from iobench.report.parallel import fork_map
 from iobench.report.recommend import Recommendation, recommend
-from iobench.report.summary import Summary, collect_sample_figures, summarize
+from iobench.report.summary import Summary, collect_sample_figures, measure_of, summarize
 from iobench.rundir.meta import RunMeta
 from iobench.rundir.records import PHASES
 from iobench.units import fmt_s
@@ -320,7 +320,8 @@ def build_report(
     options = cost or CostOptions()
     price, price_notes = resolve_price(options, run.gpu)
     samples = collect_sample_figures(run)
-    summary = summarize(run, price, options, samples)
+    judged, _, _ = measure_of(run, options)
+    summary = summarize(run, price, options, samples, judged)
     summary.notes[:0] = price_notes + run.notes
     if cost_line := formats.overhead_line(run.info.overhead):  # iobench's own cost
         summary.notes.append(cost_line)

@@ -29,7 +29,7 @@ from iobench.report import charts, formats
 from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
 from iobench.report.load import Run, load_runs
-from iobench.report.summary import Summary, collect_sample_figures, summarize
+from iobench.report.summary import Summary, collect_sample_figures, measure_of, summarize
 from iobench.report.verdict import configs_from_rows
 from iobench.stats import MIN_TRIALS, compare
 from iobench.units import fmt_s, fmt_speed, fmt_vs, noise_known, run_key
@@ -381,21 +381,23 @@ def noise_marks(runs: dict[str, Run], labels: list[str]) -> dict[tuple[str, str]
 def build_compare(
     run_dirs: Sequence[Path | str],
     out_dir: Path | str | None = None,
-    cost: CostOptions | None = None,
+    costs: Sequence[CostOptions] | None = None,
 ) -> CompareResult:
-    """Merge several runs; writes compare.csv, compare.json, compare.png and compare.html."""
+    """Merge several runs, each priced with its own cost options (``costs``, one a run: what
+    it was made with and the flags given); writes compare.csv, .json, .png and .html."""
     if len(run_dirs) < 2:
         raise UsageError("compare needs at least two run directories")
     runs = load_runs(run_dirs)
     for run in runs:
         check_has_successes(run)
-    options = cost or CostOptions()
     labels = unique_labels(runs)
     summaries: dict[str, Summary] = {}
     notes: list[str] = []
-    for lab, run in zip(labels, runs, strict=True):
+    for i, (lab, run) in enumerate(zip(labels, runs, strict=True)):
+        options = costs[i] if costs else CostOptions()
         price, price_notes = resolve_price(options, run.gpu)
-        s = summarize(run, price, options, collect_sample_figures(run))
+        judged, _, _ = measure_of(run, options)
+        s = summarize(run, price, options, collect_sample_figures(run), judged)
         summaries[lab] = s
         notes += [f"{lab}: {n}" for n in [*price_notes, *run.notes, *s.notes]]
         notes += [f"{lab}: {w}" for w in run.warnings]

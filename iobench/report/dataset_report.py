@@ -186,7 +186,7 @@ def build_section(
             au=_med(group, "au"),
             read_mb_per_s=_med(group, "read_mb_per_s"),
             io_wait_s=_med(group, "io_wait_s"),
-            read_s=_med(group, "read_s"),
+            read_s=_med(group, "epochs_s"),
             stage_s=_med(group, "stage_s"),
             epochs=max(1, epochs),
             data_gb=_med(group, "data_bytes") / 1e9 / max(1, epochs),

@@ -33,16 +33,11 @@ import pandas as pd
 
 from iobench.errors import RunDirError
 from iobench.report.parallel import fork_map, workers_for
+from iobench.rundir import kinds
 from iobench.rundir.fleet import FleetTrial, fleet_rows, fleet_trials, is_fleet_dir, merge_fleet_dir
 from iobench.rundir.folder import RunDir, latest_rows
 from iobench.rundir.meta import SUPPORTED_SCHEMA_VERSIONS, GpuInfo, RoleInfo, RunMeta
-from iobench.rundir.records import (
-    PHASES,
-    REQUIRED_TRIAL_COLUMNS,
-    TRIAL_COLUMNS,
-    TrialRow,
-    text_columns,
-)
+from iobench.rundir.records import PHASES, REQUIRED_TRIAL_COLUMNS, TrialRow
 
 __all__ = [
     "NUMERIC_TRIAL_COLUMNS", "PHASE_COLUMNS", "REQUIRED_TRIAL_COLUMNS", "SUPPORTED_SCHEMA_VERSIONS",
@@ -60,8 +55,10 @@ BATCH_BYTES = 4 << 20
 #: float64, ``phase`` as str objects)
 SampleColumns: TypeAlias = Mapping[str, np.ndarray]
 _KEY_COLUMNS = ("trial_id", "config", "status")
-#: text trials.csv columns (empty cells are <NA>), from the row's fields
-TEXT_TRIAL_COLUMNS = tuple(c for c in text_columns(TrialRow) if c not in _KEY_COLUMNS)
+#: the frame's columns: every kind's (a column the run's kind lacks stays empty)
+TRIAL_COLUMNS = kinds.all_columns()
+#: text trials.csv columns (empty cells are <NA>), from the rows' fields
+TEXT_TRIAL_COLUMNS = tuple(c for c in kinds.all_text_columns() if c not in _KEY_COLUMNS)
 #: numeric trials.csv columns (absent ones are NaN so later code stays simple)
 NUMERIC_TRIAL_COLUMNS = tuple(
     c for c in TRIAL_COLUMNS if c not in TEXT_TRIAL_COLUMNS and c not in _KEY_COLUMNS
@@ -427,7 +424,7 @@ def _trials_frame(rd: RunDir, run: list[str]) -> pd.DataFrame:
 
 def rows_frame(rows: Iterable[TrialRow]) -> pd.DataFrame:
     """Trial rows as a frame with every column (numbers as numbers, empty text as <NA>)."""
-    cells = [[getattr(r, c) for c in TRIAL_COLUMNS] for r in rows]  # slots: no __dict__
+    cells = [[getattr(r, c, None) for c in TRIAL_COLUMNS] for r in rows]  # slots: no __dict__
     df = pd.DataFrame.from_records(cells, columns=list(TRIAL_COLUMNS))
     for col in NUMERIC_TRIAL_COLUMNS:
         df[col] = pd.to_numeric(df[col])

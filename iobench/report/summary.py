@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from iobench.cost.idle import CostOptions, PriceChoice, idle_cost_usd, monthly_usd, storage_cost_usd
+from iobench.cost.idle import (
+    CostOptions,
+    PriceChoice,
+    idle_cost_usd,
+    monthly_usd,
+    pricing,
+    storage_cost_usd,
+)
+from iobench.cost.kinds import measure
+from iobench.cost.measure import Measure, Pricing
 from iobench.report.diagnose import (
     SAMPLE_COLUMNS_USED,
     ConfigFigures,
@@ -39,7 +48,9 @@ from iobench.report.lifecycle_report import LifecycleSection, build_section
 from iobench.report.load import PHASES, Run
 from iobench.report.placement import shared_storage_lines
 from iobench.report.verdict import (
+    TIME,
     ConfigTimes,
+    RowView,
     Verdict,
     configs_from_rows,
     decide,
@@ -137,6 +148,8 @@ class Summary:
     configs: list[ConfigTimes] = field(default_factory=list)
     same_storage: list[str] = field(default_factory=list)  # sentences, said first everywhere
     lifecycle: LifecycleSection = field(default_factory=LifecycleSection)  # empty: no restarts
+    #: the run's question, answered: each trial's figure the verdict judges (its kind's)
+    measure: Measure = field(default_factory=lambda: TIME)
 
     @property
     def winner(self) -> str | None:
@@ -393,13 +406,24 @@ def choose_baseline(table: pd.DataFrame) -> tuple[str | None, str | None]:
     )
 
 
+def measure_of(run: Run, options: CostOptions) -> tuple[Measure, Pricing, list[str]]:
+    """The run's measure (its kind's question at its prices), the pricing, and the notes
+    saying where the prices came from."""
+    priced, notes = pricing(options, run.gpu)
+    views = [RowView(r) for r in run.trials.to_dict("records")]
+    return measure(run.info.kind, views, priced), priced, notes  # type: ignore[arg-type]
+
+
 def summarize(
     run: Run,
     price: PriceChoice | None,
     options: CostOptions,
     samples: dict[str, tuple[SampleFigures, int, int]] | None = None,
+    judged: Measure | None = None,
 ) -> Summary:
-    """Build the summary table of one run (configs in scenario order)."""
+    """Build the summary table of one run (configs in scenario order); ``judged``: the run's
+    measure (its kind's question: ``measure_of``), time-to-ready when not given."""
+    judged = judged or TIME
     if samples is None:
         samples = collect_sample_figures(run)
     rows = []
@@ -414,7 +438,7 @@ def summarize(
     baseline, note = choose_baseline(table)
     notes = [note] if note else []
     notes += _synthetic_note(run, price)
-    configs = configs_from_rows(run.trials.to_dict("records"))
+    configs = configs_from_rows(run.trials.to_dict("records"), judged)
     _mark_against_baseline(table, configs, baseline)
     lifecycle = build_section(
         run.trials,
@@ -427,8 +451,8 @@ def summarize(
     if baseline is not None:
         base = float(table.loc[table["config"] == baseline, by].iloc[0])
         table["saving_vs_baseline_s"] = base - table[by]
-    usable = table[(table["n_ok"] > 0) & np.isfinite(table[by].to_numpy(dtype=float))]
-    fastest = str(usable.loc[usable[by].idxmin(), "config"]) if len(usable) else None
+    ranked = sorted((c for c in configs if c.n), key=lambda c: c.median)
+    fastest = ranked[0].name if ranked else None
     cheapest = _cheapest(table, lifecycle)
     # the verdict's same-filesystem rule reads each role's device, mount point and fstype
     roles = run.roles
@@ -446,6 +470,7 @@ def summarize(
         configs,
         shared_storage_lines(roles),
         lifecycle,
+        judged,
     )
 
 

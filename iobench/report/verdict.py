@@ -1,13 +1,15 @@
 """The verdict of a run: which config wins, whether that is beyond noise, and whether to advise.
 
+The one verdict engine of every kind of work: it judges the run's measure (its kind's question,
+``iobench.cost.measure``: time-to-ready, a month of training, GPU time lost), lower is better.
 Pure Python (no pandas), so the end-of-run console table and every report format decide
 the same way from the same rule (``iobench.stats.compare``; docs/verdicts.md). The verdict
 is one of:
 
-* ``advice`` — the fastest config beats the baseline beyond noise: name it and print what
+* ``advice`` — the best config beats the baseline beyond noise: name it and print what
   to set;
-* ``keep`` — the baseline is the fastest: keep what you have;
-* ``noise`` — the fastest config is not distinguishable from the baseline: "no difference
+* ``keep`` — the baseline is the best: keep what you have;
+* ``noise`` — the best config is not distinguishable from the baseline: "no difference
   beyond noise (n=…)", and no start script;
 * ``too-few`` — one trial per config: a ranking needs more;
 * ``same-storage`` — the fastest config differs from the baseline only by moving things
@@ -19,10 +21,13 @@ is one of:
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from iobench.cost.measure import Measure
 from iobench.report.placement import FACT_COLUMNS, differences, shared_storage_lines
 from iobench.rundir.folder import latest_rows
 from iobench.rundir.meta import RoleInfo
@@ -35,7 +40,10 @@ from iobench.stats import (
     median,
     percentile,
 )
-from iobench.units import fmt_s, fmt_s_range, fmt_speed, noise_word
+from iobench.units import fmt_s, fmt_s_range, noise_word
+
+#: the measure of a run that gives none: time-to-ready (an install's question)
+TIME = Measure("time-to-ready", "s", lambda r: r.time_to_ready_s, fmt_s)
 
 #: below this many trials a spread is shown as min–max (every trial inside), above as p10–p90
 SPREAD_MINMAX_BELOW = 10
@@ -43,11 +51,12 @@ MORE_REPEATS = "iobench run --repeats 5"
 
 
 def _more_repeats(n: int) -> str:
-    """What to run for a clearer answer after ``n`` trials a config: 5 rounds, or twice as
-    many as this run had (and a quieter machine: noise, not the count, is then the limit)."""
-    if n < 5:
+    """What to run for a clearer answer after ``n`` trials a config: more than it had (twice
+    as many, at least 5), and from 5 on a quieter machine (noise, not the count, is then the
+    limit)."""
+    if n < 3:
         return MORE_REPEATS
-    return f"iobench run --repeats {2 * n}, on a machine without other disk I/O"
+    return f"iobench run --repeats {max(2 * n, 5)}, on a machine without other disk I/O"
 
 
 def spread(values: Iterable[object]) -> tuple[float, float, str]:
@@ -64,15 +73,25 @@ def spread(values: Iterable[object]) -> tuple[float, float, str]:
 
 @dataclass(frozen=True)
 class ConfigTimes:
-    """One config's successful trial times and what it is (roles, installer, cache, compile)."""
+    """One config's successful trials' figures (the run's measure: a time, dollars, a share)
+    and what it is (roles, installer, cache, compile)."""
 
     name: str
-    times: tuple[float, ...]
+    times: tuple[float, ...]  # the measure's figure of each ok trial (seconds for installs)
     facts: Mapping[str, str] = field(default_factory=dict)
     failed: int = 0
     censored: tuple[float, ...] = ()  # the bounds of trials given up (--give-up-after): "> b"
     predicted: float | None = None  # median predicted_s of its trials given up
     rounds: tuple[int, ...] = ()  # the round of each of ``times`` (trials.csv's repeat)
+    measure: Measure = field(default=TIME, compare=False)  # what ``times`` are
+
+    def fmt(self, value: float) -> str:
+        """A figure of this config's measure, in its words (``2.1 s``, ``$1,974/month``)."""
+        return self.measure.fmt(value)
+
+    def vs(self, ratio: float, other: str | None = None) -> str:
+        """``2.06× faster than naive``: the ratio of ``other``'s figure over this one's."""
+        return self.measure.ratio_words(ratio, other)
 
     @property
     def n(self) -> int:
@@ -103,11 +122,35 @@ def _latest(rows: Iterable[object]) -> list[Mapping[str, Any]]:
     return [dicts[i] for i in kept]
 
 
-def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
-    """Per config (first-seen order): ok times, facts (most common value) and failures.
+class RowView:
+    """A row as a measure reads it (attributes), from a dict, a frame's record or a typed row:
+    NaN and pandas' NA read as None, a column the row lacks as None."""
 
-    The time is ``first_start_s`` where a row has one (a run with start-up strategies: the
-    install plus the strategy's persist step, docs/strategies.md), else ``time_to_ready_s``."""
+    __slots__ = ("_cells",)
+
+    def __init__(self, cells: Mapping[str, Any]) -> None:
+        self._cells = cells
+
+    def __getattr__(self, name: str) -> Any:
+        value = self._cells.get(name)
+        if value is None or value is pd_na() or (isinstance(value, float) and math.isnan(value)):
+            return None
+        return value
+
+
+def pd_na() -> object:
+    """pandas' NA when pandas is loaded (a frame's record holds it), else a sentinel."""
+    mod = sys.modules.get("pandas")
+    return mod.NA if mod is not None else _NOTHING
+
+
+_NOTHING = object()
+
+
+def configs_from_rows(rows: Iterable[object], measure: Measure = TIME) -> list[ConfigTimes]:
+    """Per config (first-seen order): the ok trials' figures (the run's ``measure``: time-to-
+    ready unless the kind asks another question), facts (most common value) and failures.
+    A trial given up (``--give-up-after``) bounds a timed measure from below."""
     times: dict[str, list[float]] = {}
     rounds: dict[str, list[int]] = {}
     facts: dict[str, dict[str, list[str]]] = {}
@@ -118,10 +161,10 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
         name = str(r.get("config"))
         times.setdefault(name, [])
         failed.setdefault(name, 0)
-        ok = finite([r.get("first_start_s")]) or finite([r.get("time_to_ready_s")])
-        bound = finite([r.get("censored_after_s")])
-        if str(r.get("status")) == "ok" and ok:
-            times[name].append(ok[0])
+        value = measure.of(RowView(r)) if str(r.get("status")) == "ok" else None  # type: ignore[arg-type]
+        bound = finite([r.get("censored_after_s")]) if measure.timed else []
+        if value is not None:
+            times[name].append(value)
             rounds.setdefault(name, []).append(_round(r.get("repeat")))
         elif str(r.get("status")) == "censored" and bound:
             censored.setdefault(name, []).append(bound[0])
@@ -140,6 +183,7 @@ def configs_from_rows(rows: Iterable[object]) -> list[ConfigTimes]:
             tuple(censored.get(name, ())),
             median(predicted[name]) if predicted.get(name) else None,
             tuple(rounds.get(name, ())),
+            measure,
         )
         for name in times
     ]
@@ -200,7 +244,7 @@ class Verdict:
 
 
 def _label(c: ConfigTimes) -> str:
-    return f"{c.name} {fmt_s(c.median)}"
+    return f"{c.name} {c.fmt(c.median)}"
 
 
 def decide(
@@ -229,7 +273,7 @@ def decide(
         return replace(
             common,
             kind="too-few",
-            headline=f"One trial per config (fastest measured: {_label(win)}): a ranking needs at least "
+            headline=f"One trial per config ({win.measure.best} measured: {_label(win)}): a ranking needs at least "
             f"{MIN_TRIALS} trials per config, and 3 or more to tell small differences apart "
             f"({MORE_REPEATS}).",
         )
@@ -293,7 +337,7 @@ def _advise_fastest(
     both = bool(r_real) and vs_base_r.distinguishable
     simpler = both and (len(r_real), runner.name) < (len(real), win.name)
     pick, other = (runner, win) if simpler else (win, runner)
-    extra = f"; {other.name} ({fmt_s(other.median)}) is as fast within noise"
+    extra = f"; {other.name} ({other.fmt(other.median)}) is {other.measure.alike} within noise"
     notes = [
         f"{win.name} and {runner.name} are not distinguishable ({vs_runner.n_text}); either "
         "change pays off, and the start script shows "
@@ -323,7 +367,7 @@ def _slower_beyond_noise(
                 if win_real
                 else "it only moves things within one filesystem"
             )
-            extra = f"; {win.name} measured faster ({fmt_s(win.median)}), but {why}"
+            extra = f"; {win.name} measured {win.measure.better} ({win.fmt(win.median)}), but {why}"
             return _advice(other, base, test, o_real, o_moot, common, extra, [])
     return None
 
@@ -350,7 +394,7 @@ def _no_difference(
     return replace(
         common,
         kind="noise",
-        headline=f"No difference beyond noise ({vs_base.interval_text}): fastest measured {_label(win)} vs "
+        headline=f"No difference beyond noise ({vs_base.interval_text}): {win.measure.best} measured {_label(win)} vs "
         f"{_label(base)}; keep what you have, or measure again with more repeats "
         f"({_more_repeats(min(win.n, base.n))}).",
         changes=tuple(real),
@@ -369,8 +413,8 @@ def _advice(
     notes: list[str],
 ) -> Verdict:
     text = (
-        f"{cfg.name} is {fmt_speed(test.ratio, base.name)} ({fmt_s(cfg.median)} vs "
-        f"{fmt_s(base.median)}; {test.interval_text}; beyond noise){extra}."
+        f"{cfg.name} {cfg.measure.verb} {cfg.vs(test.ratio, base.name)} ({cfg.fmt(cfg.median)} "
+        f"vs {base.fmt(base.median)}; {test.interval_text}; beyond noise){extra}."
     )
     return replace(
         common,
@@ -392,13 +436,13 @@ def _baseline_fastest(
         return replace(common, kind="keep", headline=text)
     if vs_runner.distinguishable:
         text = (
-            f"{win.name}, the baseline, is fastest ({fmt_s(win.median)}, "
-            f"{fmt_speed(vs_runner.ratio, runner.name)}; {vs_runner.interval_text}): keep what you have."
+            f"{win.name}, the baseline, is {win.measure.best} ({win.fmt(win.median)}, "
+            f"{win.vs(vs_runner.ratio, runner.name)}; {vs_runner.interval_text}): keep what you have."
         )
     else:
         text = (
             f"No difference beyond noise ({vs_runner.interval_text}): the baseline {_label(win)} is "
-            f"fastest measured, {runner.name} {fmt_s(runner.median)}; keep what you have."
+            f"{win.measure.best} measured, {runner.name} {runner.fmt(runner.median)}; keep what you have."
         )
     return replace(common, kind="keep", headline=text)
 
@@ -422,7 +466,7 @@ def row_marks(
             if c is given_up:
                 out[c.name] = (float("nan"), "baseline", None)
             elif c.n and max(c.times) < bound:
-                out[c.name] = (bound / c.median, f"> {fmt_speed(bound / c.median)}", True)
+                out[c.name] = (bound / c.median, f"> {c.vs(bound / c.median)}", True)
             else:
                 out[c.name] = (float("nan"), "—", None)
         return out
@@ -436,25 +480,30 @@ def row_marks(
             fast, slow = (c, base) if ratio >= 1 else (base, c)
             test = _compare(fast, slow, k)
             known = None if min(c.n, base.n) < MIN_TRIALS else test.distinguishable
-            out[c.name] = (ratio, fmt_speed(ratio), known)
+            out[c.name] = (ratio, c.vs(ratio), known)
     return out
+
+
+def _range(c: ConfigTimes, lo: float, hi: float) -> str:
+    """A spread in the measure's unit (seconds as ``2.0–3.1 s``)."""
+    return fmt_s_range(lo, hi) if c.measure.unit == "s" else f"{c.fmt(lo)}–{c.fmt(hi)}"
 
 
 def _median_text(c: ConfigTimes) -> str:
     """The median, or "> b" when the trials given up put it beyond their bounds."""
     if not c.censored:
-        return fmt_s(c.median)
+        return c.fmt(c.median)
     values = [*c.times, *c.censored]
     m, lower = censored_median(values, [False] * c.n + [True] * len(c.censored))
     return f"> {fmt_s(m)}" if lower else fmt_s(m)
 
 
 def _ordered(
-    rows: Iterable[object], baseline: str, order: Sequence[str]
+    rows: Iterable[object], baseline: str, order: Sequence[str], measure: Measure = TIME
 ) -> tuple[list[ConfigTimes], str | None]:
     """The configs of ``rows`` in the scenario's ``order`` (as the report uses) and the
     baseline: ``baseline`` if it has trials, else the first config that has."""
-    configs = configs_from_rows(rows)
+    configs = configs_from_rows(rows, measure)
     rank = {name: i for i, name in enumerate(order)}
     configs = sorted(configs, key=lambda c: rank.get(c.name, len(rank)))
     names = [c.name for c in configs if c.n or c.censored]
@@ -466,9 +515,10 @@ def verdict_of_rows(
     roles: Mapping[str, RoleInfo] | None = None,
     baseline: str = "naive",
     order: Sequence[str] = (),
+    measure: Measure = TIME,
 ) -> Verdict:
     """The verdict from trials.csv rows alone (``iobench list`` of a run without a report)."""
-    configs, base = _ordered(_latest(rows), baseline, order)
+    configs, base = _ordered(_latest(rows), baseline, order, measure)
     return decide(configs, base, roles or {})
 
 
@@ -477,23 +527,26 @@ def console_lines(
     roles: Mapping[str, RoleInfo] | None = None,
     baseline: str = "naive",
     order: Sequence[str] = (),
+    measure: Measure = TIME,
 ) -> list[str]:
-    """The end-of-run table (median, spread, speed vs the baseline, noise) and the verdict.
+    """The end-of-run table (the measure's median, spread, ratio to the baseline, noise) and
+    the verdict.
 
     ``rows`` are trials.csv rows (dicts or typed records), ``roles`` meta.json's roles.
     """
     rows = _latest(rows)
     roles = roles or {}
-    configs, base = _ordered(rows, baseline, order)
+    configs, base = _ordered(rows, baseline, order, measure)
     marks = row_marks(configs, base)
     given_up = any(c.censored for c in configs)
-    head = ["config", "n", "median", "spread", f"vs {base or 'baseline'}", "", "failed"]
+    head = ["config", "n", "median" if measure.name == TIME.name else measure.name, "spread",
+            f"vs {base or 'baseline'}", "", "failed"]  # fmt: skip
     head += ["given up"] if given_up else []
     table = [head]
     for c in configs:
         lo, hi, _ = spread(c.times)
         _, text, known = marks[c.name]
-        table.append([c.name, str(c.n), _median_text(c), fmt_s_range(lo, hi) if c.n > 1 else "—", text,
+        table.append([c.name, str(c.n), _median_text(c), _range(c, lo, hi) if c.n > 1 else "—", text,
                       noise_word(known), str(c.failed or "")]
                      + ([str(len(c.censored) or "")] if given_up else []))  # fmt: skip
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from iobench.cost.measure import Measure
 from iobench.scenario.vocab import AUTO_MAX_REPEATS, MIN_AUTO_ROUNDS
 from iobench.stats import Comparison, censored_median, compare, ratio_interval
 
@@ -34,14 +35,20 @@ class Outcome:
     round: int = 0  # the round it ran in (trials.csv's repeat): the verdict pairs by round
 
 
-def outcomes(rows: Iterable[object]) -> dict[str, list[Outcome]]:
+def outcomes(rows: Iterable[object], measure: Measure | None = None) -> dict[str, list[Outcome]]:
     """Per config (first-seen order): the ok trials' times and the censored ones' bounds;
-    failed, stalled and interrupted trials say nothing about the time and are left out."""
+    failed, stalled and interrupted trials say nothing about the time and are left out.
+    ``measure``: the run's question (``iobench.cost.measure``) when it is not the time: each
+    ok trial's figure (a trial given up bounds only a time)."""
     out: dict[str, list[Outcome]] = {}
     for r in rows:
         status, config = getattr(r, "status", ""), str(getattr(r, "config", ""))
         rnd = int(getattr(r, "repeat", 0) or 0)
-        if status == "ok" and _finite(getattr(r, "time_to_ready_s", None)):
+        if measure is not None and not measure.timed:
+            value = measure.of(r) if status == "ok" else None  # type: ignore[arg-type]
+            if value is not None and value > 0:
+                out.setdefault(config, []).append(Outcome(value, False, rnd))
+        elif status == "ok" and _finite(getattr(r, "time_to_ready_s", None)):
             out.setdefault(config, []).append(Outcome(float(r.time_to_ready_s), False, rnd))  # type: ignore[attr-defined]
         elif status == "censored" and _finite(getattr(r, "censored_after_s", None)):
             out.setdefault(config, []).append(Outcome(float(r.censored_after_s), True, rnd))  # type: ignore[attr-defined]
@@ -90,7 +97,10 @@ def give_up_bound(
 
 
 def settled(
-    by_config: Mapping[str, Sequence[Outcome]], baseline: str, min_rounds: int = MIN_ROUNDS
+    by_config: Mapping[str, Sequence[Outcome]],
+    baseline: str,
+    min_rounds: int = MIN_ROUNDS,
+    best: str = "fastest",
 ) -> str | None:
     """Why the run may stop repeating now, or None to run another round.
 
@@ -126,7 +136,7 @@ def settled(
                     return None
                 alike.append(other)
     n = min((len(v) for v in have.values() if not given_up(v)), default=1)
-    lead = f"{w} fastest beyond noise" + (f" (alike: {', '.join(alike)})" if alike else "")
+    lead = f"{w} {best} beyond noise" + (f" (alike: {', '.join(alike)})" if alike else "")
     if baseline == w or baseline not in have:
         return f"ranking settled after {n} rounds ({lead})"
     med_b, cen_b = config_median(have[baseline])

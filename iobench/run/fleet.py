@@ -25,6 +25,7 @@ from typing import Any
 from iobench.errors import IOBenchError
 from iobench.fleet.comm import INTERRUPTED_WAIT_S, Fleet, FleetLost
 from iobench.run.plan import RunPlan
+from iobench.rundir import kinds
 from iobench.rundir.fleet import WORKERS, set_fleet_times
 from iobench.rundir.folder import RunDir, utcnow
 from iobench.rundir.records import TrialRow
@@ -142,7 +143,10 @@ class FleetRun:
 
     def _lost_row(self, like: TrialRow, spec: TrialSpec, rank: int, why: str) -> TrialRow:
         """A lost rank's row: the trial's identity, no figures."""
-        row = TrialRow(**{name: getattr(like, name) for name in _IDENTITY})
+        kind = kinds.of_row(like)  # the same kind's row: its identity and its places
+        keep = (*_IDENTITY, *(c for p in kind.places for c in (p.role, p.fstype)),
+                *(c.column for c in kind.choices))  # fmt: skip
+        row = kind.row(**{name: getattr(like, name) for name in keep})
         row.trial_id, row.worker, row.rank = replace(spec, rank=rank).trial_id, f"w{rank}", rank
         row.host, row.fleet_size = self.fleet.hosts.get(rank, ""), spec.fleet_size
         row.status = "lost"
@@ -212,11 +216,7 @@ class FleetRun:
 
 
 #: the columns a lost rank's row takes from rank 0's (which trial, where things lived)
-_IDENTITY = (
-    "run_id", "trial_id", "config", "repeat", "position", "status", "venv_role", "tmpdir_role",
-    "cache_role", "venv_fstype", "tmpdir_fstype", "cache_fstype", "cache_state", "installer",
-    "compile", "strategy", "venv_creator", "link_mode", "started_at",
-)  # fmt: skip
+_IDENTITY = ("run_id", "trial_id", "config", "repeat", "position", "status", "started_at")
 
 
 def _payload(result: TrialResult) -> dict[str, Any]:

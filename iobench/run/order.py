@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from iobench.scenario.load import Config
+from iobench.scenario.config import Config
 from iobench.trial.context import TrialSpec
 from iobench.trial.warmcache import feeds
 

@@ -38,13 +38,13 @@ from iobench.rundir.meta import RunMeta
 from iobench.rundir.records import safe_name_problem
 from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
-from iobench.scenario.vocab import MAX_REPEATS, PACKING
+from iobench.scenario.vocab import MAX_REPEATS
 from iobench.system.removal import QUIET_S
 from iobench.system.trust import strict_modes_problem, trust_owners
 from iobench.trial import installers
 from iobench.trial.index import check_mbit
+from iobench.trial.kinds import check_here
 from iobench.trial.strategies import choose_method
-from iobench.trial.workloads import check_settings
 
 #: the trial time limit's default: this much, plus TRIAL_S_PER_MB per MB the scenario installs
 TRIAL_BASE_S = 600.0
@@ -254,10 +254,10 @@ def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
     run_roles.check_roles_used(scenario, roles)
     run_roles.check_results_place(plan.results_root, roles)
     configs = [c.name for c in scenario.configs]
-    check_settings(scenario.kind, scenario.workload, configs, f"{scenario.source}: workload")
+    check_here(scenario.kind, scenario.workload, configs, f"{scenario.source}: workload")
     if scenario.installs:
         check_tools(scenario, plan.python)
-    packing = [c.pack_method or plan.pack_method for c in scenario.configs if c.strategy in PACKING]
+    packing = [m for c in scenario.configs if (m := c.packs(plan.pack_method))]
     for method in dict.fromkeys(packing):  # one that cannot run here fails before anything runs
         choose_method(method)
     plan.extra_index_urls = [axes.extra_index_url(u) for u in extra_index_urls]

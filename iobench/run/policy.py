@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from iobench.cost.kinds import run_measure
 from iobench.errors import IOBenchError
 from iobench.predict.model import (
     PHASES,
@@ -29,9 +30,9 @@ from iobench.run import earlystop
 from iobench.run.order import plan_trials
 from iobench.rundir.folder import RunDir
 from iobench.trial.context import TrialContext, TrialSpec
+from iobench.trial.kinds import run_trial
 from iobench.trial.outcome import TrialResult
 from iobench.trial.progress import Progress
-from iobench.trial.workloads import run_trial
 
 if TYPE_CHECKING:
     from iobench.run.plan import RunPlan
@@ -207,7 +208,7 @@ class RunTrials:
     def __iter__(self) -> Iterator[TrialSpec]:
         for spec in self.specs:
             if self.plan.repeats_auto and spec.position == 0 and spec.round > 1:
-                why = earlystop.settled(self._outcomes(), self.baseline)
+                why = self._settled()
                 if why is not None:
                     self.progress.message(f"--repeats auto: stopped, {why}")
                     self._record(why)
@@ -220,7 +221,7 @@ class RunTrials:
             self.rounds_run = max(self.rounds_run, spec.round)
             yield spec
         if self.plan.repeats_auto:  # the last round may have settled it too: say which
-            why = earlystop.settled(self._outcomes(), self.baseline)
+            why = self._settled()
             self._record(
                 f"{why} (the maximum)" if why else f"maximum reached ({self.plan.repeats} rounds)"
             )
@@ -273,7 +274,15 @@ class RunTrials:
         self.predicted = predictions(self.plan, {**self.doc, "cpu_s": statistics.median(recent)})
 
     def _outcomes(self) -> dict[str, list[earlystop.Outcome]]:
+        """Each config's times so far (what the give-up bound is a multiple of)."""
         return earlystop.outcomes(self.rd.trials(latest_only=True))
+
+    def _settled(self) -> str | None:
+        """Why the run may stop repeating now, judged by the run's measure (its kind's
+        question, as the verdict judges), or None."""
+        rows = self.rd.trials(latest_only=True)
+        judged = run_measure(self.plan.scenario.kind, rows, self.plan.cost, self.rd.meta().gpu_info)
+        return earlystop.settled(earlystop.outcomes(rows, judged), self.baseline, best=judged.best)
 
     def _record(self, why: str) -> None:
         auto = {"max": self.plan.repeats, "rounds_run": self.rounds_run,

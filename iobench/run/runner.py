@@ -41,7 +41,7 @@ from iobench.trial.installers import IndexSpec
 from iobench.trial.outcome import TrialResult
 from iobench.trial.progress import PlainProgress, Progress
 from iobench.trial.sampler import stall_dicts
-from iobench.trial.warmcache import WarmCaches, placement
+from iobench.trial.warmcache import WarmCaches, wanted
 
 
 class Runner:
@@ -143,8 +143,7 @@ class Runner:
             rd.update_meta(fleet=fleet.meta())  # the clocks, measured once every rank was there
         self.scratch = start.claim_scratch(p, fleet.scratch_id(run_id), self.progress)
         self.reaper.watch(s.root for s in self.scratch.values())
-        warm = {placement(c) for c in p.scenario.configs if c.cache_state == "warm"}
-        self.warm = WarmCaches(self.scratch, wanted=warm)
+        self.warm = WarmCaches(self.scratch, wanted=wanted(p.scenario.configs))
         return rd
 
     # ------------------------------------------------------------------ trials

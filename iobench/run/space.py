@@ -1,11 +1,9 @@
 """How much a run writes, and where: the space each role needs at once (checked before a
 run), and the bytes each role and the index see over the run (the dry run says them).
 
-One estimate for both: a trial writes its venv (the scenario's installed size) on the venv
-role, its downloads (``WHEELS_SHARE`` of that) into TMPDIR, and a cold trial fills its cache.
-A ``dataset`` config's data (the scenario's size) is written once on its data role and copied
-to its stage role by every trial. A ``checkpoint`` config's checkpoint (the scenario's size) is
-written by every trial on its save role and, when it copies it, on its copy's role too.
+One estimate for both, each config saying its own (``iobench.scenario.config.Config``): an
+install's venv (the scenario's installed size), its downloads and its cache; a training set
+written once and copied by every trial; a checkpoint written, and copied, by every trial.
 """
 
 from __future__ import annotations
@@ -15,57 +13,33 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iobench.errors import UsageError
-from iobench.scenario.load import Config, Scenario
+from iobench.scenario.config import Config
+from iobench.scenario.load import Scenario
 
 #: the installed size assumed for a scenario that states none
 DEFAULT_SIZE_MB = 50.0
 
-#: the packages' download (wheels) as a share of their installed size: the estimate the space
-#: check and the dry run's byte counts use (torch's CUDA wheels: ~2.5 GB for ~6 GB installed)
-WHEELS_SHARE = 0.4
-
 
 def need_mb(scenario: Scenario) -> dict[str, float]:
-    """MB each role holds at once in one trial: a venv, its downloads, its cache."""
+    """MB each role holds at once in one trial (each config says its own: a venv, its
+    downloads and its cache; the data and its copy; a checkpoint and its copy)."""
     size_mb = scenario.size_mb or DEFAULT_SIZE_MB
     need: dict[str, float] = {}
     for c in scenario.configs:
-        if c.data:
-            for role in {c.data, c.stage} - {"off"}:
-                need[role] = max(need.get(role, 0.0), size_mb)
-            continue
-        if c.save:
-            for role in {c.save, c.copy_to} - {"off"}:
-                need[role] = max(need.get(role, 0.0), size_mb)
-            continue
-        need[c.venv] = max(need.get(c.venv, 0.0), size_mb)
-        need[c.tmpdir] = max(need.get(c.tmpdir, 0.0), size_mb * WHEELS_SHARE)
-        if c.cache != "off":
-            need[c.cache] = max(need.get(c.cache, 0.0), size_mb * WHEELS_SHARE)
+        for role, mb in c.held_mb(size_mb).items():
+            need[role] = max(need.get(role, 0.0), mb)
     return need
 
 
 def written_mb(scenario: Scenario, configs: Sequence[Config], cold: int) -> dict[str, float]:
     """MB written per role over the trials of ``configs`` (one entry per trial), and under
-    ``"index"`` the MB the ``cold`` cold installs download: each trial writes its venv, its
-    downloads into TMPDIR, and a cold one fills its cache (the WHEELS_SHARE estimate)."""
+    ``"index"`` the MB the ``cold`` cold installs download (each config says what one trial
+    writes: ``Config.add_written``)."""
     size_mb = scenario.size_mb or DEFAULT_SIZE_MB
-    wheels = size_mb * WHEELS_SHARE
-    out: dict[str, float] = {"index": cold * wheels}
+    downloads = max((c.download_mb(size_mb) for c in configs), default=0.0)
+    out: dict[str, float] = {"index": cold * downloads}
     for c in configs:
-        if c.data:
-            out.setdefault(c.data, size_mb)  # generated once per run
-            if c.stage != "off":
-                out[c.stage] = out.get(c.stage, 0.0) + size_mb
-            continue
-        if c.save:
-            for role in {c.save, c.copy_to} - {"off"}:
-                out[role] = out.get(role, 0.0) + size_mb
-            continue
-        out[c.venv] = out.get(c.venv, 0.0) + size_mb
-        out[c.tmpdir] = out.get(c.tmpdir, 0.0) + wheels
-        if c.cache != "off" and c.cache_state != "warm":
-            out[c.cache] = out.get(c.cache, 0.0) + wheels
+        c.add_written(out, size_mb)
     return out
 
 
@@ -94,4 +68,4 @@ def check(scenario: Scenario, roles: dict[str, Path]) -> None:
             )
 
 
-__all__ = ["DEFAULT_SIZE_MB", "WHEELS_SHARE", "check", "free_mb", "need_mb", "written_mb"]
+__all__ = ["DEFAULT_SIZE_MB", "check", "free_mb", "need_mb", "written_mb"]

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from iobench import redact
+from iobench.cost.idle import CostOptions, options_to_meta
 from iobench.errors import LockHeldError
 from iobench.run import facts
 from iobench.run.fleet import FleetRun
 from iobench.run.plan import RunPlan
+from iobench.rundir import kinds
 from iobench.rundir.fleet import WORKERS
 from iobench.rundir.folder import RunDir, utcnow
 from iobench.rundir.meta import RunMeta
@@ -31,7 +33,6 @@ from iobench.trial.context import TrialContext
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec
 from iobench.trial.progress import Progress
-from iobench.trial.workloads import INSTALLS
 from iobench.wheels.cache import cached_wheels
 from iobench.wheels.profile import load_profile
 
@@ -68,6 +69,7 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             ),
             "index": index_meta,
             "gpu": facts.gpu_info(),
+            "pricing": options_to_meta(p.cost or CostOptions()),
             "sample_hz": p.sample_hz,
             "cache_mode": p.cache_mode,
             "pack_method": p.pack_method,
@@ -245,7 +247,7 @@ def warming_up(
     (0.4 s saved of the run's set-up), and only the first trial's prediction reads the probe
     before the run's own trials replace its fast part."""
     found: dict[str, Any] = {}
-    if ctx.kind not in INSTALLS:  # no venvs to make: nothing to warm up
+    if not kinds.kind(ctx.kind).installs:  # no venvs to make: nothing to warm up
         yield found
         return
     d = tmp.trial_dir("warm-up")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from iobench import files
 from iobench.errors import RunDirError
+from iobench.rundir import kinds
 from iobench.rundir.folder import RunDir
 from iobench.rundir.meta import RunMeta
 from iobench.rundir.records import TrialRow, safe_name_problem
@@ -99,10 +100,6 @@ class FleetTrial:
 
 #: the columns of a fleet trial's row that come from the worker that persisted the venv
 #: (a fan-out's rank 0) when the slowest worker is one that restored it
-KEPT_BY_BUILDER = ("persist_method", "persist_tool", "persist_command", "persist_s",
-                   "stored_bytes")  # fmt: skip
-
-
 def fleet_trials(rows: Iterable[TrialRow]) -> list[FleetTrial]:
     """Every slot's figures, in the order the slots first appear."""
     by_slot: dict[tuple[str, int, int], list[TrialRow]] = {}
@@ -133,14 +130,15 @@ def fleet_rows(rows: list[TrialRow], size: int | None = None) -> list[TrialRow]:
     size = size or max((r.fleet_size or 1) for r in rows)
     by_id = {r.trial_id: r for r in rows}
     # a fan-out's archive is its builder's: the fleet trial keeps what rank 0 packed
-    builders = {slot(r): r for r in rows if r.persist_command}
+    built = kinds.of_row(rows[0]).built if rows else ()
+    builders = {slot(r): r for r in rows if built and getattr(r, built[0])}
     out = []
     for ft in fleet_trials(r for r in rows if (r.fleet_size or 1) == size):
         row = dataclasses.replace(by_id[ft.slowest])
         row.trial_id = ft.slowest
         builder = builders.get(slot(row))
-        if builder is not None and not row.persist_command:
-            for name in KEPT_BY_BUILDER:
+        if builder is not None and not getattr(row, built[0]):
+            for name in built:
                 setattr(row, name, getattr(builder, name))
         if ft.fleet_s is not None:
             row.status, row.time_to_ready_s = "ok", ft.fleet_s

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from iobench import files, redact
 from iobench.errors import IOBenchError, RunDirError
+from iobench.rundir import kinds
 from iobench.rundir.meta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
 from iobench.rundir.records import (
     FINAL_STATUSES,
@@ -188,7 +189,7 @@ class RunDir:
         rd.write_meta(info)
         # the header now: its block then has room for the first rows even if the disk fills mid-trial
         header = io.StringIO(newline="")
-        csv.writer(header).writerow(TRIAL_COLUMNS)
+        csv.writer(header).writerow(kinds.kind(info.kind).columns)
         files.write(rd.trials_csv, header.getvalue())
         return rd
 
@@ -278,7 +279,9 @@ class RunDir:
         """
         cells = to_cells(row)
         size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
-        columns = self._header() if size else TRIAL_COLUMNS
+        columns = self._header() if size else kinds.of_row(row).columns
+        for old, new in self._renamed(columns).items():  # an older run's header: its names
+            cells[old] = cells.get(new, "")
         with files.appending(self.trials_csv, read=True) as fh:  # durable when it returns
             if size:  # a row cut off by a crash or a full disk must not swallow this one
                 fh.seek(size - 1)
@@ -297,6 +300,16 @@ class RunDir:
             raise RunDirError(f"{self.trials_csv}: header is cut short; not an iobench trials.csv")
         check_header(header, TrialRow, str(self.trials_csv), REQUIRED_TRIAL_COLUMNS)
         return tuple(header)
+
+    def _kind(self) -> str:
+        """The run's kind (meta.json's); a folder of rows without one holds the default's."""
+        return self.meta().kind if self.meta_json.exists() else kinds.DEFAULT
+
+    def _renamed(self, header: Sequence[str]) -> dict[str, str]:
+        """{old name: new name} of the columns this run's kind renamed since ``header`` was
+        written (a run of an older schema holds the old names, never the new ones)."""
+        renamed = kinds.renamed_before(0, self._kind())
+        return {old: new for old, new in renamed.items() if old in header and new not in header}
 
     def read_trials(self) -> TrialsFile:
         """Every row of trials.csv, checked (see the module docstring); empty if none yet."""
@@ -323,8 +336,11 @@ class RunDir:
             raise RunDirError(
                 f"{where}: header is cut short (no row, no end of line); the file is damaged"
             )
-        check_header(header, TrialRow, where, REQUIRED_TRIAL_COLUMNS)
+        row_type = kinds.row_type(self._kind())
+        check_header(header, row_type, where, REQUIRED_TRIAL_COLUMNS)
         _check_widths(records, where, cut_last)
+        names = self._renamed(header)
+        header = [names.get(c, c) for c in header]
         rows: list[TrialRow] = []
         skipped: list[str] = []
         for n, rec in enumerate(records[1:], start=2):
@@ -336,7 +352,7 @@ class RunDir:
                 )
                 continue
             rows.append(
-                from_cells(TrialRow, dict(zip(header, rec, strict=True)), f"{where}: row {n}")
+                from_cells(row_type, dict(zip(header, rec, strict=True)), f"{where}: row {n}")
             )
         return TrialsFile(tuple(rows), tuple(header), tuple(skipped))
 
@@ -384,10 +400,23 @@ class RunDir:
         return path
 
 
+def _group_tables() -> list[str]:
+    """Each kind's own columns, once per row type (the stand-in's are the install kind's)."""
+    lines: list[str] = []
+    seen: set[type] = set()
+    for k in kinds.KINDS.values():
+        if k.row in seen:
+            continue
+        seen.add(k.row)
+        lines += [f"Then a `{k.name}` run's own ({k.doc}):", "", markdown_table(k.row, k.group), ""]
+    return lines
+
+
 def readme_tables() -> str:
     """The generated part of results/README.md: every column and meta.json key, documented."""
     return "\n".join([
-        "### `trials.csv`", "", markdown_table(TrialRow), "",
+        "### `trials.csv`", "", "Every kind's columns first:", "", markdown_table(TrialRow), "",
+        *_group_tables(),
         "### `samples/<trial_id>.csv`", "", markdown_table(Sample), "",
         "### `stalls.csv`", "", markdown_table(Stall), "",
         f"### `meta.json` (schema_version {SCHEMA_VERSION})", "",

@@ -22,6 +22,11 @@ would misread the files (a key or column renamed, removed, or given another mean
   only mode before the key); ``overhead`` (iobench's own cost; missing: unknown);
   ``pack_method`` (``--pack-method`` as asked; missing: ``auto``, the default before the key;
   later also a squashfs restore way, or several methods comma-separated, which older readers refuse).
+- 3: trials.csv holds its kind's row (``iobench.rundir.kinds``): the core columns, then the
+  kind's own group, and no other kind's; two columns that meant two things by kind are
+  renamed: a dataset's ``read_s`` is ``epochs_s``, a checkpoint's ``read_s`` and
+  ``read_mb_per_s`` are ``ckpt_read_s`` and ``ckpt_read_mb_per_s``. An older trials.csv is
+  read with its names mapped (its header holds the old names, never the new ones).
 """
 
 from __future__ import annotations
@@ -29,17 +34,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any
 
 from iobench.errors import RunDirError
-from iobench.rundir.records import safe_name_problem
+from iobench.rundir.codec import decode, encode, extra, hints, key
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: run statuses meta.json may hold
 RUN_STATUSES = (
     "running",
@@ -52,29 +56,6 @@ RUN_STATUSES = (
 )
 #: a meta.json larger than this is not one iobench wrote
 MAX_META_BYTES = 32 * 1024 * 1024
-
-
-def key(
-    doc: str,
-    default: Any = None,
-    *,
-    check: str = "",
-    lo: float | None = None,
-    hi: float | None = None,
-    choices: tuple[str, ...] = (),
-) -> Any:
-    """A meta.json key with its one-line doc; ``check``: ``name`` (a path component),
-    ``path`` (absolute, no ``..``) or ``list`` (choices, comma-separated); ``lo``/``hi``: the
-    range a number must lie in; ``choices``: the values a string may take."""
-    meta = {"doc": doc, "check": check, "lo": lo, "hi": hi, "choices": choices}
-    if isinstance(default, (dict, list)):
-        factory = dict if isinstance(default, dict) else list
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def _extra() -> Any:
-    return field(default_factory=dict, metadata={"doc": "", "extra": True}, compare=False)
 
 
 #: the causes of meta.json's ``overhead.parts_s``, in the order the summary line names them
@@ -164,7 +145,7 @@ class HostInfo:
     cpu_count: int | None = key("logical CPUs", lo=0, hi=1e7)
     cpu_model: str = key("the first CPU's model name", "")
     memory_bytes: int | None = key("total memory", lo=0, hi=2**63 - 1)
-    extra: dict[str, Any] = _extra()
+    extra: dict[str, Any] = extra()
 
 
 @dataclass(kw_only=True)
@@ -178,7 +159,7 @@ class RoleInfo:
     mount_options: str = key("the mount's options", "")
     total_bytes: int | None = key("filesystem size at the start", lo=0, hi=2**63 - 1)
     free_bytes: int | None = key("free space at the start", lo=0, hi=2**63 - 1)
-    extra: dict[str, Any] = _extra()
+    extra: dict[str, Any] = extra()
 
 
 @dataclass(kw_only=True)
@@ -196,7 +177,7 @@ class IndexInfo:
     download_bytes: int | None = key("the wheels that one download fetched, bytes", lo=0)
     download_s: float | None = key("its wall time, s (pip's resolution included); `mbps` is "
                                    "its rate unless `--index-mbit` gave one", lo=0)  # fmt: skip
-    extra: dict[str, Any] = _extra()
+    extra: dict[str, Any] = extra()
 
 
 @dataclass(kw_only=True)
@@ -251,6 +232,12 @@ class RunMeta:
     index: IndexInfo | None = key("where trials installed from")
     gpu: dict[str, Any] | None = key(
         "null, or {name, count, driver, source, and optionally memory_mib, instance_type}"
+    )
+    pricing: dict[str, Any] | None = key(
+        "the cost options the run was priced with: gpu, gpu_price, gpus, starts_per_month, "
+        "storage, storage_usd_per_gb, au_target, mtbf_hours, every_minutes, training_hours, "
+        "entered; `report` and `compare` price the run with them unless given others (null: "
+        "written before the key; the command line's cost options are read then)"
     )
     sample_hz: float | None = key("the sampler's rate (`--sample-hz`)", lo=0.001, hi=1000)
     cache_mode: str = key(
@@ -313,7 +300,7 @@ class RunMeta:
         "(measured), parts_s by cause, before_start_s, report_s, primes, primes_reused, primes_adopted (a cold trial's cache kept as the warm one) (null: "
         "not recorded, as before the key)"
     )
-    extra: dict[str, Any] = _extra()
+    extra: dict[str, Any] = extra()
 
     # -------------------------------------------------------------- typed accessors
     @property
@@ -354,146 +341,12 @@ class RunMeta:
     # -------------------------------------------------------------- JSON
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to meta.json (known keys in order, then kept extras)."""
-        return _encode(self)
+        return encode(self)
 
     @classmethod
     def from_json(cls, data: object, where: str = "meta.json") -> RunMeta:
         """Validate a parsed meta.json of this version; one RunDirError line naming the key."""
-        return _decode(cls, data, where)
-
-
-T = TypeVar("T")
-
-
-def _encode(record: object) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for f in dataclasses.fields(record):  # type: ignore[arg-type]
-        value = getattr(record, f.name)
-        if f.metadata.get("extra"):
-            extra = value
-        elif dataclasses.is_dataclass(value):
-            out[f.name] = _encode(value)
-        elif isinstance(value, dict):
-            out[f.name] = {
-                k: _encode(v) if dataclasses.is_dataclass(v) else v for k, v in value.items()
-            }
-        else:
-            out[f.name] = value
-    return {**out, **{k: v for k, v in extra.items() if k not in out}}
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(record: type) -> dict[str, Any]:
-    if record not in _HINTS:
-        _HINTS[record] = typing.get_type_hints(record)
-    return _HINTS[record]
-
-
-def _decode(record: type[T], data: object, where: str) -> T:
-    if not isinstance(data, dict):
-        raise RunDirError(f"{where}: expected an object, found {type(data).__name__}")
-    values: dict[str, Any] = {}
-    known = set()
-    for f in dataclasses.fields(record):  # type: ignore[arg-type]
-        known.add(f.name)
-        if f.metadata.get("extra") or f.name not in data:
-            continue
-        values[f.name] = _value(_hints(record)[f.name], data[f.name], f, f"{where}: {f.name}")
-    extra = {str(k): v for k, v in data.items() if k not in known}
-    if any(f.name == "extra" for f in dataclasses.fields(record)):  # type: ignore[arg-type]
-        values["extra"] = extra
-    return record(**values)
-
-
-def _value(hint: Any, value: object, f: dataclasses.Field, where: str) -> Any:
-    """Check one JSON value against its field's type and rules."""
-    args = typing.get_args(hint)
-    if isinstance(hint, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        hint = next(a for a in args if a is not type(None))
-        args = typing.get_args(hint)
-    origin = typing.get_origin(hint) or hint
-    if dataclasses.is_dataclass(origin):
-        return _decode(origin, value, where)  # type: ignore[arg-type]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise RunDirError(f"{where}: expected an object, found {type(value).__name__}")
-        inner = args[1] if args else Any
-        if dataclasses.is_dataclass(inner):
-            for name in value:
-                _check_name(str(name), f"{where}.{name}")
-            return {str(k): _decode(inner, v, f"{where}.{k}") for k, v in value.items()}
-        if inner is str and not all(isinstance(v, str) for v in value.values()):
-            raise RunDirError(f"{where}: expected an object of strings")
-        return value
-    if origin is list:
-        if not isinstance(value, list) or not all(_is_strings(v, args[0]) for v in value):
-            raise RunDirError(
-                f"{where}: expected a list of {'lists of ' if args[0] is not str else ''}strings"
-            )
-        return value
-    if origin is str:
-        return _text(value, f, where)
-    return _number(origin, value, f, where)
-
-
-def _is_strings(value: object, hint: Any) -> bool:
-    """``value`` is a str (``hint`` str) or a list of str (``hint`` list[str])."""
-    if hint is str:
-        return isinstance(value, str)
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _text(value: object, f: dataclasses.Field, where: str) -> str:
-    if not isinstance(value, str) or "\0" in value:
-        raise RunDirError(f"{where}: expected a string")
-    choices, check = f.metadata.get("choices"), f.metadata.get("check")
-    if choices and not set(value.split(",") if check == "list" else [value]) <= set(choices):
-        raise RunDirError(f"{where}: {value[:40]!r} is not one of {', '.join(choices)}")
-    if check == "name":
-        _check_name(value, where)
-    elif check == "path":
-        _check_path(value, where)
-    return value
-
-
-def _number(kind: type, value: object, f: dataclasses.Field, where: str) -> float:
-    ok = isinstance(value, int) if kind is int else isinstance(value, (int, float))
-    if not ok or isinstance(value, bool):
-        raise RunDirError(
-            f"{where}: expected {'an integer' if kind is int else 'a number'}, found {str(value)[:40]!r}"
-        )
-    lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except OverflowError:
-        number = math.inf
-    if (
-        not math.isfinite(number)
-        or (lo is not None and number < lo)
-        or (hi is not None and number > hi)
-    ):
-        bounds = (
-            f"[{lo if lo is not None else -math.inf:g}, {hi if hi is not None else math.inf:g}]"
-        )
-        raise RunDirError(f"{where}: {str(value)[:40]} is not a finite number in {bounds}")
-    return value  # type: ignore[return-value]
-
-
-def _check_name(value: str, where: str) -> None:
-    problem = safe_name_problem(value)
-    if problem:
-        raise RunDirError(f"{where}: {value[:40]!r} {problem}")
-
-
-def _check_path(value: str, where: str) -> None:
-    path = PurePosixPath(value)
-    if not path.is_absolute() or ".." in path.parts:
-        raise RunDirError(f"{where}: {value[:80]!r} is not an absolute path without '..'")
+        return decode(cls, data, where)
 
 
 # ------------------------------------------------------------------ versions
@@ -502,8 +355,13 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 2, "order_seed": data.get("order_seed")}
 
 
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 renamed trials.csv columns by kind (mapped when trials.csv is read)."""
+    return {**data, "schema_version": 3}
+
+
 #: version -> the step to the next version
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 #: versions that can no longer be upgraded -> what the user can do instead (none yet)
 _REFUSED: dict[int, str] = {}
 SUPPORTED_SCHEMA_VERSIONS = (*sorted(_UPGRADES), SCHEMA_VERSION)
@@ -582,7 +440,7 @@ def markdown_keys(record: type = RunMeta, prefix: str = "") -> list[str]:
     for f in dataclasses.fields(record):
         if f.metadata.get("extra"):
             continue
-        hint = _hints(record)[f.name]
+        hint = hints(record)[f.name]
         inner = [
             a
             for a in (typing.get_args(hint) or (hint,))

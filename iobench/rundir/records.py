@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from iobench.errors import RunDirError
+from iobench.units import fmt_bytes
 
 #: a trial's phases, in order; each has a ``<phase>_s`` column
 PHASES = ("venv", "download", "install", "compile", "import")
@@ -53,6 +54,16 @@ SAFE_NAME_MAX = 200
 _COLUMN_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
+def seconds(value: float | None) -> str:
+    """A figure of a progress line: ``1.23``, or ``?`` when unknown (an installer's log
+    without its mark)."""
+    return "?" if value is None else f"{value:.2f}"
+
+
+def rate(mb_per_s: float | None) -> str:
+    return f"{mb_per_s:,.0f} MB/s" if mb_per_s is not None else "? MB/s"
+
+
 def column(doc: str, unit: str = "", default: Any = None) -> Any:
     """A numeric record field with its one-line doc and unit (the README's column tables)."""
     return field(default=default, metadata={"doc": doc, "unit": unit})
@@ -79,7 +90,9 @@ def safe_name_problem(value: str) -> str | None:
 
 @dataclass(kw_only=True, slots=True)
 class TrialRow:
-    """One trial (one config x one repeat): a line of trials.csv."""
+    """One trial (one config x one repeat): the core of a line of trials.csv, the columns every
+    kind has. A kind's own columns are its ``Row`` (``iobench.rundir.kinds``), which adds its
+    group to these; a run's trials.csv holds its kind's row."""
 
     run_id: str = required("the run this trial belongs to", name=True)
     trial_id: str = required(
@@ -94,15 +107,6 @@ class TrialRow:
         "(meta.json `order_seed`); empty in runs written before schema 2",
         "count",
     )
-    venv_role: str = text("the role (folder) the venv lived in")
-    tmpdir_role: str = text("the role TMPDIR pointed into")
-    cache_role: str = text("the role of the installer's cache, or `off`")
-    venv_fstype: str = text("filesystem type of the venv's role")
-    tmpdir_fstype: str = text("filesystem type of TMPDIR's role")
-    cache_fstype: str = text("filesystem type of the cache's role (empty when `off`)")
-    cache_state: str = text("`cold` (empty cache) or `warm` (primed by an untimed install)")
-    installer: str = text("`pip` or `uv`")
-    compile: str = text("`on`/`off`: bytecode compiled after the install")
     status: str = required(
         "`ok`, `failed`, `stalled`, `censored` (ended by `--give-up-after`) or `interrupted`"
     )
@@ -149,181 +153,18 @@ class TrialRow:
         "fraction",
     )
     rss_max_bytes: int | None = column("max resident memory of the tree", "bytes")
-    index_bytes: int | None = column(
-        "bytes the local index served during the trial (empty for a remote index)", "bytes"
-    )
-    tmpdir_peak_bytes: int | None = column(
-        "peak growth of TMPDIR's filesystem (statvfs, no walking)", "bytes"
-    )
-    cache_bytes: int | None = column("growth of the cache's filesystem at the end", "bytes")
-    venv_bytes: int | None = column("growth of the venv's filesystem at the end", "bytes")
-    files_installed: int | None = column("files in the installed distributions' RECORDs", "count")
     stalls: int | None = column(
         f"stalls the sampler recorded ({STALL_WORDS} for `--stall-after` s)", "count"
     )
     stall_longest_s: float | None = column("the longest of those stalls", "s")
     contended: str = text("other processes doing disk I/O meanwhile (`name:MB;...`)")
     sampler_cpu_s: float | None = column("CPU time of iobench's own sampler during the trial", "s")
-    strategy: str = text(
-        "start-up strategy (docs/strategies.md): `reinstall`, `persistent-venv`, `packed-venv`, "
-        "`copied-venv`, `fan-out`; empty in runs written before strategies"
-    )
-    first_start_s: float | None = column(
-        "first start: time_to_ready_s plus the strategy's persist step (pack, copy-out); empty unless "
-        "the run measured restarts",
-        "s",
-    )
-    persist_method: str = text(
-        "how the first start kept the venv: `tar`, `tar+zstd`, `squashfs`, `copy`"
-    )
-    persist_tool: str = text("what ran the persist step (e.g. `zstd binary`, `squashfuse`, `cp`)")
-    persist_command: str = text("the persist step's shell line, as a start script would run it")
-    persist_s: float | None = column("the persist step (pack or copy-out)", "s")
-    stored_bytes: int | None = column(
-        "bytes the strategy keeps on the target between starts (archive, tree or venv)", "bytes"
-    )
-    restart_s: float | None = column(
-        "restart: from the first step after the caches were dropped (restore, copy-in, venv "
-        "creation for reinstall) to ready-check success; empty unless ok",
-        "s",
-    )
-    restore_s: float | None = column("the restart's restore step (unpack, mount or copy-in)", "s")
-    restore_command: str = text("the restart's restore line, as a start script would run it")
-    restore_method: str = text(
-        "how the restart restored what was kept: `squashfs-loop`, `squashfs-fuse`, "
-        "`squashfs-extract` (a squashfs image loop-mounted, mounted by squashfuse, unpacked by "
-        "unsquashfs), `tar+zstd`, `tar`, `copy`; empty when nothing was restored"
-    )
-    restore_tool: str = text(
-        "what ran the restore (e.g. `mount -t squashfs`, `squashfuse`, `unsquashfs`, `zstd binary`)"
-    )
-    restart_import_s: float | None = column("the restart's ready check", "s")
     cache_mode: str = text("`cold` or `warm`: how the restart found the caches (`--cache-mode`)")
     cold_method: str = text(
         "how the caches were dropped before the restart: `lab-flush`, `drop_caches`, `fadvise`, "
         "`none` (warm)"
     )
     cold_warm_left: str = text("what stayed warm after that method")
-    restart_read_bytes: int | None = column(
-        "bytes the restart's processes passed to read() (`rchar`, page cache hits included)",
-        "bytes",
-    )
-    restart_target_read_bytes: int | None = column(
-        "bytes the lab volume's daemon served during the restart (empty when the target is not "
-        "an iobench lab volume): proof the restart read from the target",
-        "bytes",
-    )
-    restart_target_creates: int | None = column(
-        "files the restart created on the lab volume (its daemon's count; empty off the lab): "
-        "bytecode an import wrote there",
-        "count",
-    )
-    restart_pyc_local: int | None = column(
-        "bytecode files in the `PYTHONPYCACHEPREFIX` folder after the restart (pycache `local`: "
-        "what its imports compiled again on the new machine)",
-        "count",
-    )
-    restart_index_bytes: int | None = column(
-        "wheel bytes the loopback index served during a restart's install (reinstall, "
-        "packed-cache): 0 when its cache held every package",
-        "bytes",
-    )
-    venv_creator: str = text(
-        "how the venv was made: `virtualenv`, `venv` (`python -m venv`, pip via ensurepip), "
-        "`venv-without-pip` or `uv` (`uv venv`)"
-    )
-    link_mode: str = text("uv's link mode asked for (`UV_LINK_MODE`; `default`: uv's choice)")
-    pycache: str = text(
-        "where imports wrote bytecode: `beside` the source (the venv's `__pycache__`) or `local` "
-        "(`PYTHONPYCACHEPREFIX` in the TMPDIR role's folder)"
-    )
-    link_observed: str = text(
-        "what the installed files are, read from disk: `hardlink` (the cache's inode), `symlink`, "
-        "`clone` (own inode, no fall-back reported), `copy`, or `mixed`"
-    )
-    link_fallback: str = text(
-        "uv's fall-back warning, when it printed one (e.g. failed to hardlink)"
-    )
-    data_role: str = text("a `dataset` trial's role holding the training data")
-    stage_role: str = text(
-        "the role the data was copied to before the epochs (`off`: read where it lies)"
-    )
-    data_fstype: str = text("filesystem type of the data's role")
-    stage_fstype: str = text("filesystem type of the stage role (empty when `off`)")
-    loader: str = text(
-        "what read the data: `plain` (worker processes) or `torch` (a real "
-        "torch.utils.data.DataLoader)"
-    )
-    workers: int | None = column("loader worker processes (0: the training loop reads)", "count")
-    epochs: int | None = column("passes over the data", "count")
-    batches: int | None = column("batches the loop took, all epochs", "count")
-    files_read: int | None = column("files the loader read, all epochs", "count")
-    data_bytes: int | None = column("bytes the loader read, all epochs", "bytes")
-    stage_s: float | None = column(
-        "the copy of the data to the stage role before the first epoch (part of time_to_ready_s)",
-        "s",
-    )
-    read_s: float | None = column(
-        "the timed read: a `dataset` trial's epochs, from the loader's start (its listing "
-        "included) to the last batch computed; a `checkpoint` trial's cold restore, from the "
-        "first reader's start to the last shard read",
-        "s",
-    )
-    compute_s: float | None = column(
-        "the emulated accelerator's compute, summed over every batch (sleeps, as DLIO's)", "s"
-    )
-    io_wait_s: float | None = column(
-        "time the loop waited for batches (the accelerator idle for want of data), all epochs",
-        "s",
-    )
-    au: float | None = column(
-        "accelerator utilisation, as MLPerf Storage defines it: compute / wall time of the "
-        "epochs, each epoch's first batch left out (docs/dataset.md)",
-        "fraction",
-    )
-    read_mb_per_s: float | None = column(
-        "bytes read / read_s (10^6 bytes per second, as the lab's flags)", "MB/s"
-    )
-    data_cached: str = text(
-        "why some reads may have come from the page cache (empty when every epoch read cold)"
-    )
-    save_role: str = text("a `checkpoint` trial's role the checkpoint was saved to")
-    copy_role: str = text(
-        "the role the saved checkpoint was copied to in the background (`off`: none)"
-    )
-    save_fstype: str = text("filesystem type of the save role")
-    copy_fstype: str = text("filesystem type of the copy's role (empty when `off`)")
-    ckpt_format: str = text(
-        "how the checkpoint was written: `torch` and its version (torch.save of tensors) or "
-        "`raw` (the same bytes)"
-    )
-    shards: int | None = column(
-        "files the checkpoint was saved as, one writer process each", "count"
-    )
-    ckpt_bytes: int | None = column("bytes of the checkpoint's files, all shards", "bytes")
-    write_s: float | None = column(
-        "the save (the GPU's pause): from the first writer's start to the last shard's fsync "
-        "and the folders' fsync",
-        "s",
-    )
-    write_mb_per_s: float | None = column("ckpt_bytes / write_s (10^6 bytes per second)", "MB/s")
-    fsync_share: float | None = column(
-        "the share of the writers' time spent in fsync (every shard's and the folders')",
-        "fraction",
-    )
-    fsync_calls: int | None = column(
-        "fsync calls the save issued (each file, two folders)", "count"
-    )
-    copy_s: float | None = column(
-        "the background copy to copy_role, each file and folder fsynced (the GPU does not wait)",
-        "s",
-    )
-    exposed_s: float | None = column(
-        "from the save's end until the checkpoint was durable where a restarted pod finds it: "
-        "a crash in this window loses the save (0 when saved there directly)",
-        "s",
-    )
-    verified: str = text("how the bytes read back were checked against those written")
     worker: str = text(
         "a fleet's worker (docs/fleet.md): `w<rank>` under MPI, the `--worker-id` under "
         "`--fleet-dir`; empty in a run of one"
@@ -350,25 +191,16 @@ class TrialRow:
         "start; the fleet's time-to-ready is the largest",
         "s",
     )
-    lock_lines: int | None = column(
-        "lines of the installer's output that name a lock (waits, retries, failures: a cache "
-        "shared by a fleet)",
-        "count",
-    )
-    fanout_wait_s: float | None = column(
-        "fan-out (docs/fleet.md): this worker's wait for the first worker's archive on the "
-        "target, part of its time-to-ready; empty for the worker that built it",
-        "s",
-    )
-    fanout_restore_s: float | None = column(
-        "fan-out: restoring that archive onto this worker's tmp (a relocation included)", "s"
-    )
-    fanout_relocated: int | None = column(
-        "fan-out: files rewritten because this worker restored the venv at another path than "
-        "it was built at (workers sharing a host); 0 on hosts of their own",
-        "count",
-    )
     error: str = text("one line: why the trial failed, with the last lines of the output")
+
+    def details(self) -> list[str]:
+        """This ok trial in a few words for its progress line: the phases, what it wrote (a
+        kind's row says its own)."""
+        phases = " + ".join(f"{p} {seconds(getattr(self, f'{p}_s'))}" for p in PHASES)
+        return [
+            f"({phases})",
+            f"wrote {fmt_bytes(self.write_bytes)} in {self.write_calls or 0} calls",
+        ]
 
     # transition: callers that still index rows by column name (``row["status"]``) while
     # they move to attributes; removed once none is left
@@ -411,9 +243,9 @@ class Sample:
     fs_used_tmpdir: int | None = column("used bytes of the filesystem holding TMPDIR", "bytes")
     fs_used_cache: int | None = column("used bytes of the filesystem holding the cache", "bytes")
     target_credits_mb: float | None = column(
-        "a `dataset` trial's data volume or a `checkpoint` trial's restore volume, when it is an "
-        "iobench lab volume with burst credits: "
-        "its credit balance (10^6 bytes), read from the volume's live statistics",
+        "the volume a trial reads (its kind's: the data, the checkpoint, the weights), when it is "
+        "an iobench lab volume with burst credits: its credit balance (10^6 bytes), read from the "
+        "volume's live statistics",
         "MB",
     )
 
@@ -441,6 +273,7 @@ def columns_of(record: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(record))
 
 
+#: the core's columns (every kind's row starts with them)
 TRIAL_COLUMNS = columns_of(TrialRow)
 SAMPLE_COLUMNS = columns_of(Sample)
 STALL_COLUMNS = columns_of(Stall)
@@ -457,15 +290,19 @@ def _kind(hint: object) -> type:
     raise TypeError(f"unsupported column type {hint!r}")
 
 
-_KINDS: dict[type, dict[str, type]] = {
-    rec: {name: _kind(h) for name, h in typing.get_type_hints(rec).items()}
-    for rec in (TrialRow, Sample, Stall)
-}
+_TYPES: dict[type, dict[str, type]] = {}
+
+
+def _types(record: type) -> dict[str, type]:
+    """Each column's type (int, float or str) of a record type (a kind's row included)."""
+    if record not in _TYPES:
+        _TYPES[record] = {name: _kind(h) for name, h in typing.get_type_hints(record).items()}
+    return _TYPES[record]
 
 
 def text_columns(record: type) -> tuple[str, ...]:
     """The columns that hold text (the others hold numbers)."""
-    return tuple(n for n, k in _KINDS[record].items() if k is str)
+    return tuple(n for n, k in _types(record).items() if k is str)
 
 
 def cell(value: object) -> object:
@@ -494,14 +331,14 @@ def from_cells(record: type[R], cells: Mapping[str, str | None], where: str) -> 
     Absent columns (older runs) take the field's default; columns the record does not know
     are ignored here (the header check refuses them).
     """
-    kinds = _KINDS[record]
+    kinds = _types(record)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(record):
         text = cells.get(f.name)
         if text is None:
             continue
         values[f.name] = _parse(text, kinds[f.name], f, where)
-    if record is TrialRow:
+    if issubclass(record, TrialRow):
         status = values.get("status", "")
         if status not in STATUSES:
             raise RunDirError(f"{where}: status: {status!r} is not one of {', '.join(STATUSES)}")
@@ -568,9 +405,11 @@ def check_header(
         raise RunDirError(f"{where}: missing column(s) {', '.join(missing)}")
 
 
-def markdown_table(record: type) -> str:
-    """The README table of a record's columns: name, unit, meaning (from the field docs)."""
+def markdown_table(record: type, only: Sequence[str] = ()) -> str:
+    """The README table of a record's columns (``only`` those): name, unit, meaning (from the
+    field docs)."""
     lines = ["| column | unit | meaning |", "|---|---|---|"]
     for f in dataclasses.fields(record):
-        lines.append(f"| `{f.name}` | {f.metadata.get('unit', '')} | {f.metadata['doc']} |")
+        if not only or f.name in only:
+            lines.append(f"| `{f.name}` | {f.metadata.get('unit', '')} | {f.metadata['doc']} |")
     return "\n".join(lines)

@@ -23,14 +23,10 @@ from typing import Any
 
 from iobench import redact
 from iobench.errors import ScenarioError, UsageError
-from iobench.scenario.load import (
-    Config,
-    Scenario,
-    _check_name,
-    _config,
-    config_keys,
-)
+from iobench.scenario.config import Config
+from iobench.scenario.load import Scenario, config_keys, make_config
 from iobench.scenario.requirements import requirement_problem
+from iobench.scenario.schema import check_name
 from iobench.scenario.vocab import MAX_CONFIGS, PACK_METHODS, PACKING
 from iobench.units import did_you_mean
 
@@ -131,8 +127,8 @@ def cross(scenario: Scenario, axes: list[tuple[str, list[str]]]) -> Scenario:
                 continue
             if table.get("cache") == "off" and table.get("cache_state", "cold") != "cold":
                 continue  # impossible, as in a TOML [matrix]
-            _check_name(name, "generated config name", where, f"configs.{name}")
-            configs.append(_config(name, table, {}, where, f"configs.{name}", scenario.kind))
+            check_name(name, "generated config name", where, f"configs.{name}")
+            configs.append(make_config(name, table, {}, where, f"configs.{name}", scenario.kind))
             names.add(name)
     return replace(scenario, configs=tuple(configs))
 

@@ -1,18 +1,20 @@
 """A workload kind's ``[workload]`` table: its numbers and words checked against the kind's own
-spec, and ``[workload.by_config.NAME]`` applied on top for one config.
+settings, and ``[workload.by_config.NAME]`` applied on top for one config.
 
-Each kind (``iobench.trial.standin``, ``iobench.trial.dataset``) declares what it takes as
-data — a number's type and range, a word's choices — and this module is the one place that
-reads such a table, so every kind's errors name the file, the key and what was expected.
+Each kind (``iobench.scenario.kinds``) declares what it takes once, as a frozen dataclass whose
+fields carry their rule (``setting``: a number's type and range, a word's choices, a path) and
+default; this module is the one place that reads such a table, so every kind's errors name the
+file, the key and what was expected.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from iobench.errors import ScenarioError
 
@@ -40,6 +42,23 @@ class AbsPath:
 
 
 Spec = Mapping[str, "Number | Word | AbsPath"]
+S = TypeVar("S")
+
+
+def setting(rule: Number | Word | AbsPath, default: Any) -> Any:
+    """A settings field: its rule and default, declared once (the dataclass is the spec)."""
+    return dataclasses.field(default=default, metadata={"rule": rule})
+
+
+def spec_of(cls: type) -> dict[str, Number | Word | AbsPath]:
+    """The rules of a settings dataclass's fields (those declared with ``setting``)."""
+    return {f.name: f.metadata["rule"] for f in dataclasses.fields(cls) if "rule" in f.metadata}
+
+
+def settings_for(cls: type[S], table: Mapping[str, Any], config: str, where: str) -> S:
+    """``config``'s settings of the kind whose dataclass is ``cls``: the table's, then its
+    ``[workload.by_config.NAME]`` on top, each checked."""
+    return cls(**for_config(table, spec_of(cls), config, where))
 
 
 def number(value: object, spec: Number, where: str) -> int | float:
@@ -118,6 +137,9 @@ __all__ = [
     "Number",
     "Spec",
     "Word",
+    "setting",
+    "settings_for",
+    "spec_of",
     "for_config",
     "check_by_config",
     "config_table",

@@ -8,15 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from iobench.errors import RunDirError, ScenarioError
-from iobench.scenario.load import (
-    NEUTRAL,
-    SCENARIO_KEYS,
-    Scenario,
-    config_keys,
-    name_problem,
-    scenario_from_dict,
-    unknown_keys,
-)
+from iobench.rundir import kinds as rows
+from iobench.scenario.load import NEUTRAL, SCENARIO_KEYS, Scenario, config_keys, scenario_from_dict
+from iobench.scenario.schema import name_problem, unknown_keys
 
 
 def scenario_from_meta(data: object, where: str = "meta.json") -> Scenario:
@@ -64,7 +58,7 @@ def _stored_path(value: str) -> bool:
 def _configs_from_meta(raw: object, where: str, kind: object) -> dict[str, dict]:
     """meta.json's list of configs as the TOML document's ``configs`` tables (each with the
     keys its kind takes: the stored form holds every field, neutral where the kind has none)."""
-    keep = config_keys(str(kind)) | {"name"}
+    keep = config_keys(str(kind or rows.DEFAULT)) | {"name"}
     if not isinstance(raw, list) or not raw:
         raise ScenarioError(f"{where}: scenario.configs: expected a non-empty list of configs")
     tables: dict[str, dict] = {}

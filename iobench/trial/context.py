@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobench.scenario.load import Config
+from iobench.scenario.config import Config
 from iobench.system.scratch import Scratch
 from iobench.trial.index import LocalIndex
 from iobench.trial.installers import IndexSpec

@@ -10,14 +10,7 @@ import shutil
 import sys
 from typing import Protocol, TextIO
 
-from iobench.rundir.records import PHASES, STALL_WORDS, TrialRow
-from iobench.units import fmt_bytes
-
-
-def _seconds(value: float | None) -> str:
-    return (
-        "?" if value is None else f"{value:.2f}"
-    )  # None: unknown (e.g. the installer's log had no mark)
+from iobench.rundir.records import STALL_WORDS, TrialRow
 
 
 def trial_line(k: int, n: int, row: TrialRow, width: int | None = None) -> str:
@@ -41,36 +34,10 @@ def trial_line(k: int, n: int, row: TrialRow, width: int | None = None) -> str:
 
 
 def _details(row: TrialRow, parts: list[str]) -> list[str]:
-    parts = list(parts)
-    if getattr(row, "restart_s", None) is not None:  # a start-up strategy: both events side by side
-        parts.append(
-            f"first start {row.first_start_s or 0:.2f} s, restart {row.restart_s:.2f} s ({row.cold_method})"
-        )
-    if row.status == "ok" and row.data_role:  # a dataset trial: the copy, the epochs, the AU
-        stage = f"stage {_seconds(row.stage_s)} + " if row.stage_s is not None else ""
-        parts.append(f"({stage}read {_seconds(row.read_s)})")
-        au = f"AU {row.au:.2f}" if row.au is not None else "AU ?"
-        rate = f"{row.read_mb_per_s:,.0f} MB/s" if row.read_mb_per_s is not None else "? MB/s"
-        parts.append(f"{au}, {rate}, waited {_seconds(row.io_wait_s)} s for data")
-    elif row.status == "ok" and row.save_role:  # a checkpoint trial: save, copy, restore
-        copy = f" (copy {_seconds(row.copy_s)} in the background)" if row.copy_s is not None else ""
-        parts.append(f"(save {_seconds(row.write_s)} + restore {_seconds(row.read_s)}){copy}")
-        parts.append(
-            f"write {_rate(row.write_mb_per_s)}, fsync {row.fsync_share or 0:.0%} of it; "
-            f"read {_rate(row.read_mb_per_s)} ({row.cold_method})"
-        )
-    elif row.status == "ok":
-        parts.append(
-            "(" + " + ".join(f"{p} {_seconds(getattr(row, f'{p}_s'))}" for p in PHASES) + ")"
-        )
-        parts.append(f"wrote {fmt_bytes(row.write_bytes)} in {row.write_calls or 0} calls")
-    elif row.error:
-        parts.append(row.error[:160])
-    return parts
-
-
-def _rate(mb_per_s: float | None) -> str:
-    return f"{mb_per_s:,.0f} MB/s" if mb_per_s is not None else "? MB/s"
+    """An ok row's own words (its kind's: ``TrialRow.details``), or the error of another."""
+    if row.status == "ok":
+        return [*parts, *row.details()]
+    return [*parts, row.error[:160]] if row.error else parts
 
 
 class Progress(Protocol):

@@ -8,9 +8,10 @@ interval runs from the start of the first timed step to the moment the last one 
 
 What a trial *does* is its workload (the seam, :class:`Workload`): this module owns what
 every kind shares — folders, the sampler, the contention watch, phases run under the
-watchdog and deadline, the row's identity, status and process-tree figures. A new kind of
-work is one module that implements the seam (``iobench.trial.install``,
-``iobench.trial.standin``) plus its row fields.
+watchdog and deadline, the row's identity, status and process-tree figures, a path's
+filesystem type and a lab volume's credit gauge. A new kind of work is one module of
+``iobench.trial.kinds`` that implements the seam; its row is its kind's
+(``iobench.rundir.kinds``), whose own columns the workload fills.
 
 The trial writes nothing into the run directory but its phase logs: the runner records
 the row first and then the samples, so that a full results disk costs the samples, never
@@ -24,11 +25,15 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
+from iobench.lab.state import read_stats
+from iobench.rundir import kinds
 from iobench.rundir.folder import utcnow
 from iobench.rundir.records import PHASES, TrialRow
 from iobench.stats import percentile
+from iobench.system.procfs import mount_of
+from iobench.trial.coldcache import LAB_FSTYPE
 from iobench.trial.contention import ContentionWatch, format_contended
 from iobench.trial.context import TrialContext, TrialSpec
 from iobench.trial.outcome import INTERRUPTED, Stop, TrialResult
@@ -69,10 +74,13 @@ class Trial:
     def __init__(self, ctx: TrialContext, spec: TrialSpec, workload: Workload) -> None:
         self.ctx = ctx
         self.spec = spec
-        self.cfg = spec.config
+        #: the config, of the run's kind (``iobench.scenario.kinds``): its workload reads it
+        self.cfg: Any = spec.config
         self.tid = spec.trial_id
         self.work = workload
-        self.row = identity_row(ctx, spec)
+        #: the row, of the run's kind: the core columns are this module's, the kind's group
+        #: its workload's to fill (typed Any: the workload knows its own row's columns)
+        self.row: Any = identity_row(ctx, spec)
         self.dirs: dict[str, Path] = {}  # role -> this trial's folder there
         self.env: dict[str, str] = {}  # the phases' environment (the workload sets it)
         self.phases: dict[str, float | None] = dict.fromkeys(PHASES, 0.0)
@@ -99,7 +107,6 @@ class Trial:
             )
         result = self.stopped(stop) if stop is not None else self.measured()
         self.note_contention()
-        self.row.strategy = self.cfg.strategy
         self.work.after(self, stop)
         result.priming_s = self.priming_s
         return result
@@ -165,6 +172,20 @@ class Trial:
             name, argv, self.env if env is None else env, self.ctx.cwd, sampler, out, limits, tick
         )
 
+    def fstype(self, path: Path | str) -> str:
+        """The filesystem type of the mount holding ``path`` ('' when unknown)."""
+        mount = mount_of(str(path))
+        return mount.fstype if mount is not None else ""
+
+    def watch_credits(self, path: Path | str) -> None:
+        """Record the burst-credit balance of the lab volume holding ``path`` with every
+        sample (a volume whose rate falls when its credits run out: docs/lab.md); nothing
+        off the lab."""
+        mount = mount_of(str(path))
+        if mount is not None and mount.fstype == LAB_FSTYPE:
+            point = mount.mountpoint
+            self.credits = lambda: _credits_mb(point)
+
     def message(self, text: str) -> None:
         """A line about this trial, said beside its progress."""
         self.ctx.progress.message(f"  {self.tid}: {text}")
@@ -204,28 +225,21 @@ class Trial:
             self.message(f"other processes did disk I/O meanwhile (MB): {self.row.contended}")
 
 
+def _credits_mb(mountpoint: str) -> float | None:
+    value = (read_stats(mountpoint) or {}).get("link_credits_mb")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
 def identity_row(ctx: TrialContext, spec: TrialSpec) -> TrialRow:
-    """A row holding the columns that say which trial this is and where its things lived."""
-    cfg = spec.config
-    return TrialRow(
+    """A row of the run's kind holding the columns that say which trial this is (where its
+    things lived is its workload's to say: its places are the kind's columns)."""
+    return kinds.row_type(ctx.kind)(
         run_id=ctx.run_id,
         trial_id=spec.trial_id,
-        config=cfg.name,
+        config=spec.config.name,
         repeat=spec.repeat,
         position=spec.position,
         status="running",
-        venv_role=cfg.venv,
-        tmpdir_role=cfg.tmpdir,
-        cache_role=cfg.cache,
-        venv_fstype=ctx.fstypes.get(cfg.venv, ""),
-        tmpdir_fstype=ctx.fstypes.get(cfg.tmpdir, ""),
-        cache_fstype=ctx.fstypes.get(cfg.cache, "") if cfg.cache != "off" else "",
-        cache_state=cfg.cache_state,
-        installer=cfg.installer,
-        compile=cfg.compile,
-        venv_creator=cfg.venv_creator,
-        link_mode=cfg.link_mode,
-        pycache=cfg.pycache,
         started_at=utcnow(),
     )
 

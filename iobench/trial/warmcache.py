@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iobench.scenario.load import Config
+from iobench.scenario.kinds.install import InstallConfig as Config
 from iobench.system.scratch import Scratch, remove
 
 #: the folder, in a role's run folder, holding one placement's primed cache
@@ -54,11 +55,20 @@ def placement(cfg: Config) -> str:
     return f"{cfg.cache}-{cfg.installer}-{cfg.link_mode}-{cfg.venv_creator}"
 
 
-def feeds(cold: Config, warm: Config) -> bool:
+def wanted(configs: Iterable[object]) -> set[str]:
+    """The placements of the warm configs among ``configs`` (configs that install nothing
+    keep no installer's cache)."""
+    return {placement(c) for c in configs if isinstance(c, Config) and c.cache_state == "warm"}
+
+
+def feeds(cold: object, warm: object) -> bool:
     """True when ``cold``'s trial leaves a cache that ``warm``'s trials can adopt (what
-    ``WarmCaches.adopt`` takes; the trial order puts such a cold config first)."""
+    ``WarmCaches.adopt`` takes; the trial order puts such a cold config first); configs that
+    install nothing keep no installer's cache."""
     return (
-        cold.cache_state == "cold"
+        isinstance(cold, Config)
+        and isinstance(warm, Config)
+        and cold.cache_state == "cold"
         and warm.cache_state == "warm"
         and cold.cache != "off"
         and placement(cold) == placement(warm)

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from iobench.cli.live import LiveProgress, fmt_duration
+from iobench.rundir.kinds.install import Row as InstallRow
 from iobench.rundir.records import TrialRow
 from iobench.trial.progress import PlainProgress, trial_line
 
@@ -22,7 +23,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 def _row(trial_id: str, status: str, **columns: object) -> TrialRow:
-    return TrialRow(
+    return InstallRow(
         run_id="r",
         trial_id=trial_id,
         config=trial_id.rsplit("-r", 1)[0],
@@ -192,7 +193,7 @@ def test_plain_progress_on_a_real_terminal_has_no_escape_codes() -> None:
         "p = PlainProgress()\n"
         "p.run_started('r', 1, 0); p.trial_started(1, 1, 't-r1')\n"
         "p.tick('t-r1', 'install', 1.0, {'tree_write_bytes': 5}, 0.0)\n"
-        "from iobench.rundir.records import TrialRow\n"
+        "from iobench.rundir.kinds.install import Row as TrialRow\n"
         "p.trial_finished(1, 1, TrialRow(run_id='r', trial_id='t-r1', config='t', repeat=1, status='ok',"
         " time_to_ready_s=1.0))\n"
         "p.run_finished()\n"

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from iobench.rundir.folder import RunDir
+from iobench.rundir.kinds.install import Row as InstallRow
 from iobench.rundir.meta import HostInfo, IndexInfo, RoleInfo, RunMeta
 from iobench.rundir.records import PHASES, SAMPLE_COLUMNS, TRIAL_COLUMNS, Sample, Stall, TrialRow
 
@@ -247,7 +248,7 @@ def _meta(run_id: str, configs: tuple[ConfigSpec, ...], repeats: int, hz: float,
 
 
 def _row(run_id: str, spec: ConfigSpec, r: int, fig: dict, derived: dict, failed: bool) -> TrialRow:
-    return TrialRow(
+    return InstallRow(
         run_id=run_id, trial_id=f"{spec.name}-r{r}", config=spec.name, repeat=r,
         venv_role=spec.venv, tmpdir_role=spec.tmpdir, cache_role=spec.cache,
         venv_fstype=FSTYPE.get(spec.venv, ""), tmpdir_fstype=FSTYPE.get(spec.tmpdir, ""),
@@ -363,7 +364,7 @@ def resume_rows(run_dir: Path, trial_ids: tuple[str, ...]) -> None:
             keep = ("run_id", "trial_id", "config", "repeat", "venv_role", "tmpdir_role",
                     "cache_role", "venv_fstype", "tmpdir_fstype", "cache_fstype",
                     "cache_state", "installer", "compile", "started_at")  # fmt: skip
-            rd.append_trial(TrialRow(
+            rd.append_trial(InstallRow(
                 **{k: getattr(row, k) for k in keep}, status="interrupted", venv_s=2.1,
                 error="interrupted by the user (SIGINT/SIGTERM); trial scratch removed",
             ))  # fmt: skip

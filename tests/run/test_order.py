@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from iobench.run.order import plan_trials, round_order
-from iobench.scenario.load import Config
+from iobench.scenario.kinds.install import InstallConfig as Config
 
 
 def _configs(n: int) -> tuple[Config, ...]:

@@ -13,7 +13,8 @@ from helpers.files import DATA, only_run_dir, read_csv, wheel_bytes
 
 from iobench.__main__ import main
 from iobench.run.facts import fstype_of
-from iobench.rundir.folder import SAMPLE_COLUMNS, SCHEMA_VERSION, TRIAL_COLUMNS
+from iobench.rundir import kinds
+from iobench.rundir.folder import SAMPLE_COLUMNS, SCHEMA_VERSION
 from iobench.stats import percentile
 
 TINY = DATA / "tiny.toml"
@@ -50,7 +51,7 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
     assert set(Path(tempfile.gettempdir()).glob("iobench-cwd-*")) <= cwd_folders
     run = only_run_dir(results)
     rows = read_csv(run / "trials.csv")
-    assert list(rows[0].keys()) == list(TRIAL_COLUMNS)
+    assert list(rows[0].keys()) == list(kinds.kind("install").columns)
     assert sorted(r["trial_id"] for r in rows) == sorted(
         ["naive-r1", "venv-on-tmp-r1", "warm-r1", "nocache-r1"]
     )

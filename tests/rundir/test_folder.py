@@ -25,7 +25,9 @@ from iobench.errors import RunDirError
 from iobench.report import build_compare, build_report
 from iobench.report.load import load_run
 from iobench.run.resume import resume_state
+from iobench.rundir import kinds
 from iobench.rundir.folder import SCHEMA_VERSION, RunDir, latest_rows, new_run_id, readme_tables
+from iobench.rundir.kinds.install import Row as InstallRow
 from iobench.rundir.meta import RoleInfo, RunMeta, load_meta
 from iobench.rundir.records import (
     SAMPLE_COLUMNS,
@@ -41,6 +43,7 @@ OLD = DATA / "run-d8a1c15"
 OLD_INTERRUPTED = DATA / "run-d8a1c15-interrupted"
 README = Path(__file__).parents[2] / "results" / "README.md"
 #: trials.csv's header as d8a1c15 wrote it
+INSTALL_COLUMNS = kinds.kind("install").columns
 OLD_HEADER = OLD.joinpath("trials.csv").read_text().splitlines()[0].split(",")
 
 
@@ -48,7 +51,9 @@ def _row(
     trial_id: str = "naive-r1", status: str = "ok", run_id: str = "run-1", **kw: object
 ) -> TrialRow:
     config = trial_id.rsplit("-r", 1)[0]
-    return TrialRow(run_id=run_id, trial_id=trial_id, config=config, repeat=1, status=status, **kw)
+    return InstallRow(
+        run_id=run_id, trial_id=trial_id, config=config, repeat=1, status=status, **kw
+    )
 
 
 @pytest.fixture
@@ -72,9 +77,14 @@ def test_columns_come_from_the_fields_and_keep_the_old_order() -> None:
         "dstate_max",
         "iowait_mean_pct",
     )
-    # later columns were added (schema 2's `position`, then before `error`): the old ones keep their order
-    assert [c for c in TRIAL_COLUMNS if c in OLD_HEADER] == OLD_HEADER
-    assert TRIAL_COLUMNS[-1] == "error"
+    # a kind's row is the core, then its own group (schema 3), `error` last; an install run
+    # still writes every column d8a1c15 wrote
+    install = kinds.kind("install").columns
+    assert install[: len(TRIAL_COLUMNS) - 1] == TRIAL_COLUMNS[:-1]
+    assert set(OLD_HEADER) <= set(install) and install[-1] == TRIAL_COLUMNS[-1] == "error"
+    for k in kinds.KINDS.values():  # no kind has another's columns
+        others = {c for o in kinds.KINDS.values() if o.row is not k.row for c in o.group}
+        assert not others & set(k.group), k.name
     for record in (TrialRow, Sample, Stall):
         for f in dataclasses.fields(record):
             assert f.metadata["doc"].strip(), f.name
@@ -111,7 +121,7 @@ def test_a_row_reads_back_as_written(tmp_path: Path) -> None:
     assert (
         back[1].status == "failed" and back[1].time_to_ready_s is None and back[1].position is None
     )
-    assert tmp_path.joinpath("trials.csv").read_text().splitlines()[0] == ",".join(TRIAL_COLUMNS)
+    assert tmp_path.joinpath("trials.csv").read_text().splitlines()[0] == ",".join(INSTALL_COLUMNS)
 
 
 def test_samples_and_stalls_are_written_from_records(tmp_path: Path) -> None:
@@ -184,7 +194,7 @@ def test_version_1_upgrades_and_newer_versions_are_refused(run: Path) -> None:
     (run / "meta.json").write_text(json.dumps(data))
     with pytest.raises(
         RunDirError,
-        match=r"schema_version 3 is not supported \(this iobench reads 1, 2\): written by a newer iobench",
+        match=r"schema_version 4 is not supported \(this iobench reads 1, 2, 3\): written by a newer iobench",
     ):
         load_meta(run)
 
@@ -276,14 +286,14 @@ def _refused_everywhere(
 
 # --- trials.csv read back: untrusted --------------------------------------------------------------
 
-HEADER = ",".join(TRIAL_COLUMNS)
+HEADER = ",".join(INSTALL_COLUMNS)
 
 
 def _replace_cell(column: str, value: str) -> Callable[[str], str]:
     def damage(text: str) -> str:
         lines = text.splitlines(keepends=True)
         cells = lines[1].rstrip("\n").split(",")
-        cells[TRIAL_COLUMNS.index(column)] = value
+        cells[INSTALL_COLUMNS.index(column)] = value
         lines[1] = ",".join(cells) + "\n"
         return "".join(lines)
 
@@ -294,7 +304,7 @@ HOSTILE_TRIALS = [
     (lambda t: "run_id,trial_id,con", r"trials.csv: header is cut short"),
     (
         lambda t: t.replace(",error\n", ",error,extra\n", 1),
-        rf"header is cut short or damaged \(row 2 has {len(TRIAL_COLUMNS)} cells, the header {len(TRIAL_COLUMNS) + 1}\)",
+        rf"header is cut short or damaged \(row 2 has {len(INSTALL_COLUMNS)} cells, the header {len(INSTALL_COLUMNS) + 1}\)",
     ),
     (
         lambda t: t.replace(",error\n", ",err\n", 1),
@@ -306,7 +316,7 @@ HOSTILE_TRIALS = [
     ),
     (
         lambda t: t.replace("\n", ",x\n", 2).replace(",x\n", "\n", 1),
-        rf"header is cut short or damaged \(row 2 has {len(TRIAL_COLUMNS) + 1} cells, the header {len(TRIAL_COLUMNS)}\)",
+        rf"header is cut short or damaged \(row 2 has {len(INSTALL_COLUMNS) + 1} cells, the header {len(INSTALL_COLUMNS)}\)",
     ),
     (
         lambda t: t.replace("run_id,trial_id,config", "run_id,trial_id,trial_id", 1),
@@ -356,7 +366,7 @@ def test_a_row_cut_after_its_status_is_not_trusted(run: Path) -> None:
     read = rd.read_trials()
     assert len(read.rows) == len(lines) - 2 and cut_id not in {r.trial_id for r in read.rows}
     assert re.fullmatch(
-        rf".*trials.csv: row {len(lines)} is cut short \(\d+ of {len(TRIAL_COLUMNS)} cells\); not trusted, skipped",
+        rf".*trials.csv: row {len(lines)} is cut short \(\d+ of {len(INSTALL_COLUMNS)} cells\); not trusted, skipped",
         read.skipped[0],
     )
     assert cut_id not in resume_state(rd).done  # --resume runs it again

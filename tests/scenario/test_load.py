@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import RunDirError, ScenarioError
-from iobench.scenario.load import NAME_RE, load_scenario, shipped
+from iobench.scenario.load import load_scenario, shipped
+from iobench.scenario.schema import NAME_RE
 from iobench.scenario.stored import scenario_from_meta
 
 REQUIRED = {"naive", "tmp-fix", "venv-on-tmp", "warm-cache-on-target"}

@@ -1,4 +1,4 @@
-"""The checkpoint workload (iobench/trial/checkpoint.py, iobench/trial/saver.py): its settings,
+"""The checkpoint workload (iobench/trial/kinds/checkpoint.py, iobench/trial/kinds/checkpoint_saver.py, its settings iobench/scenario/kinds/checkpoint.py): its settings,
 the pre-made bytes, the figures from the saver's records by hand, a corrupted byte caught by
 the check, and real runs on a tmpfs, the disk and the lab volume — the fsyncs counted by the
 volume's own daemon, a cold restore slower than a warm one, the rates against a bandwidth cap,
@@ -21,8 +21,10 @@ from iobench.__main__ import main
 from iobench.errors import ScenarioError
 from iobench.lab.state import read_stats
 from iobench.report import build_report
+from iobench.scenario.kinds.checkpoint import Settings as SaveSettings
 from iobench.scenario.load import load_scenario
-from iobench.trial import checkpoint, saver
+from iobench.trial.kinds import checkpoint
+from iobench.trial.kinds import checkpoint_saver as saver
 
 volume = pytest.fixture(volume_factory)
 
@@ -63,7 +65,7 @@ def test_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
         path.write_text(f'[scenario]\nname = "x"\nkind = "checkpoint"\n{workload}\n{configs}')
         scenario = load_scenario(str(path))
         names = [c.name for c in scenario.configs]
-        checkpoint.check_params(scenario.workload, names, "x: workload")
+        checkpoint.check_here(scenario.workload, names, "x: workload")
         return scenario
 
     cfg = load("[workload]\nshards = 2\n").configs[0]  # type: ignore[attr-defined]
@@ -90,7 +92,7 @@ def test_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
 
 
 def test_shards_split_the_checkpoint_and_tensors_are_views_of_one_block() -> None:
-    p = checkpoint.Params(checkpoint_mb=10.000003, shards=4)
+    p = SaveSettings(checkpoint_mb=10.000003, shards=4)
     assert p.shard_bytes() == [2_500_001, 2_500_001, 2_500_001, 2_500_000]
     buf = saver.block(7, 1 << 20)
     assert len(buf) == 2 << 20 and buf[: 1 << 20] == buf[1 << 20 :]  # the block, twice
@@ -122,14 +124,14 @@ def _saver(mode: str, spec: Path, out: Path) -> subprocess.CompletedProcess[str]
 
 
 def test_the_check_reads_every_byte_back_and_names_a_corrupted_file(tmp_path: Path) -> None:
-    p = checkpoint.Params(checkpoint_mb=3, shards=3, tensor_mb=0.4, format="raw")
+    p = SaveSettings(checkpoint_mb=3, shards=3, tensor_mb=0.4, format="raw")
     spec = tmp_path / "s.json"
-    spec.write_text(json.dumps(p.saver_settings(tmp_path / "ckpt", None)))
+    spec.write_text(json.dumps(checkpoint.saver_settings(p, tmp_path / "ckpt", None)))
     assert _saver("save", spec, tmp_path / "save.json").returncode == 0
     saved = json.loads((tmp_path / "save.json").read_text())
     assert saved["format"] == "raw" and saved["fsync_calls"] == 5  # 3 files, 2 folders
     assert sum(s[4] for s in saved["shards"]) == 3_000_000
-    spec.write_text(json.dumps({**p.saver_settings(tmp_path / "ckpt", None),
+    spec.write_text(json.dumps({**checkpoint.saver_settings(p, tmp_path / "ckpt", None),
                                 "files": saved["files"], "saved_format": "raw"}))  # fmt: skip
     ok = _saver("check", spec, tmp_path / "check.json")
     assert ok.returncode == 0, ok.stderr
@@ -153,17 +155,17 @@ def check_rows(run_dir: Path, nbytes: int, shards: int = 1) -> list[dict[str, st
         saved = json.loads((run_dir / "logs" / f"{r['trial_id']}.save.json").read_text())
         assert int(r["ckpt_bytes"]) == nbytes == sum(s[4] for s in saved["shards"])
         assert int(r["shards"]) == shards and int(r["fsync_calls"]) == shards + 2
-        write_s, read_s = float(r["write_s"]), float(r["read_s"])
+        write_s, read_s = float(r["write_s"]), float(r["ckpt_read_s"])
         assert write_s == pytest.approx(saved["end"] - saved["go"], abs=1e-3)
         # the CSV keeps seconds to 4 places: a 4 ms save's rate is known to within 1.3 %
-        for rate, secs in (("write_mb_per_s", write_s), ("read_mb_per_s", read_s)):
+        for rate, secs in (("write_mb_per_s", write_s), ("ckpt_read_mb_per_s", read_s)):
             lo, hi = nbytes / 1e6 / (secs + 5e-5), nbytes / 1e6 / max(secs - 5e-5, 1e-9)
             assert lo * 0.999 <= float(r[rate]) <= hi * 1.001, (rate, r[rate], secs)
         assert float(r["time_to_ready_s"]) == pytest.approx(write_s + read_s, abs=2e-3)
         assert 0 <= float(r["fsync_share"]) <= 1
         assert r["verified"] == f"crc32 of {shards} files" and r["ckpt_format"] == "raw"
         assert r["cold_method"] in ("lab-flush", "drop_caches", "fadvise")
-        assert r["venv_s"] == "" and r["data_role"] == ""
+        assert r["venv_s"] == "" and "data_role" not in r  # its row: the core and its own
         # the sampler saw the saver's processes write and read at least the checkpoint
         assert int(r["write_bytes"]) >= nbytes and int(r["read_bytes"]) >= 2 * nbytes
     return rows
@@ -256,7 +258,7 @@ def test_a_cold_restore_on_the_lab_is_slower_than_a_warm_one(tmp_path: Path, vol
         assert rc == 0
         rows = read_csv(run_dir / "trials.csv")
         assert {r["cold_method"] for r in rows} == {"lab-flush" if mode == "cold" else "none"}
-        times[mode] = min(float(r["read_s"]) for r in rows)
+        times[mode] = min(float(r["ckpt_read_s"]) for r in rows)
     print(f"restore on the lab: {times}")
     # at least the 8 shards' names, 30 ms each, looked up again (in parallel: one round)
     assert times["cold"] > times["warm"] + 0.025, times
@@ -273,7 +275,7 @@ def test_rates_on_a_capped_lab_volume_stay_at_the_cap(tmp_path: Path, volume) ->
                       configs='[configs.volume]\nsave = "target"\n')  # fmt: skip
     assert rc == 0
     row = check_rows(run_dir, 40_000_000, shards=4)[0]
-    write, read = float(row["write_mb_per_s"]), float(row["read_mb_per_s"])
+    write, read = float(row["write_mb_per_s"]), float(row["ckpt_read_mb_per_s"])
     print(f"capped at 50 MB/s: write {write:.1f} MB/s, cold read {read:.1f} MB/s")
     assert write == pytest.approx(50, rel=0.1)
     assert read <= 50 * 1.03  # never faster than the link (a little for the clocks)

@@ -1,4 +1,4 @@
-"""The dataset workload (iobench/trial/dataset.py, iobench/trial/loader.py): its settings, the
+"""The dataset workload (iobench/trial/kinds/dataset.py, iobench/trial/kinds/dataset_loader.py, its settings iobench/scenario/kinds/dataset.py): its settings, the
 data it generates, AU checked by hand from the loader's recorded times, and real runs on a
 tmpfs, the disk and the lab volume — with a source folder that is only read, a staged copy,
 cold reads proved by the volume's own counters, and the report's section read back."""
@@ -25,8 +25,9 @@ from iobench.lab.state import read_stats
 from iobench.lab.testing import slow_volume
 from iobench.report import build_report
 from iobench.report.dataset_report import build_section
+from iobench.scenario.kinds.dataset import Settings as DataSettings
 from iobench.scenario.load import load_scenario, scenario_from_dict
-from iobench.trial import dataset
+from iobench.trial.kinds import dataset
 
 volume = pytest.fixture(volume_factory)
 
@@ -74,7 +75,7 @@ def test_au_is_compute_over_the_epochs_wall_without_each_first_batch() -> None:
     # by hand: compute 0.3 + 0.4 = 0.7; walls (1.0 - 0.3) + (1.9 - 1.4) = 1.2
     assert dataset.au_of(epochs, batches) == pytest.approx(0.7 / 1.2)
     fig = dataset.figures({"epochs": epochs, "batches": batches, "list_s": 0.05})
-    assert fig.read_s == pytest.approx(0.05 + 1.0 + 0.9)
+    assert fig.epochs_s == pytest.approx(0.05 + 1.0 + 0.9)
     assert fig.io_wait_s == pytest.approx(1.1) and fig.compute_s == pytest.approx(0.7)
     assert (fig.batches, fig.files_read, fig.data_bytes) == (5, 5, 50)
     assert dataset.au_of([(0.0, 1.0)], []) is None
@@ -86,7 +87,7 @@ def test_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
         path = tmp_path / "x.toml"
         path.write_text(doc)
         scenario = load_scenario(str(path))
-        dataset.check_params(scenario.workload, [c.name for c in scenario.configs], "x: workload")
+        dataset.check_here(scenario.workload, [c.name for c in scenario.configs], "x: workload")
         return scenario
 
     assert load("[workload]\nfiles = 3\n").configs[0].roles() == {"target"}  # type: ignore[attr-defined]
@@ -117,7 +118,7 @@ def test_an_install_scenario_takes_no_data_role() -> None:
 
 
 def test_generated_shards_have_the_sizes_and_format_asked_for(tmp_path: Path) -> None:
-    p = dataset.Params(files=30, file_mb=0.05, size_sd=0.6, seed=7)
+    p = DataSettings(files=30, file_mb=0.05, size_sd=0.6, seed=7)
     sizes = dataset.file_sizes(p)
     assert len(sizes) == 30 and len(set(sizes)) > 20  # spread, not one size
     assert dataset.generate(tmp_path, p) == sum(sizes)
@@ -125,16 +126,16 @@ def test_generated_shards_have_the_sizes_and_format_asked_for(tmp_path: Path) ->
     assert [s.stat().st_size for s in shards] == sizes and (tmp_path / ".complete").exists()
     first = shards[0].read_text().splitlines()[1]  # a line in the middle of the block is whole
     assert set(json.loads(first)) == {"id", "text", "label"}
-    many = dataset.file_sizes(dataset.Params(files=4000, file_mb=1.0, size_sd=0.5))
+    many = dataset.file_sizes(DataSettings(files=4000, file_mb=1.0, size_sd=0.5))
     assert sum(many) / len(many) == pytest.approx(1e6, rel=0.05)  # the mean is file_mb
     binary = tmp_path / "bin"
     binary.mkdir()
-    dataset.generate(binary, dataset.Params(files=2, file_mb=0.01, format="binary"))
+    dataset.generate(binary, DataSettings(files=2, file_mb=0.01, format="binary"))
     assert len(list(binary.glob("shard-*.bin"))) == 2
 
 
 def test_page_cache_note_says_when_later_epochs_may_be_warm() -> None:
-    two = dataset.Params(epochs=2)
+    two = DataSettings(epochs=2)
     assert "epochs 2-2 may have been read from the page cache" in dataset.cached_note(
         two, "drop_caches", 10**6, 10**9
     )
@@ -142,8 +143,8 @@ def test_page_cache_note_says_when_later_epochs_may_be_warm() -> None:
         dataset.cached_note(two, "lab-flush", 10**6, 10**9) == ""
     )  # the lab re-reads at every open
     assert dataset.cached_note(two, "drop_caches", 10**10, 10**9) == ""  # more data than memory
-    assert dataset.cached_note(dataset.Params(), "fadvise", 10**6, 10**9) == ""  # one epoch: cold
-    assert "warm mode" in dataset.cached_note(dataset.Params(), "none", 1, 1)
+    assert dataset.cached_note(DataSettings(), "fadvise", 10**6, 10**9) == ""  # one epoch: cold
+    assert "warm mode" in dataset.cached_note(DataSettings(), "none", 1, 1)
 
 
 # ------------------------------------------------------------------------------ real runs
@@ -159,7 +160,7 @@ def check_rows(run_dir: Path, files: int, size: int, epochs: int = 1) -> list[di
         assert float(r["au"]) == pytest.approx(by_hand, abs=1e-4) and 0 < by_hand <= 1
         assert int(r["data_bytes"]) == files * size * epochs
         assert int(r["files_read"]) == files * epochs and int(r["epochs"]) == epochs
-        read_s = float(r["read_s"])
+        read_s = float(r["epochs_s"])
         assert float(r["read_mb_per_s"]) == pytest.approx(
             files * size * epochs / 1e6 / read_s, rel=0.01
         )  # read_s is rounded in the CSV
@@ -263,7 +264,7 @@ def test_the_read_rate_falls_where_the_lab_volumes_credits_run_out(tmp_path: Pat
     change point lies where the volume's own balance reached zero, AU falls after it."""
     backing = tmp_path / "backing"
     (backing / "data").mkdir(parents=True)
-    dataset.generate(backing / "data", dataset.Params(files=100, file_mb=1.0, format="binary"))
+    dataset.generate(backing / "data", DataSettings(files=100, file_mb=1.0, format="binary"))
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     with slow_volume(tmp_path, "bursting", backing=backing, mb_per_s=10, burst_mb_per_s=50,

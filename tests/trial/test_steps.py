@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from iobench.rundir.records import TrialRow
-from iobench.scenario.load import Config
+from iobench.rundir.kinds.install import Row as InstallRow
+from iobench.scenario.kinds.install import InstallConfig as Config
 from iobench.system.scratch import Scratch
 from iobench.trial import installers
 from iobench.trial.context import TrialContext, TrialSpec
-from iobench.trial.install import Install, label_download
 from iobench.trial.installers import IndexSpec, Pip, Uv
+from iobench.trial.kinds import run_trial
+from iobench.trial.kinds.install import Install, label_download
 from iobench.trial.outcome import Stop, check
 from iobench.trial.process import PhaseResult
 from iobench.trial.progress import PlainProgress
 from iobench.trial.sampler import SamplerResult
 from iobench.trial.steps import Trial, set_derived_fields
-from iobench.trial.workloads import run_trial
 
 
 def _ctx(tmp_path: Path, python: str | None = None) -> TrialContext:
@@ -141,7 +141,7 @@ def test_derived_fields_from_literal_samples() -> None:
         },
     ]
     result = SamplerResult(rows=rows, stalls=[], self_cpu_s=0.01234, ticks=2, fs_peak={})
-    row = TrialRow(
+    row = InstallRow(
         run_id="r",
         trial_id="a-r1",
         config="a",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from iobench.scenario.load import Config
+from iobench.scenario.kinds.install import InstallConfig as Config
 from iobench.system.scratch import Scratch
 from iobench.trial.warmcache import WarmCaches, fingerprint, placement
 

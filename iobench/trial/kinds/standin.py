@@ -1,19 +1,14 @@
 """The stand-in workload: a trial's plumbing without a venv or an installer, for iobench's own
-tests (as hyperfine tests its runner on a mock executor and pyperf on a fake timer).
+tests (as hyperfine tests its runner on a mock executor and pyperf on a fake timer). It fakes
+the install kind, so it takes that kind's declarations (its config, its row's columns).
 
 Each timed step is a real process run through the same phase runner, sampler and watchdog as
 an install's: ``mkdir`` makes the folder (the "venv" phase), a small Python writer writes N
 files of a set size at a set rate into it from one pre-made buffer (the "install" phase),
 and ``test -e`` checks the first file (the "import" phase); a ``pyvenv.cfg`` marks the folder
-as the venv it stands for, which a start-up strategy will pack. Its ``[workload]`` table sets
-the rest, and ``[workload.by_config.NAME]`` changes any of it for one config:
-
-- ``files`` (40), ``kb`` (4): how many files, how large;
-- ``rate`` (0: as fast as it can): files per second at most;
-- ``delay_ms`` (``{}``): extra milliseconds per file on a role, e.g. ``{ target = 5 }``, a
-  slow target without a FUSE mount;
-- ``pause_s`` (0): a pause without any I/O half-way through (a stall);
-- ``exit`` (0): the writer's exit status (non-zero: the step fails, as an installer can).
+as the venv it stands for, which a start-up strategy will pack. Its ``[workload]`` table
+(``iobench.scenario.kinds.standin``) sets the files, their rate, a per-role delay, a pause and
+the writer's exit status.
 
 A start-up strategy's restart works on it as on a venv (``iobench.trial.restart``): its
 folder is what is packed, copied and restored, and reinstall writes it again.
@@ -22,14 +17,13 @@ folder is what is packed, copied and restored, and reinstall writes it again.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from iobench.errors import ScenarioError
-from iobench.scenario import settings
-from iobench.scenario.settings import Number
+from iobench.rundir.kinds import standin as rows
+from iobench.scenario.kinds.standin import Settings, settings_of
+from iobench.trial.kinds import install
 from iobench.trial.outcome import Stop, check
 from iobench.trial.restart import Restart
 from iobench.trial.sampler import Sampler, SamplerResult
@@ -57,70 +51,22 @@ for i in range(n):
             time.sleep(ahead)
 sys.exit(int(code))
 """
-#: the numbers a stand-in takes (their defaults are Params')
-_NUMBERS: dict[str, Number] = {
-    "files": Number(int, 1, 1_000_000),
-    "kb": Number(float, 0, 1_048_576),
-    "rate": Number(float, 0, 1e7),
-    "pause_s": Number(float, 0, 86_400),
-    "exit": Number(int, 0, 255),
-}
-_DELAY_MS = Number(float, 0, 60_000)
-
-
-@dataclass(frozen=True)
-class Params:
-    """The stand-in's settings for one config."""
-
-    files: int = 40
-    kb: float = 4.0
-    rate: float = 0.0
-    pause_s: float = 0.0
-    exit: int = 0
-    delay_ms: Mapping[str, float] = field(default_factory=dict)
-
-    def delay_s(self, role: str) -> float:
-        return float(self.delay_ms.get(role, 0.0)) / 1000.0
-
-
-def _params(table: Mapping[str, Any], where: str) -> dict[str, Any]:
-    out = settings.read_table(table, _NUMBERS, where, extra=("delay_ms",))
-    if "delay_ms" in table:
-        value = table["delay_ms"]
-        if not isinstance(value, Mapping):
-            raise ScenarioError(f"{where}.delay_ms: expected a table of role = milliseconds")
-        out["delay_ms"] = {
-            str(role): float(settings.number(ms, _DELAY_MS, f"{where}.delay_ms.{role}"))
-            for role, ms in value.items()
-        }
-    return out
-
-
-def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -> Params:
-    """The stand-in's settings for ``config``: the table, then its ``by_config`` entry."""
-    own = settings.config_table(table, config, where)
-    return Params(**{**_params(table, where), **_params(own, f"{where}.by_config.{config}")})
-
-
-def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
-    """Every setting of the table valid for every config (before anything runs)."""
-    for name in configs:
-        params_for(table, name, where)
 
 
 class StandIn:
     """One stand-in trial: a folder, its files, and a check that the first one is there."""
 
-    kind: ClassVar[str] = "standin"
+    kind: ClassVar[str] = rows.NAME
 
     def __init__(self) -> None:
         self.built = Path()  # the folder of files (what a restart persists and restores)
         self.tmpdir = Path()
         self.cache: Path | None = None
-        self.params = Params()
+        self.params = Settings()
 
     def prepare(self, t: Trial) -> Stop | None:
-        self.params = params_for(t.ctx.params, t.cfg.name)
+        install.placed(t)
+        self.params = settings_of(t.ctx.params, t.cfg.name, "workload")
         self.built = t.dirs[t.cfg.venv] / "files"
         self.tmpdir = t.dirs[t.cfg.tmpdir] / "tmp"
         self.tmpdir.mkdir(exist_ok=True)
@@ -170,4 +116,6 @@ class StandIn:
         return self.make_folder(t, sampler) or self.write_files(t, sampler)
 
 
-__all__ = ["WRITER", "Params", "StandIn", "check_params", "params_for"]
+NAME = rows.NAME
+
+__all__ = ["NAME", "WRITER", "StandIn"]

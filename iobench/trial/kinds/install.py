@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from iobench import files, redact
+from iobench.rundir.kinds import install as rows
 from iobench.scenario.vocab import STRATEGIES
 from iobench.system.scratch import remove
 from iobench.trial import fanout, installers
@@ -33,12 +34,25 @@ IMAGE_DONE = ".iobench-image-complete"
 #: the .pth a layered venv reads the image's site-packages through
 IMAGE_PTH = "_iobench_image.pth"
 LOCK_LINE = re.compile(r"^.*\block(?:s|ed|ing|file)?\b.*$", re.IGNORECASE | re.MULTILINE)
+NAME = rows.NAME
+
+
+def placed(t: Trial) -> None:
+    """The row's columns that say where the venv, TMPDIR and the cache lived and how the
+    install was done (the stand-in's rows hold them too: it fakes an install)."""
+    cfg, row, fstypes = t.cfg, t.row, t.ctx.fstypes
+    row.venv_role, row.tmpdir_role, row.cache_role = cfg.venv, cfg.tmpdir, cfg.cache
+    row.venv_fstype, row.tmpdir_fstype = fstypes.get(cfg.venv, ""), fstypes.get(cfg.tmpdir, "")
+    row.cache_fstype = fstypes.get(cfg.cache, "") if cfg.cache != "off" else ""
+    row.cache_state, row.installer, row.compile = cfg.cache_state, cfg.installer, cfg.compile
+    row.venv_creator, row.link_mode, row.pycache = cfg.venv_creator, cfg.link_mode, cfg.pycache
+    row.strategy = cfg.strategy
 
 
 class Install:
     """One install trial's steps and what they hand on to each other."""
 
-    kind: ClassVar[str] = "install"
+    kind: ClassVar[str] = NAME
 
     def __init__(self) -> None:
         self.built = Path()  # the venv
@@ -58,6 +72,7 @@ class Install:
     def prepare(self, t: Trial) -> Stop | None:
         """The venv's, TMPDIR's and the cache's paths; then, for a warm config, its priming."""
         cfg, ctx = t.cfg, t.ctx
+        placed(t)
         self.built = t.dirs[cfg.venv] / "venv"
         self.tmpdir = t.dirs[cfg.tmpdir] / "tmp"
         self.tmpdir.mkdir(exist_ok=True)

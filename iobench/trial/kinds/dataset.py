@@ -40,17 +40,15 @@ import psutil
 
 from iobench import files
 from iobench.errors import IOBenchError, ScenarioError
-from iobench.lab.state import read_stats
-from iobench.scenario import settings
-from iobench.scenario.settings import AbsPath, Number, Word
-from iobench.system.procfs import mount_of
+from iobench.rundir.kinds import dataset as rows
+from iobench.scenario.kinds.dataset import Settings, settings_of
 from iobench.trial import coldcache
 from iobench.trial.outcome import Stop, check
 from iobench.trial.sampler import SamplerResult
 from iobench.trial.steps import Step, Trial
 
 #: the loader script (run by path: it imports nothing of iobench)
-LOADER = Path(__file__).with_name("loader.py")
+LOADER = Path(__file__).with_name("dataset_loader.py")
 #: the data a run generates lives in its role's scratch under this name (one per settings)
 DATA_PREFIX = "dataset-"
 #: the block generated files are cut from (a file is a rotation of it, repeated)
@@ -60,83 +58,30 @@ _WORDS = (
     "storage read write cache file shard sample image text label tensor device memory"
 ).split()
 
-_SPEC: settings.Spec = {
-    "files": Number(int, 1, 10_000_000),
-    "file_mb": Number(float, 0.001, 4096),
-    "size_sd": Number(float, 0, 3),
-    "format": Word(("jsonl", "binary")),
-    "source": AbsPath(),
-    "batch": Number(int, 1, 100_000),
-    "workers": Number(int, 0, 256),
-    "prefetch": Number(int, 1, 64),
-    "epochs": Number(int, 1, 1000),
-    "compute_ms": Number(float, 0, 600_000),
-    "compute_sd_ms": Number(float, 0, 600_000),
-    "loader": Word(("auto", "plain", "torch")),
-    "python": AbsPath(),
-    "seed": Number(int, 0, 2**31 - 1),
-}
+NAME = rows.NAME
 
 
-@dataclass(frozen=True)
-class Params:
-    """The dataset's settings for one config (docs/dataset.md)."""
-
-    files: int = 256
-    file_mb: float = 1.0
-    size_sd: float = 0.0
-    format: str = "jsonl"
-    source: str = ""
-    batch: int = 8
-    workers: int = 2
-    prefetch: int = 2
-    epochs: int = 1
-    compute_ms: float = 25.0
-    compute_sd_ms: float = 0.0
-    loader: str = "auto"
-    python: str = ""
-    seed: int = 1
-
-    @property
-    def mb(self) -> float:
-        """The data's size in MB (10^6 bytes), one epoch."""
-        return self.files * self.file_mb
-
-    def data_key(self) -> str:
-        """What the generated data depends on: configs that agree on it share one copy."""
-        return f"{self.files}-{self.file_mb:g}-{self.size_sd:g}-{self.format}-{self.seed}"
-
-    def loader_settings(self, folder: Path) -> dict[str, Any]:
-        keys = ("batch", "workers", "prefetch", "epochs", "compute_ms", "compute_sd_ms",
-                "loader", "seed")  # fmt: skip
-        return {"folder": str(folder), **{k: getattr(self, k) for k in keys}}
+def loader_settings(p: Settings, folder: Path) -> dict[str, Any]:
+    """What the loader script reads (``dataset_loader.py``): the folder and the loop's settings."""
+    keys = ("batch", "workers", "prefetch", "epochs", "compute_ms", "compute_sd_ms", "loader",
+            "seed")  # fmt: skip
+    return {"folder": str(folder), **{k: getattr(p, k) for k in keys}}
 
 
-def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -> Params:
-    """The settings for ``config``: the table, then its ``by_config`` entry."""
-    return Params(**settings.for_config(table, _SPEC, config, where))
-
-
-def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
-    """Every setting valid for every config (before anything runs)."""
+def check_here(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
+    """The source folder and the loader's interpreter exist here, for every config."""
     for name in configs:
-        p = params_for(table, name, where)
+        p = settings_of(table, name, where)
         if p.source and not os.path.isdir(p.source):
             raise ScenarioError(f"{where}.source: {p.source} is not a folder")
         if p.python and not os.access(p.python, os.X_OK):
             raise ScenarioError(f"{where}.python: {p.python} is not an executable interpreter")
 
 
-def data_mb(table: Mapping[str, Any]) -> float:
-    """MB the scenario's generated data takes (the free-space check's figure)."""
-    p = params_for(table, "")
-    return 0.0 if p.source else p.mb
-
-
 # ---------------------------------------------------------------------------------- the data
 
 
-def file_sizes(p: Params) -> list[int]:
+def file_sizes(p: Settings) -> list[int]:
     """Each file's size in bytes: ``file_mb`` each, or lognormal with that mean."""
     mean = p.file_mb * 1e6
     if not p.size_sd:
@@ -147,7 +92,7 @@ def file_sizes(p: Params) -> list[int]:
             for _ in range(p.files)]  # fmt: skip
 
 
-def block(p: Params) -> bytes:
+def block(p: Settings) -> bytes:
     """The bytes files are cut from: JSONL records of words, or random binary records."""
     rng = random.Random(p.seed)
     if p.format == "binary":
@@ -162,7 +107,7 @@ def block(p: Params) -> bytes:
     return "".join(lines).encode()
 
 
-def generate(folder: Path, p: Params) -> int:
+def generate(folder: Path, p: Settings) -> int:
     """Write the data set into ``folder`` (made by iobench, inside its scratch); bytes written.
 
     The folder gets a ``.complete`` marker last, so a run stopped half-way makes it again."""
@@ -190,7 +135,7 @@ def generate(folder: Path, p: Params) -> int:
 class Figures:
     """What the loader's record says (docs/dataset.md): every figure in seconds or bytes."""
 
-    read_s: float
+    epochs_s: float
     compute_s: float
     io_wait_s: float
     au: float | None
@@ -217,7 +162,7 @@ def figures(record: Mapping[str, Any]) -> Figures:
     """The row's figures from the loader's JSON record."""
     epochs, batches = record["epochs"], record["batches"]
     return Figures(
-        read_s=float(record["list_s"]) + sum(end - start for start, end in epochs),
+        epochs_s=float(record["list_s"]) + sum(end - start for start, end in epochs),
         compute_s=sum(b[2] for b in batches),
         io_wait_s=sum(b[1] for b in batches),
         au=au_of(epochs, batches),
@@ -227,7 +172,7 @@ def figures(record: Mapping[str, Any]) -> Figures:
     )
 
 
-def cached_note(p: Params, cold_method: str, epoch_bytes: int, available: int) -> str:
+def cached_note(p: Settings, cold_method: str, epoch_bytes: int, available: int) -> str:
     """Why some reads may have come from the page cache ('' when none did)."""
     if cold_method == "none":
         return "warm mode (--cache-mode warm): the data may have been in the page cache"
@@ -245,17 +190,17 @@ def cached_note(p: Params, cold_method: str, epoch_bytes: int, available: int) -
 class Dataset:
     """One dataset trial: the data made cold, an optional staged copy, then the loader."""
 
-    kind: ClassVar[str] = "dataset"
+    kind: ClassVar[str] = NAME
 
     def __init__(self) -> None:
-        self.params = Params()
+        self.params = Settings()
         self.folder = Path()  # the data as it lies on its role (generated, or the source)
         self.read_from = Path()  # where the loader reads: the folder, or its staged copy
         self.record = Path()
         self.cold_method = ""
 
     def prepare(self, t: Trial) -> Stop | None:
-        p = self.params = params_for(t.ctx.params, t.cfg.name)
+        p = self.params = settings_of(t.ctx.params, t.cfg.name, "workload")
         if p.python and not os.access(p.python, os.X_OK):
             return Stop("failed", f"workload.python: {p.python} is not executable")
         self.folder = Path(p.source) if p.source else self._generated(t)
@@ -265,7 +210,7 @@ class Dataset:
         t.env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TMPDIR": str(t.ctx.cwd)}
         row = t.row
         row.data_role, row.stage_role = t.cfg.data, t.cfg.stage
-        row.data_fstype = _fstype(self.folder) or t.ctx.fstypes.get(t.cfg.data, "")
+        row.data_fstype = t.fstype(self.folder) or t.ctx.fstypes.get(t.cfg.data, "")
         row.stage_fstype = t.ctx.fstypes.get(t.cfg.stage, "") if t.cfg.stage != "off" else ""
         row.workers, row.epochs = p.workers, p.epochs
         try:
@@ -274,10 +219,7 @@ class Dataset:
             return Stop("failed", f"making the data cold: {exc}")
         self.cold_method = row.cold_method = cold.method
         row.cold_warm_left = cold.warm_left
-        mount = mount_of(str(self.folder))
-        if mount is not None and mount.fstype == coldcache.LAB_FSTYPE:
-            point = mount.mountpoint
-            t.credits = lambda: _credits_mb(point)
+        t.watch_credits(self.folder)
         t.phases = dict.fromkeys(t.phases)  # an install's phases: none of them ran
         self.record = t.ctx.logs / f"{t.tid}.loader.json"
         return None
@@ -308,7 +250,7 @@ class Dataset:
     def read(self, t: Trial) -> Stop | None:
         p = self.params
         spec = t.ctx.logs / f"{t.tid}.loader-settings.json"
-        files.write(spec, json.dumps({**p.loader_settings(self.read_from), "zero": t.t0}))
+        files.write(spec, json.dumps({**loader_settings(p, self.read_from), "zero": t.t0}))
         python = p.python or sys.executable
         r = t.phase("read", [python, "-I", str(LOADER), str(spec), str(self.record)])
         t.mark_ready(r.end)
@@ -321,8 +263,8 @@ class Dataset:
         for f in fields(Figures):
             setattr(row, f.name, getattr(fig, f.name))
         row.loader = str(record.get("loader", ""))
-        row.time_to_ready_s = (row.stage_s or 0.0) + fig.read_s
-        row.read_mb_per_s = fig.data_bytes / 1e6 / fig.read_s if fig.read_s > 0 else None
+        row.time_to_ready_s = (row.stage_s or 0.0) + fig.epochs_s
+        row.read_mb_per_s = fig.data_bytes / 1e6 / fig.epochs_s if fig.epochs_s > 0 else None
         epoch_bytes = fig.data_bytes // max(1, self.params.epochs)
         available = psutil.virtual_memory().available
         row.data_cached = cached_note(self.params, self.cold_method, epoch_bytes, available)
@@ -331,15 +273,5 @@ class Dataset:
         return None
 
 
-def _fstype(path: Path) -> str:
-    mount = mount_of(str(path))
-    return mount.fstype if mount is not None else ""
-
-
-def _credits_mb(mountpoint: str) -> float | None:
-    value = (read_stats(mountpoint) or {}).get("link_credits_mb")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-__all__ = ["Dataset", "Figures", "Params", "au_of", "check_params", "data_mb", "figures",
-           "generate", "params_for"]  # fmt: skip
+__all__ = ["NAME", "Dataset", "Figures", "au_of", "check_here", "figures", "generate",
+           "loader_settings"]  # fmt: skip

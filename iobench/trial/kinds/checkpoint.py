@@ -25,20 +25,16 @@ what each figure means and how the report turns them into how often to save.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from iobench import files
 from iobench.errors import IOBenchError, ScenarioError
-from iobench.lab.state import read_stats
-from iobench.scenario import settings
-from iobench.scenario.settings import AbsPath, Number, Word
-from iobench.system.procfs import mount_of
+from iobench.rundir.kinds import checkpoint as rows
+from iobench.scenario.kinds.checkpoint import Settings, settings_of
 from iobench.trial import coldcache
 from iobench.trial.outcome import Stop, check
 from iobench.trial.process import PhaseResult
@@ -46,65 +42,29 @@ from iobench.trial.sampler import SamplerResult
 from iobench.trial.steps import Step, Trial
 
 #: the saver script (run by path: it imports nothing of iobench)
-SAVER = Path(__file__).with_name("saver.py")
+SAVER = Path(__file__).with_name("checkpoint_saver.py")
 
-_SPEC: settings.Spec = {
-    "checkpoint_mb": Number(float, 0.001, 10_000_000),
-    "shards": Number(int, 1, 1024),
-    "tensor_mb": Number(float, 0.001, 64),
-    "format": Word(("auto", "torch", "raw")),
-    "python": AbsPath(),
-    "seed": Number(int, 0, 2**31 - 1),
-}
+NAME = rows.NAME
 
 
-@dataclass(frozen=True)
-class Params:
-    """The checkpoint's settings for one config (docs/checkpoint.md)."""
-
-    checkpoint_mb: float = 256.0
-    shards: int = 1
-    tensor_mb: float = 64.0
-    format: str = "auto"
-    python: str = ""
-    seed: int = 1
-
-    def shard_bytes(self) -> list[int]:
-        """Each shard's tensor bytes: equal shares, the remainder spread over the first ones."""
-        total = max(self.shards, round(self.checkpoint_mb * 1e6))
-        share, extra = divmod(total, self.shards)
-        return [share + (1 if i < extra else 0) for i in range(self.shards)]
-
-    def saver_settings(self, folder: Path, copy_to: Path | None) -> dict[str, Any]:
-        return {
-            "folder": str(folder),
-            "copy_to": str(copy_to) if copy_to is not None else "",
-            "shard_bytes": self.shard_bytes(),
-            "tensor_bytes": round(self.tensor_mb * 1e6),
-            "format": self.format,
-            "seed": self.seed,
-        }
+def saver_settings(p: Settings, folder: Path, copy_to: Path | None) -> dict[str, Any]:
+    """What every mode of the saver script reads (``checkpoint_saver.py``)."""
+    return {
+        "folder": str(folder),
+        "copy_to": str(copy_to) if copy_to is not None else "",
+        "shard_bytes": p.shard_bytes(),
+        "tensor_bytes": round(p.tensor_mb * 1e6),
+        "format": p.format,
+        "seed": p.seed,
+    }
 
 
-def params_for(table: Mapping[str, Any], config: str, where: str = "workload") -> Params:
-    """The settings for ``config``: the table, then its ``by_config`` entry."""
-    return Params(**settings.for_config(table, _SPEC, config, where))
-
-
-def check_params(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
-    """Every setting valid for every config (before anything runs)."""
+def check_here(table: Mapping[str, Any], configs: Sequence[str], where: str) -> None:
+    """The saver's interpreter runs here, for every config."""
     for name in configs:  # by_config's names were checked when the file was read
-        p = params_for(table, name, where)
+        p = settings_of(table, name, where)
         if p.python and not os.access(p.python, os.X_OK):
             raise ScenarioError(f"{where}.python: {p.python} is not an executable interpreter")
-
-
-def checkpoint_mb(table: Mapping[str, Any]) -> float:
-    """MB one checkpoint takes (the free-space check's figure), the largest of any config."""
-    sizes = [params_for(table, "").checkpoint_mb]
-    for name in table.get("by_config", {}) or {}:
-        sizes.append(params_for(table, str(name)).checkpoint_mb)
-    return max(sizes)
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -135,10 +95,10 @@ def rate_mb_per_s(nbytes: float, seconds: float) -> float | None:
 class Checkpoint:
     """One checkpoint trial: the save, an optional copy, the cold restore and its check."""
 
-    kind: ClassVar[str] = "checkpoint"
+    kind: ClassVar[str] = NAME
 
     def __init__(self) -> None:
-        self.params = Params()
+        self.params = Settings()
         self.saved = Path()  # the checkpoint's folder on the save role
         self.copied: Path | None = None  # its copy on the copy_to role
         self.base: dict[str, Any] = {}  # the saver's settings every mode shares
@@ -146,7 +106,7 @@ class Checkpoint:
         self.read_from = Path()
 
     def prepare(self, t: Trial) -> Stop | None:
-        p = self.params = params_for(t.ctx.params, t.cfg.name)
+        p = self.params = settings_of(t.ctx.params, t.cfg.name, "workload")
         if p.python and not os.access(p.python, os.X_OK):
             return Stop("failed", f"workload.python: {p.python} is not executable")
         self.saved = t.dirs[t.cfg.save] / "ckpt"
@@ -156,16 +116,13 @@ class Checkpoint:
         t.env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TMPDIR": str(t.ctx.cwd)}
         row = t.row
         row.save_role, row.copy_role = t.cfg.save, t.cfg.copy_to
-        row.save_fstype = _fstype(t.dirs[t.cfg.save]) or t.ctx.fstypes.get(t.cfg.save, "")
+        row.save_fstype = t.fstype(t.dirs[t.cfg.save]) or t.ctx.fstypes.get(t.cfg.save, "")
         if self.copied is not None:
-            row.copy_fstype = _fstype(self.copied.parent) or t.ctx.fstypes.get(t.cfg.copy_to, "")
+            row.copy_fstype = t.fstype(self.copied.parent) or t.ctx.fstypes.get(t.cfg.copy_to, "")
         row.shards = p.shards
-        mount = mount_of(str(self.read_from.parent))
-        if mount is not None and mount.fstype == coldcache.LAB_FSTYPE:
-            point = mount.mountpoint
-            t.credits = lambda: _credits_mb(point)
+        t.watch_credits(self.read_from.parent)
         t.phases = dict.fromkeys(t.phases)  # an install's phases: none of them ran
-        self.base = p.saver_settings(self.saved, self.copied)
+        self.base = saver_settings(p, self.saved, self.copied)
         self.records = {m: t.ctx.logs / f"{t.tid}.{m}.json" for m in ("save", "copy", "restore")}
         return None
 
@@ -240,24 +197,13 @@ class Checkpoint:
             row.exposed_s = max(0.0, float(copied["end"]) - float(saved["end"]))
         else:
             row.exposed_s = 0.0
-        row.read_s = span(restored)
+        row.ckpt_read_s = span(restored)
         read_bytes = sum(float(f[2]) for f in restored["files"])
-        row.read_mb_per_s = rate_mb_per_s(read_bytes, row.read_s)
-        row.time_to_ready_s = row.write_s + row.read_s  # what the GPU waits: a save, a restore
+        row.ckpt_read_mb_per_s = rate_mb_per_s(read_bytes, row.ckpt_read_s)
+        row.time_to_ready_s = row.write_s + row.ckpt_read_s  # the GPU waits: a save, a restore
 
     def after(self, t: Trial, stop: Stop | None) -> None:
         return None
 
 
-def _fstype(path: Path) -> str:
-    mount = mount_of(str(path))
-    return mount.fstype if mount is not None else ""
-
-
-def _credits_mb(mountpoint: str) -> float | None:
-    value = (read_stats(mountpoint) or {}).get("link_credits_mb")
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-__all__ = ["Checkpoint", "Params", "check_params", "checkpoint_mb", "fsync_share",
-           "params_for", "span"]  # fmt: skip
+__all__ = ["NAME", "Checkpoint", "check_here", "fsync_share", "saver_settings", "span"]
