@@ -86,23 +86,31 @@ def fmt_times(r: object) -> str:
     return f"{v:.0f}×" if v >= 10 else f"{v:.2f}×"
 
 
-def fmt_speed(speedup: object, baseline: str | None = None) -> str:
-    """``1.33× faster`` / ``1.25× slower`` (+ `` than NAME``) from baseline ÷ config time."""
+def fmt_speed(
+    speedup: object, baseline: str | None = None, words: tuple[str, str] = ("faster", "slower")
+) -> str:
+    """``1.33× faster`` / ``1.25× slower`` (+ `` than NAME``) from baseline ÷ config time
+    (``words``: a measure's own, ``cheaper``/``dearer``)."""
     v = _num(speedup)
     if not math.isfinite(v) or v <= 0:
         return DASH
     than = f" than {baseline}" if baseline else ""
     if round(v, 2) == 1.0:
         return f"same as {baseline}" if baseline else "1.00× (same)"
-    word = "faster" if v > 1 else "slower"
+    word = words[0] if v > 1 else words[1]
     return f"{fmt_times(v if v > 1 else 1 / v)} {word}{than}"
 
 
-def fmt_vs(speedup: object, beyond: object, baseline: str | None = None) -> str:
+def fmt_vs(
+    speedup: object,
+    beyond: object,
+    baseline: str | None = None,
+    words: tuple[str, str] = ("faster", "slower"),
+) -> str:
     """``1.60× slower (within noise)``: :func:`fmt_speed` and the tie rule's answer for the
     pair, ``beyond noise``, ``within noise`` or ``too few trials`` (None or NaN: a side with
     fewer than two); a dash where there is no ratio."""
-    text = fmt_speed(speedup, baseline)
+    text = fmt_speed(speedup, baseline, words)
     if text == DASH:
         return text
     return f"{text} ({noise_word(noise_known(beyond)) or 'too few trials'})"

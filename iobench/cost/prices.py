@@ -174,6 +174,7 @@ class StoragePreset:
     aliases: tuple[str, ...]
     usd_per_gb_month: float
     usd_per_gb_read: float
+    usd_per_mibs_month: float  # provisioned throughput, per MiB/s a month (EFS Provisioned)
     billed: str  # "used" (metered) or "provisioned" (you pay for the size you ask for)
     provider: str
     source: str
@@ -194,6 +195,7 @@ def load_storage_presets() -> tuple[StoragePreset, ...]:
             aliases=tuple(a.strip() for a in row["aliases"].split(";") if a.strip()),
             usd_per_gb_month=float(row["usd_per_gb_month"]),
             usd_per_gb_read=float(row["usd_per_gb_read"] or 0),
+            usd_per_mibs_month=float(row.get("usd_per_mibs_month") or 0),
             billed=row["billed"].strip(),
             provider=row["provider"].strip(),
             source=row["source"].strip(),

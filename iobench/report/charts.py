@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -344,8 +344,17 @@ def cost_chart(table: pd.DataFrame, title: str, starts_per_month: float, path: P
     return save_figure(fig, path)
 
 
-def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, path: Path) -> Path:
-    """Grouped bars: each config's median time-to-ready on each run, with spread whiskers.
+def compare_chart(
+    merged: pd.DataFrame,
+    run_labels: Sequence[str],
+    title: str,
+    path: Path,
+    measure: str = "time-to-ready",
+    fmt: Callable[[float], str] = fmt_s,
+    words: tuple[str, str] = ("faster", "slower"),
+) -> Path:
+    """Grouped bars: each config's median of the runs' measure (time-to-ready, a month of
+    training, GPU time lost) on each run, with spread whiskers.
 
     Runs are named by key (A, B, ...) on the bars and in a legend below the axes, so long
     labels never cover a bar; the title is wrapped to the figure's width.
@@ -363,10 +372,7 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
     height = 0.8 / k
     xmax = 0.0
     minmax = int(merged["n_ok"].max()) < SPREAD_MINMAX_BELOW if len(merged) else True
-    lo_col, hi_col = (
-        ("min_time_to_ready_s", "max_time_to_ready_s") if minmax
-        else ("p10_time_to_ready_s", "p90_time_to_ready_s")
-    )  # fmt: skip
+    lo_col, hi_col = "low", "high"
     for j, label in enumerate(run_labels):
         sub = merged[merged["run_label"] == label].set_index("config")
         colour = SERIES_COLOURS[j % len(SERIES_COLOURS)]
@@ -374,7 +380,7 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
             y = (n - 1 - i) + (k - 1 - j - (k - 1) / 2) * height
             there = config in sub.index
             r = sub.loc[config] if there else pd.Series(dtype=object)
-            med = float(r["median_time_to_ready_s"]) if there else math.nan
+            med = float(r["median"]) if there else math.nan
             if not math.isfinite(med):  # said where its bar would be, not left a gap
                 gone = "no successful trial" if there else "not in this run"
                 ax.text(0, y, f"  {run_key(j)}: {gone}", va="center", fontsize=8, color="0.4")
@@ -387,14 +393,14 @@ def compare_chart(merged: pd.DataFrame, run_labels: Sequence[str], title: str, p
             else:
                 hi = med
             ratio = r.get("ratio_vs_ref", math.nan)
-            text = f"  {run_key(j)}: {fmt_s(med)}"
+            text = f"  {run_key(j)}: {fmt(med)}"
             if j > 0 and math.isfinite(ratio) and ratio > 0:
-                text += f", {fmt_vs(1 / ratio, r.get('beyond_noise_vs_ref'), 'A')}"
+                text += f", {fmt_vs(1 / ratio, r.get('beyond_noise_vs_ref'), 'A', words)}"
             ax.text(max(hi, med), y, tex_escape(text), va="center", fontsize=8)
             xmax = max(xmax, hi, med)
     ax.set_yticks(range(n), labels=[tex_escape(c) for c in configs[::-1]])
     ax.set_xlim(0, xmax * 1.55 if xmax > 0 else 1)
-    ax.set_xlabel(f"median time-to-ready (s); whiskers {'min–max' if minmax else 'p10–p90'}")
+    ax.set_xlabel(tex_escape(f"median {measure}; whiskers {'min–max' if minmax else 'p10–p90'}"))
     ax.set_title("\n".join(title_lines), loc="left", fontsize=11)
     handles = [
         Patch(

@@ -24,27 +24,35 @@ import pandas as pd
 
 from iobench import files
 from iobench.cost.idle import CostOptions, PriceChoice, resolve_price
+from iobench.cost.measure import Measure
 from iobench.errors import RunDirError, UsageError
 from iobench.report import charts, formats
 from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
 from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, measure_of, summarize
-from iobench.report.verdict import configs_from_rows
+from iobench.report.verdict import ConfigTimes, configs_from_rows, spread
 from iobench.stats import MIN_TRIALS, compare
-from iobench.units import fmt_s, fmt_speed, fmt_vs, noise_known, run_key
+from iobench.units import fmt_speed as _speed
+from iobench.units import fmt_vs, noise_known, run_key
 
 COMPARE_FORMAT = "iobench-compare"
 #: 1: first version.
 #: 2: rows gain ``min_time_to_ready_s``/``max_time_to_ready_s``; ``speedup_vs_naive`` is
 #:    ``speedup_vs_baseline`` (summary.json version 2).
-COMPARE_FORMAT_VERSION = 3  # 3: rows gain beyond_noise_vs_ref (the tie rule per row)
+#: 3: rows gain beyond_noise_vs_ref (the tie rule per row).
+#: 4: each run is judged by its kind's measure (iobench.cost.kinds): rows gain ``measure``,
+#:    ``median``, ``low``, ``high`` and ``median_text`` (its figure), ``au``; ``ratio_vs_ref``
+#:    is the measure's ratio; ``monthly_cost_usd`` a dataset's month of training, a
+#:    checkpoint's GPU time lost a month.
+COMPARE_FORMAT_VERSION = 4
 
 LONG_COLUMNS = [
     "run_label", "run_id", "host", "config", "placement", "venv_fstype", "n_ok", "n_failed",
+    "measure", "median", "low", "high", "median_text",
     "median_time_to_ready_s", "p10_time_to_ready_s", "p90_time_to_ready_s",
     "min_time_to_ready_s", "max_time_to_ready_s", "ratio_vs_ref",
-    "speedup_vs_baseline", "cost_per_start_usd", "monthly_cost_usd", "bottleneck",
+    "speedup_vs_baseline", "au", "cost_per_start_usd", "monthly_cost_usd", "bottleneck",
     "beyond_noise_vs_ref",
 ]  # fmt: skip
 
@@ -90,7 +98,7 @@ class CompareResult:
             ratio = float(r.ratio_vs_ref)
             if not math.isfinite(ratio) or ratio < bar:
                 continue
-            text = f"{r.run_label}: {r.config} {fmt_speed(1 / ratio, ref)}"
+            text = f"{r.run_label}: {r.config} {_speed(1 / ratio, ref)}"
             known = noise_known(r.beyond_noise_vs_ref)
             if known:
                 found.append(text)
@@ -110,39 +118,57 @@ def unique_labels(runs: Sequence[Run]) -> list[str]:
     return out
 
 
+def _month_usd(s: Summary, c: ConfigTimes | None, row: Any) -> float:
+    """A config's dollars a month, by its run's measure: the figure itself when it is dollars,
+    the measure's conversion when it has one, else the start's month (installs)."""
+    m = s.measure
+    if c is not None and c.n and m.unit == "$":
+        return c.median
+    if c is not None and c.n and m.usd_per_month is not None:
+        return m.usd_per_month(c.median)
+    return float(row["monthly_cost_usd"])
+
+
 def merge(summaries: dict[str, Summary], runs: dict[str, Run], labels: list[str]) -> pd.DataFrame:
-    """One row per (run, config) with the ratio of its median to the reference run's."""
+    """One row per (run, config): its measure's median and spread, and the ratio of its median
+    to the reference run's (each run judged by its own kind's question)."""
     rows = []
-    ref = summaries[labels[0]].table.set_index("config")["median_time_to_ready_s"]
+    ref = {c.name: c for c in summaries[labels[0]].configs}
     for label in labels:
         s = summaries[label]
         run = runs[label]
+        mine = {c.name: c for c in s.configs}
         for _, r in s.table.iterrows():
-            ref_med = float(ref.get(r["config"], math.nan))
-            med = float(r["median_time_to_ready_s"])
+            c, base = mine.get(r["config"]), ref.get(r["config"])
+            med = c.median if c is not None and c.n else math.nan
+            ref_med = base.median if base is not None and base.n else math.nan
             ratio = (
                 med / ref_med
                 if math.isfinite(med) and math.isfinite(ref_med) and ref_med > 0
                 else math.nan
             )
+            lo, hi, _ = spread(c.times) if c is not None and c.n else (math.nan, math.nan, "")
             rows.append({
-                "run_label": label, "run_id": run.run_id,
-                "host": run.hostname,
+                "run_label": label, "run_id": run.run_id, "host": run.hostname,
                 "config": r["config"], "placement": formats.placement(r),
                 "venv_fstype": r["venv_fstype"], "n_ok": r["n_ok"], "n_failed": r["n_failed"],
-                "median_time_to_ready_s": med, "p10_time_to_ready_s": r["p10_time_to_ready_s"],
+                "measure": s.measure.name, "median": med, "low": lo, "high": hi,
+                "median_text": s.measure.fmt(med) if math.isfinite(med) else "—",
+                "median_time_to_ready_s": r["median_time_to_ready_s"],
+                "p10_time_to_ready_s": r["p10_time_to_ready_s"],
                 "p90_time_to_ready_s": r["p90_time_to_ready_s"],
                 "min_time_to_ready_s": r["min_time_to_ready_s"],
                 "max_time_to_ready_s": r["max_time_to_ready_s"], "ratio_vs_ref": ratio,
-                "speedup_vs_baseline": r["speedup_vs_baseline"],
+                "speedup_vs_baseline": r["speedup_vs_baseline"], "au": r.get("median_au", math.nan),
                 "cost_per_start_usd": r["cost_per_start_usd"],
-                "monthly_cost_usd": r["monthly_cost_usd"], "bottleneck": r["bottleneck"],
+                "monthly_cost_usd": _month_usd(s, c, r), "bottleneck": r["bottleneck"],
             })  # fmt: skip
     return pd.DataFrame(rows, columns=LONG_COLUMNS)
 
 
 def widen(long: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
-    """config x run: median, ratio to the reference, monthly cost (configs in first-seen order)."""
+    """config x run: the measure's median (and its text), the ratio to the reference, AU, the
+    monthly cost (configs in first-seen order)."""
     configs = list(dict.fromkeys(long["config"]))
     rows = []
     for config in configs:
@@ -150,11 +176,11 @@ def widen(long: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
         for lab in labels:
             hit = long[(long["run_label"] == lab) & (long["config"] == config)]
             first = hit.iloc[0] if len(hit) else None
-            row[f"{lab}: median_s"] = (
-                float(first["median_time_to_ready_s"]) if first is not None else math.nan
-            )
+            row[f"{lab}: median_s"] = float(first["median"]) if first is not None else math.nan
+            row[f"{lab}: median_text"] = str(first["median_text"]) if first is not None else "—"
             row[f"{lab}: ratio"] = float(first["ratio_vs_ref"]) if first is not None else math.nan
             row[f"{lab}: noise"] = first["beyond_noise_vs_ref"] if first is not None else None
+            row[f"{lab}: au"] = float(first["au"]) if first is not None else math.nan
             row[f"{lab}: monthly_usd"] = (
                 float(first["monthly_cost_usd"]) if first is not None else math.nan
             )
@@ -162,8 +188,14 @@ def widen(long: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def headlines(long: pd.DataFrame, labels: list[str]) -> list[str]:
+def headlines(
+    long: pd.DataFrame, labels: list[str], words: tuple[str, str] = ("faster", "slower")
+) -> list[str]:
     """One sentence per non-reference run: the range of its ratios and the extreme config."""
+
+    def fmt_speed(ratio: float) -> str:
+        return _speed(ratio, None, words)
+
     out = []
     for lab in labels[1:]:
         sub = long[(long["run_label"] == lab) & long["ratio_vs_ref"].notna()]
@@ -217,16 +249,23 @@ def compare_dict(result: CompareResult) -> dict[str, Any]:
              "price_label": _price_label(result.summaries[lab].price)}
             for lab, run in zip(result.labels, result.runs, strict=True)
         ],
-        "headlines": headlines(result.long, result.labels),
+        "measure": result.summaries[result.labels[0]].measure.name,
+        "headlines": headlines(result.long, result.labels, _words(result)),
         "rows": result.long.to_dict("records"),
         "notes": result.notes,
     })  # fmt: skip
 
 
-def _vs_text(row: Any, label: str) -> str:
+def _words(result: CompareResult) -> tuple[str, str]:
+    """The reference run's measure's words for a ratio (``faster``, ``cheaper``...)."""
+    m = result.summaries[result.labels[0]].measure
+    return m.better, m.worse
+
+
+def _vs_text(row: Any, label: str, words: tuple[str, str] = ("faster", "slower")) -> str:
     """``1.60× slower (within noise)``: the ratio and the per-row tie rule's answer (``too
     few trials`` where a side has fewer than two)."""
-    return fmt_vs(1 / row[f"{label}: ratio"], row.get(f"{label}: noise"))
+    return fmt_vs(1 / row[f"{label}: ratio"], row.get(f"{label}: noise"), None, words)
 
 
 def compare_table(result: CompareResult) -> list[str]:
@@ -238,11 +277,12 @@ def compare_table(result: CompareResult) -> list[str]:
     for _, r in result.wide.iterrows():
         rows.append([
             str(r["config"]),
-            *[fmt_s(r[f"{lab}: median_s"]) for lab in labels],
-            *[_vs_text(r, lab) for lab in labels[1:]],
+            *[str(r[f"{lab}: median_text"]) for lab in labels],
+            *[_vs_text(r, lab, _words(result)) for lab in labels[1:]],
         ])  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [f"iobench compare: median time-to-ready of {len(labels)} runs", ""]
+    measure = result.summaries[labels[0]].measure.name
+    lines = [f"iobench compare: median {measure} of {len(labels)} runs", ""]
     for i, (key, lab) in enumerate(zip(keys, labels, strict=True)):
         lines.append(f"  {key} = {lab}" + (" (reference)" if i == 0 else ""))
     lines.append("")
@@ -253,15 +293,21 @@ def compare_table(result: CompareResult) -> list[str]:
                 for i, (c, w) in enumerate(zip(row, widths, strict=True))
             ).rstrip()
         )
+    if any(math.isfinite(float(x)) for x in result.long["au"]):
+        lines += ["", "AU and a month (dollars when a GPU price is known):"]
+        for lab in labels:
+            sub = result.long[result.long["run_label"] == lab]
+            lines.append(f"  {lab}: " + "; ".join(
+                f"{r.config} AU {float(r.au):.2f}, {formats.fmt_usd(float(r.monthly_cost_usd))}/month"
+                for r in sub.itertuples()))  # fmt: skip
     lines.append("")
-    lines += headlines(result.long, labels)
+    lines += headlines(result.long, labels, _words(result))
     for lab in labels:
         s = result.summaries[lab]
-        if s.fastest:
-            med = float(s.table.set_index("config").loc[s.fastest, "median_time_to_ready_s"])
-            lines.append(
-                f"Fastest measured on {lab}: {s.fastest} ({fmt_s(med)}); {s.verdict.headline}"
-            )
+        best = next((c for c in sorted(s.configs, key=lambda c: c.median) if c.n), None)
+        if best is not None:
+            lines.append(f"Best measured on {lab}: {best.name} ({best.fmt(best.median)}); "
+                         f"{s.verdict.headline}")  # fmt: skip
     return lines
 
 
@@ -282,8 +328,8 @@ def compare_markdown(result: CompareResult) -> list[str]:
     for _, r in result.wide.iterrows():
         cells = [
             str(r["config"]),
-            *[fmt_s(r[f"{lab}: median_s"]) for lab in labels],
-            *[fmt_speed(1 / r[f"{lab}: ratio"]) for lab in labels[1:]],
+            *[str(r[f"{lab}: median_text"]) for lab in labels],
+            *[_speed(1 / r[f"{lab}: ratio"], None, _words(result)) for lab in labels[1:]],
         ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines.append("")
@@ -297,20 +343,17 @@ def compare_markdown(result: CompareResult) -> list[str]:
     return lines
 
 
-def _runs_rows(result: CompareResult) -> list[list[str]]:
-    e = html_page.esc
-    rows = []
+def _runs_rows(result: CompareResult) -> list[list[object]]:
+    """The page's table of runs (plain values: the template escapes them)."""
+    rows: list[list[object]] = []
     for i, (lab, run) in enumerate(zip(result.labels, result.runs, strict=True)):
         target = run.roles.get("target")
         gpu = run.gpu
-        s = result.summaries[lab]
         rows.append([
-            f"<b>{run_key(i)}</b>" + (" (reference)" if i == 0 else ""),
-            f"<b>{e(lab)}</b>", f"<code>{e(run.run_id)}</code>",
-            e(run.hostname),
-            e(f"{target.fstype} at {target.path}" if target else "? at ?"),
-            e(f"{gpu.count} x {gpu.name}" if gpu else "none"),
-            e(len(run.trials)), e(s.winner),
+            run_key(i) + (" (reference)" if i == 0 else ""), lab, run.run_id, run.hostname,
+            f"{target.fstype} at {target.path}" if target else "? at ?",
+            f"{gpu.count} x {gpu.name}" if gpu else "none", len(run.trials),
+            result.summaries[lab].winner,
         ])  # fmt: skip
     return rows
 
@@ -361,14 +404,21 @@ def output_folder(runs: Sequence[Run], out_dir: Path | str | None) -> Path:
     return out
 
 
-def noise_marks(runs: dict[str, Run], labels: list[str]) -> dict[tuple[str, str], bool | None]:
+def noise_marks(
+    runs: dict[str, Run], labels: list[str], measures: dict[str, Measure]
+) -> dict[tuple[str, str], bool | None]:
     """(run label, config) -> whether its trials differ from the reference run's beyond
     noise (iobench.stats.compare: pooled — two runs share no rounds — with the family-wise
     level split over the configs compared); None when either side has too few trials."""
-    ref = {c.name: c for c in configs_from_rows(runs[labels[0]].trials.to_dict("records"))}
+
+    def configs(lab: str) -> dict[str, ConfigTimes]:
+        rows = runs[lab].trials.to_dict("records")
+        return {c.name: c for c in configs_from_rows(rows, measures[lab])}
+
+    ref = configs(labels[0])
     out: dict[tuple[str, str], bool | None] = {}
     for lab in labels[1:]:
-        mine = {c.name: c for c in configs_from_rows(runs[lab].trials.to_dict("records"))}
+        mine = configs(lab)
         common = [n for n in mine if n in ref and mine[n].n and ref[n].n]
         for name in common:
             a, b = mine[name], ref[name]
@@ -404,7 +454,7 @@ def build_compare(
         notes += [f"{lab}: {w}" for w in trust_warnings(run)]
     by_label = dict(zip(labels, runs, strict=True))
     long = merge(summaries, by_label, labels)
-    marks = noise_marks(by_label, labels)
+    marks = noise_marks(by_label, labels, {lab: s.measure for lab, s in summaries.items()})
     long["beyond_noise_vs_ref"] = [
         marks.get((lab, cfg)) for lab, cfg in zip(long["run_label"], long["config"], strict=True)
     ]
@@ -422,10 +472,13 @@ def build_compare(
         out / "compare.json", json.dumps(compare_dict(result), indent=2, allow_nan=False) + "\n"
     )
     title = "iobench compare: " + " vs ".join(labels)
-    chart = charts.compare_chart(long, labels, title, out / "compare.png")
-    page = html_page.render_compare(
-        title, _runs_rows(result), wide, labels, chart, notes, headlines(long, labels), long
+    m = summaries[labels[0]].measure
+    chart = charts.compare_chart(
+        long, labels, title, out / "compare.png", m.name, m.fmt, (m.better, m.worse)
     )
+    page = html_page.compare_page(title, _runs_rows(result), wide, labels, chart, notes,
+                                  headlines(long, labels, (m.better, m.worse)), long, m.name,
+                                  (m.better, m.worse))  # fmt: skip
     files.write(out / "compare.html", page)
     result.paths.update({
         "csv": out / "compare.csv", "json": out / "compare.json",

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from iobench.cost.prices import format_usd
+from iobench.report.part import Part
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
 from iobench.report.verdict import SPREAD_MINMAX_BELOW, spread
+from iobench.rundir import kinds
 from iobench.rundir.meta import (
     OVERHEAD_CAUSES,
     OVERHEAD_LABELS,
@@ -103,58 +105,39 @@ def verdict_dict(summary: Summary) -> dict[str, Any]:
     }
 
 
-#: the workload kinds whose advice is a start script that makes a venv (recommend.py); the
-#: others (``dataset``, ``checkpoint``) place data, and their figures follow in their sections
-INSTALL_KINDS = ("install", "standin")
-#: a placed thing's columns: (word, its role, its filesystem, its copy's role, the copy's
-#: filesystem, the copy's word, the count column and its word)
-_PLACED = (
-    ("data", "data_role", "data_fstype", "stage_role", "stage_fstype", "copied to",
-     "workers", "loader worker"),
-    ("checkpoint on", "save_role", "save_fstype", "copy_role", "copy_fstype", "copied to",
-     "shards", "shard"),
-)  # fmt: skip
-
-
 def _known_text(value: object) -> str:
-    text = str(value or "")
-    return "" if text == "nan" else text
+    text = str(value if value is not None and value is not pd.NA else "")
+    return "" if text in ("nan", "<NA>") else text
 
 
 def placement(row: pd.Series | dict[str, Any]) -> str:
-    """``venv target (nfs4), tmp tmp (overlay), cache off`` — where things lived; a dataset
-    config's ``data target (nfs4), copied to tmp (tmpfs), 2 loader workers``; a checkpoint
-    config's ``checkpoint on tmp (tmpfs), copied to target (nfs4), 1 shard``."""
-    for word, role_col, fs_col, copy_col, copy_fs_col, copied, count_col, count_word in _PLACED:
-        role = _known_text(row.get(role_col))
-        if not role:
-            continue
-        fs = _known_text(row.get(fs_col))
-        text = f"{word} {role}" + (f" ({fs})" if fs else "")
-        copy = _known_text(row.get(copy_col)) or "off"
-        if copy != "off":
-            cfs = _known_text(row.get(copy_fs_col))
-            text += f", {copied} {copy}" + (f" ({cfs})" if cfs else "")
-        count = row.get(count_col)
-        if count is not None and count == count:  # not NaN
-            text += f", {int(count)} {count_word}{'' if int(count) == 1 else 's'}"
-        return text
+    """``venv target (nfs4), TMPDIR tmp (overlay), cache off`` — where a config put things, by
+    its kind's places (``iobench.rundir.kinds``): ``data target (nfs4), data copied to tmp
+    (tmpfs)``, ``checkpoint tmp (tmpfs), checkpoint copied to target (nfs4)``."""
     parts = []
-    for what, role_col, fs_col in (
-        ("venv", "venv_role", "venv_fstype"),
-        ("tmp", "tmpdir_role", "tmpdir_fstype"),
-        ("cache", "cache_role", "cache_fstype"),
-    ):
-        role = str(row.get(role_col) or "?")
-        fs = str(row.get(fs_col) or "")
-        parts.append(f"{what} {role}" + (f" ({fs})" if fs and role != "off" else ""))
+    for place in kinds.all_places():
+        role = _known_text(row.get(place.role))
+        if not role or (place.off and role == "off"):
+            continue
+        fs = _known_text(row.get(place.fstype))
+        parts.append(
+            f"{place.what}{' to' if place.off else ''} {role}"
+            + (f" ({fs})" if fs and role != "off" else "")
+        )
     return ", ".join(parts)
 
 
+def _install_like(summary: Summary) -> bool:
+    """The table shows start times and their cost (a measure of time, or a month of starts)."""
+    return summary.measure.timed or summary.has_restarts
+
+
 def fastest_first(summary: Summary) -> pd.DataFrame:
-    """Fastest first (a strategy run: by first start); configs without a successful trial last."""
+    """Best first by the run's measure (time-to-ready, a month, GPU time lost); configs
+    without a successful trial last."""
     t = summary.table.copy()
-    t["_key"] = t[summary.ranked_by].fillna(math.inf)
+    best = {c.name: c.median for c in summary.configs if c.n}
+    t["_key"] = [best.get(c, math.inf) for c in t["config"]]
     return t.sort_values(["_key"], kind="stable").drop(columns="_key")
 
 
@@ -163,6 +146,7 @@ def summary_dict(
     meta: RunMeta,
     rec: Recommendation | None,
     warnings: list[str],
+    parts: Sequence[Part] = (),
 ) -> dict[str, Any]:
     """The content of summary.json."""
     price = summary.price
@@ -183,6 +167,8 @@ def summary_dict(
             "cheapest": summary.cheapest,
             "same_storage": summary.same_storage,
             "verdict": verdict_dict(summary),
+            "measure": {"name": summary.measure.name, "unit": summary.measure.unit},
+            "advice": [line for part in parts for line in part.answer],
             "cost": {
                 "price_label": price.label if price else None,
                 "usd_per_hour": price.usd_per_hour if price else None,
@@ -232,7 +218,7 @@ def price_basis(summary: Summary) -> str:
     return label
 
 
-def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> list[str]:
+def table_lines(summary: Summary, meta: RunMeta, parts: Sequence[Part] = ()) -> list[str]:
     """An aligned plain-text table plus the answer, for a terminal or a log."""
     host, scenario = meta.hostname or "?", meta.scenario_name
     n_trials = int(summary.table[["n_ok", "n_failed", "n_censored"]].to_numpy().sum())
@@ -243,36 +229,37 @@ def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> 
         "",
     ]
     name = spread_name(summary)
-    life = summary.has_restarts  # first start and restart side by side, ranked by first start
-    header = ["config", "ok", "first start" if life else "median", name,
+    life = summary.has_restarts  # first start and restart beside the month they are judged by
+    timed = summary.measure.timed
+    header = ["config", "ok", "median" if timed else summary.measure.name, name,
               f"vs {summary.baseline or 'baseline'}", "", "$/start", "$/month", "bottleneck"]  # fmt: skip
     rows = [header]
-    times = {c.name: c.times for c in summary.configs}
+    configs = {c.name: c for c in summary.configs}
     for _, r in fastest_first(summary).iterrows():
         star = " *" if r["config"] == summary.winner else ""
-        first = spread(times.get(r["config"], ()))
-        rows.append(
-            [
-                f"{r['config']}{star}",
-                f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
-                fmt_median(r, summary.ranked_by),
-                fmt_s_range(first[0], first[1]) if life and r["n_ok"] > 1 else spread_text(r, name),
-                str(r["vs_baseline"] or "—"),
-                noise_word(noise_known(r["beyond_noise_vs_baseline"])),
-                fmt_usd(r["cost_per_start_usd"]),
-                fmt_usd(r["monthly_cost_usd"]),
-                str(r["bottleneck"]),
-            ]
-        )
+        c = configs.get(r["config"])
+        lo, hi, _ = spread(c.times if c is not None else ())
+        rows.append([
+            f"{r['config']}{star}",
+            f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
+            fmt_median(r) if timed or c is None or not c.n else c.fmt(c.median),
+            spread_text(r, name) if timed else (f"{c.fmt(lo)}–{c.fmt(hi)}" if c and c.n > 1 else "—"),
+            str(r["vs_baseline"] or "—"),
+            noise_word(noise_known(r["beyond_noise_vs_baseline"])),
+            fmt_usd(r["cost_per_start_usd"]),
+            fmt_usd(r["monthly_cost_usd"]),
+            str(r["bottleneck"]),
+        ])  # fmt: skip
     right = {1, 2, 3, 6, 7}
-    if life:  # the restart beside the first start
-        restart = {
-            c: fmt_s(v) for c, v in zip(summary.table["config"], summary.table["median_restart_s"])
-        }
+    if life:  # a strategy's two events beside the month they are judged by
+        t = summary.table.set_index("config")
         for row in rows:
-            row.insert(3, "restart" if row is header else restart.get(row[0].rstrip(" *"), "—"))
-        right = {1, 2, 3, 4, 7, 8}
-    if meta.kind not in INSTALL_KINDS:  # its own figures follow in its section (AU, rates, $)
+            name_ = row[0].rstrip(" *")
+            first = "first start" if row is header else fmt_s(t.loc[name_, "median_first_start_s"])
+            restart = "restart" if row is header else fmt_s(t.loc[name_, "median_restart_s"])
+            row[2:2] = [first, restart]
+        right = {1, 2, 3, 4, 5, 8, 9}
+    if not _install_like(summary):  # its own figures follow in its section (AU, rates, $)
         rows = [row[:6] for row in rows]
         header = rows[0]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -283,40 +270,22 @@ def table_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> 
         ]
         lines.append("  ".join(cells).rstrip())
     lines.append("")
-    lines.extend(answer_lines(summary, rec, same_storage=False))
+    lines.extend(answer_lines(summary, parts))
     return lines
 
 
 def answer_lines(
-    summary: Summary,
-    rec: Recommendation | None,
-    same_storage: bool = True,
-    verdict: bool = True,
-    notes: bool = True,
+    summary: Summary, parts: Sequence[Part] = (), verdict: bool = True, notes: bool = True
 ) -> list[str]:
-    """Same-storage warnings, the verdict, then (if earned) the saving and the start script.
+    """The verdict, then what each section advises after it (the saving and the start script;
+    the remedies priced; how often to save), the price it used, and the notes.
 
     ``iobench run`` prints its own table with the same-storage lines and the verdict first
     (report/verdict.console_lines), so it asks for neither here.
     """
-    lines: list[str] = list(summary.same_storage) if same_storage else []
-    if verdict:  # a strategy run's verdict compares first starts; the advice is by the month
-        lines.append(("First start: " if summary.has_restarts else "") + summary.verdict.headline)
-    if rec is not None:
-        label = summary.price.label if summary.price else None
-        lines.append(rec.saving_line(label, summary.options.starts_per_month))
-        if rec.changes:
-            lines.append(f"Compared with {rec.baseline}: " + "; ".join(rec.changes) + ".")
-        if (
-            summary.cheapest
-            and summary.cheapest != summary.winner
-            and summary.options.storage_usd_per_gb is not None
-        ):
-            lines.append(f"Cheapest per start with metered storage: {summary.cheapest}.")
-        lines.append("Set (start script, bash):")
-        lines.extend(f"    {line}" for line in rec.shell)
-    cost = _cost_line(summary)
-    if cost:
+    lines: list[str] = [summary.verdict.headline] if verdict else []
+    lines += [line for part in parts for line in part.answer]
+    if _install_like(summary) and (cost := _cost_line(summary)):
         lines.append(cost)
     if notes:
         lines += note_lines(summary)
@@ -332,7 +301,7 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def markdown_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) -> list[str]:
+def markdown_lines(summary: Summary, meta: RunMeta, parts: Sequence[Part] = ()) -> list[str]:
     """A Markdown section (table, answer, code blocks) to paste into an issue or a wiki."""
     host, scenario = meta.hostname or "?", meta.scenario_name
     lines = [
@@ -372,14 +341,16 @@ def markdown_lines(summary: Summary, meta: RunMeta, rec: Recommendation | None) 
         )
     lines.append("")
     lines += [f"**{summary.verdict.headline}**", ""]
+    rec = next((p.script for p in parts if p.script), None)
+    for part in parts:
+        lines += [
+            line for line in part.answer if not line.startswith(("Set (start script", "    "))
+        ]
+    lines.append("")
     if rec is not None:
-        label = summary.price.label if summary.price else None
-        lines += [rec.saving_line(label, summary.options.starts_per_month), ""]
-        if rec.changes:
-            lines += [f"Compared with {rec.baseline}: " + "; ".join(rec.changes) + ".", ""]
         lines += ["Start script:", "", "```sh", *rec.shell, "```", ""]
         lines += ["Dockerfile:", "", "```dockerfile", *rec.dockerfile, "```", ""]
-    cost = _cost_line(summary)
+    cost = _cost_line(summary) if _install_like(summary) else None
     if cost:
         lines += [cost, ""]
     lines += [f"- {n}" for n in summary.notes]

@@ -11,7 +11,6 @@ printed: the persist and restore lines recorded in the rows.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import math
 from collections.abc import Sequence
@@ -261,34 +260,4 @@ def write_csv(section: LifecycleSection, path: Path) -> Path:
     return path
 
 
-def _mb(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value / 1e6:,.1f}"
-
-
-def html_block(section: LifecycleSection, chart: Path | None) -> str:
-    """The section as an HTML fragment (a table and the words), for report.html."""
-    if not section.rows:
-        return ""
-    head = (
-        "<tr><th>config</th><th>first start (s)</th><th>restart (s)</th><th>kept (MB)</th>"
-        "<th>restart read from target (MB)</th><th>cold</th></tr>"
-    )
-    body = "".join(
-        f"<tr><td>{html.escape(r['config'])}</td><td>{r['first_s']:.2f}</td><td>{r['restart_s']:.2f}</td>"
-        f"<td>{_mb(r['stored_bytes'])}</td><td>{_mb(r['target_read'])}</td>"
-        f"<td>{html.escape(r['cache_mode'])} ({html.escape(r['cold_method'])})</td></tr>"
-        for r in section.rows
-    )
-    words = "<br>".join(html.escape(line) for line in section.lines[len(section.rows) + 2 :])
-    img = (
-        f'<img src="{html.escape(chart.name)}" alt="monthly cost against starts per month">'
-        if chart
-        else ""
-    )
-    return (
-        f'<section id="lifecycle"><h2>Start-up strategies</h2><table>{head}{body}</table>'
-        f"<p>{words}</p>{img}</section>"
-    )
-
-
-__all__ = ["LifecycleSection", "build_section", "html_block"]
+__all__ = ["LifecycleSection", "build_section", "write_csv"]

@@ -10,30 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from iobench.rundir import kinds
 from iobench.rundir.meta import RoleInfo
 
-#: where a config puts things: (what, trials.csv role column)
-PLACES = (
-    ("venv", "venv_role"),
-    ("TMPDIR", "tmpdir_role"),
-    ("cache", "cache_role"),
-    ("data", "data_role"),
-    ("data copied", "stage_role"),
-    ("checkpoint", "save_role"),
-    ("checkpoint copied", "copy_role"),
-)
+#: where a config puts things: (what, trials.csv role column), every kind's places
+PLACES = tuple((p.what, p.role) for p in kinds.all_places())
 #: the role columns whose ``off`` means "not copied", and the words for it
-COPY_OFF = {"stage_role": "data read in place", "copy_role": "no background copy"}
-#: how a config installs: (what, trials.csv column)
-HOW = (
-    ("installer", "installer"),
-    ("cache", "cache_state"),
-    ("bytecode compile", "compile"),
-    ("venv creator", "venv_creator"),
-    ("uv link mode", "link_mode"),
-    ("loader workers", "workers"),
-    ("checkpoint shards", "shards"),
-)
+COPY_OFF = {p.role: p.off for p in kinds.all_places() if p.off}
+#: how a config does its work: (what, trials.csv column), every kind's choices
+HOW = tuple((c.what, c.column) for c in kinds.all_choices())
 FACT_COLUMNS = tuple(c for _, c in PLACES + HOW)
 
 

@@ -1,11 +1,10 @@
 """Turn a config that won beyond noise into a start script and Dockerfile lines that work
 when pasted, derived from what was measured on this machine, never from a fixed belief.
 
-In a run with start-up strategies (docs/strategies.md) the advice is the cheapest config over
-a month at the user's starts a month (iobench.cost.month's one cost function, through the
-report's strategy section), and its script holds the strategy's measured persist and restore
-lines: made once, restored at every start. Elsewhere only a verdict of kind ``advice``
-(report/verdict.py) earns a script. The script sets the
+Only a verdict of kind ``advice`` (report/verdict.py) earns a script. In a run with start-up
+strategies (docs/strategies.md) the verdict judges a month of starts at the user's starts a
+month (iobench.cost.month's one cost function), and the script holds the advised strategy's
+measured persist and restore lines: made once, restored at every start. The script sets the
 places the winning config used — ``VIRTUAL_ENV``, ``TMPDIR``, ``PIP_CACHE_DIR`` /
 ``PIP_NO_CACHE_DIR`` for pip or ``UV_CACHE_DIR`` / ``UV_NO_CACHE`` for uv, bytecode and uv
 link-mode settings — and makes the venv the way the trials did where the machine can, else
@@ -199,12 +198,11 @@ def _where_advice_changes(section: LifecycleSection) -> str:
 def lifecycle_advice(
     summary: Summary, meta: RunMeta, own: Path | None = None
 ) -> Recommendation | None:
-    """The start script of the cheapest config over a month at the user's starts a month."""
+    """The start script of the config the verdict advises: the cheapest over a month at the
+    user's starts a month, beyond noise (the run's measure: ``iobench.cost.kinds.install``)."""
     section = summary.lifecycle
-    if section.ranking is None:
-        return None
-    config = section.best_measured()
-    if config is None:
+    config = summary.verdict.winner  # advised, or the first strategy kept beyond noise
+    if section.ranking is None or config is None or section.row(config) is None:
         return None
     row, table = section.row(config) or {}, summary.table.set_index("config")
     win = table.loc[config].to_dict()

@@ -56,40 +56,24 @@ from iobench.report.verdict import (
     decide,
     row_marks,
 )
+from iobench.rundir import kinds
 from iobench.stats import median as _median
 from iobench.stats import percentile as _percentile
 
 BASELINE_NAME = "naive"
 TARGET_ROLE = "target"
 
-#: what a config is (the most common value over its trials)
-CONFIG_COLUMNS = (
-    "installer",
-    "cache_state",
-    "compile",
-    "venv_role",
-    "tmpdir_role",
-    "cache_role",
-    "venv_fstype",
-    "tmpdir_fstype",
-    "cache_fstype",
-    "venv_creator",
-    "strategy",
-    "link_mode",
-    "data_role",
-    "stage_role",
-    "data_fstype",
-    "stage_fstype",
-    "workers",
-    "save_role",
-    "copy_role",
-    "save_fstype",
-    "copy_fstype",
-    "shards",
+#: what a config is (the most common value over its trials): every kind's places and choices
+CONFIG_COLUMNS = tuple(
+    dict.fromkeys(
+        [c for p in kinds.all_places() for c in (p.role, p.fstype)]
+        + [c.column for c in kinds.all_choices()]
+        + ["strategy"]
+    )
 )
 
-#: a dataset run's figures (docs/dataset.md), a median column each (NaN in other runs)
-DATASET_FIGURES = ("au", "read_mb_per_s", "io_wait_s", "read_s", "stage_s")
+#: figures a kind's section reads from the summary, a median column each (NaN in other runs)
+DATASET_FIGURES = ("au", "read_mb_per_s", "io_wait_s", "epochs_s", "stage_s")
 
 SUMMARY_COLUMNS = [
     "config",

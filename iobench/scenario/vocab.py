@@ -1,5 +1,6 @@
 """The words a scenario may use, in one place: installers, cache states, venv creators, uv's
-link modes, the start-up strategies (what each keeps and loses), and the kinds of workload.
+link modes, the start-up strategies (what each keeps and loses); the kinds of work are their
+registries' (``iobench.scenario.kinds``).
 
 Data only, at the bottom of the scenario wing, so that validating a scenario needs none of
 the code that carries the words out (``iobench.trial``)."""
@@ -19,10 +20,6 @@ MAX_CONFIGS = 4096
 #: ``shared``: one empty cache that every worker of a fleet trial installs through at once
 CACHE_STATES = ("cold", "warm", "shared")
 ON_OFF = ("on", "off")
-#: what a trial does (iobench.trial.workloads): an install, a training job's reads of its
-#: data (``dataset``), its saves and restores (``checkpoint``), or the stand-in iobench's own
-#: tests run the plumbing on
-WORKLOADS = ("install", "dataset", "checkpoint", "standin")
 #: uv's link modes (``UV_LINK_MODE``); ``default`` leaves uv to choose (clone on macOS,
 #: hardlink on Linux, with a fall-back to copy when the cache is on another filesystem)
 LINK_MODES = ("default", "clone", "hardlink", "copy", "symlink")

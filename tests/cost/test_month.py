@@ -109,7 +109,7 @@ def test_storage_presets_have_source_and_date() -> None:
     with pytest.raises(UsageError, match="unknown --storage 'tape'; known: EFS Standard"):
         prices.find_storage_preset("tape")
     text = resources.files("iobench.cost").joinpath("storage_prices.csv").read_text()
-    assert all(len(row) == 9 for row in csv.reader(text.splitlines()))
+    assert all(len(row) == 10 for row in csv.reader(text.splitlines()))
 
 
 def test_chart_draws_a_line_per_strategy_and_marks_crossings(tmp_path: Path) -> None:

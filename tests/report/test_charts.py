@@ -104,8 +104,7 @@ def test_control_characters_of_a_received_label_never_reach_the_terminal(tmp_pat
     label = "x\u001b]0;pwned\u0007\u001b[2J\r\bZ"
     assert tex_escape(f"{label} $5\nnext") == "x\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\x08Z \\$5\nnext"
     merged = pd.DataFrame({"config": ["a"], "run_label": [label], "n_ok": [3],
-                           "median_time_to_ready_s": [2.0], "min_time_to_ready_s": [1.5],
-                           "max_time_to_ready_s": [2.5], "ratio_vs_ref": [1.0]})  # fmt: skip
+                           "median": [2.0], "low": [1.5], "high": [2.5], "ratio_vs_ref": [1.0]})  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a missing glyph would be a UserWarning
         compare_chart(merged, [label], f"compare {label}", tmp_path / "c.png")

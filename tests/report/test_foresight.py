@@ -7,7 +7,8 @@ import math
 
 import pandas as pd
 
-from iobench.report.foresight import build
+from iobench.report.page import fragment
+from iobench.report.sections.foresight import TEMPLATE, build
 
 
 def _trials(rows: list[tuple[str, str, float, float, float]]) -> pd.DataFrame:
@@ -35,7 +36,9 @@ def test_error_is_against_the_measured_median_and_censored_medians_are_bounds() 
     lines = s.lines()
     assert any(line.lstrip().startswith("slow") and "> 33.0 s" in line for line in lines)
     assert s.notes == []  # the winner had no censored trial
-    assert "&gt; 33.0 s" in s.html()
+    rows = [[r.config, r.measured_text] for r in s.rows]
+    assert "&gt; 33.0 s" in fragment(TEMPLATE, rows=rows, notes=["<b>"])  # escaped, as all text
+    assert "&lt;b&gt;" in fragment(TEMPLATE, rows=rows, notes=["<b>"])
 
 
 def test_a_winner_with_given_up_trials_is_said() -> None:
@@ -52,7 +55,7 @@ def test_a_winner_with_given_up_trials_is_said() -> None:
 def test_nothing_shown_without_predictions_or_censored_trials() -> None:
     nan = math.nan
     s = build(_trials([("a", "ok", 1.0, nan, nan)]), winner="a")
-    assert s.lines() == [] and s.html() == ""
+    assert s.lines() == [] and not s.shown
 
 
 def test_one_prediction_per_config_the_one_said_before_the_first_trial() -> None:
@@ -61,12 +64,3 @@ def test_one_prediction_per_config_the_one_said_before_the_first_trial() -> None
     df = _trials([("a", "ok", 2.0, 1.6, math.nan), ("a", "ok", 2.2, 1.5, math.nan)])
     assert build(df, None).rows[0].predicted_s == 1.55  # a run from before the key
     assert build(df, None, {"a": 1.8}).rows[0].predicted_s == 1.8
-
-
-def test_a_section_added_to_the_page_sits_before_its_footer() -> None:
-    from iobench.report.html import insert_section
-
-    page = "<html><body><main><h1>x</h1><footer>f</footer></main></body></html>"
-    assert insert_section(page, "<section>s</section>") == (
-        "<html><body><main><h1>x</h1><section>s</section><footer>f</footer></main></body></html>"
-    )

@@ -135,12 +135,12 @@ def test_the_advice_is_the_cheapest_month_at_the_users_starts(tmp_path: Path) ->
     # reinstall: 20.1 + (N - 1) x 18.1 = 25.1 + (N - 1) x 3.1 at N = 1 + 5/15
     assert line.endswith(" reinstall is cheaper below 1.3 starts a month.")
     assert "which beat" not in at_100.why
-    # the main table ranks by first start and shows the restart beside it
+    # the main table ranks by the month the verdict judges, first start and restart beside it
     table = "\n".join(build_report(run, CostOptions(gpu_price=3.6), charts=False).lines)
     head = next(x for x in table.splitlines() if x.startswith("config"))
-    assert "first start" in head and "restart" in head
+    assert "first start" in head and "restart" in head and "a month of 30 starts" in head
     order = [x.split()[0] for x in table.splitlines() if x.split()[:1] and x.split()[0] in LIFE]
-    assert order[:3] == ["reinstall", "packed-venv", "persistent-venv"], table
+    assert order[:3] == ["packed-venv", "persistent-venv", "reinstall"], table
 
 
 def test_the_script_holds_the_measured_pack_and_restore_lines_in_the_users_folders(
@@ -372,7 +372,7 @@ def test_an_entered_strategy_is_ranked_marked_and_never_scripted(
         "Cheapest over a month at 100 starts: flashboot (entered) ($0.080/month;"
     )
     assert "flashboot (entered) would cost less, by the figures you entered" in "\n".join(rec.shell)
-    text = "\n".join(result.lifecycle)
+    text = "\n".join(result.section_lines)
     assert "flashboot (entered)" in text and "entered (not measured)" in text
     csv_rows = pd.read_csv(run / "lifecycle.csv")
     entered = csv_rows[csv_rows["config"] == "flashboot (entered)"].iloc[0]

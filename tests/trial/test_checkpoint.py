@@ -186,11 +186,11 @@ def test_checkpoint_run_on_the_disk_and_a_tmpfs_with_a_background_copy(
     assert direct["copy_role"] == "off" and direct["save_role"] == "target"
     assert scratch_left(disk_dir, fast) == {str(disk_dir): set(), str(fast): set()}
     report = build_report(run_dir, cost=None)
-    text = "\n".join(report.checkpoint)
+    text = "\n".join(report.section_lines)
     assert "How often to save" in text and "save every" in text and "without saves" in text
     assert "straight to target" in text and "to tmp and copy out to target" in text
     html = (run_dir / "report.html").read_text()
-    assert 'id="checkpoint"' in html and "one save plus one restore" in html
+    assert 'id="checkpoint"' in html and "GPU time lost at the best interval" in html
     assert (run_dir / "saves.png").stat().st_size > 10_000
     assert report.recommendation is None  # no venv script for a checkpoint's placement
 

@@ -20,11 +20,12 @@ from helpers.lab import needs_fuse, volume_factory
 from helpers.standin import scratch_left
 
 from iobench.__main__ import main
+from iobench.cost.measure import Pricing
 from iobench.errors import ScenarioError
 from iobench.lab.state import read_stats
 from iobench.lab.testing import slow_volume
 from iobench.report import build_report
-from iobench.report.dataset_report import build_section
+from iobench.report.sections.dataset import build_section
 from iobench.scenario.kinds.dataset import Settings as DataSettings
 from iobench.scenario.load import load_scenario, scenario_from_dict
 from iobench.trial.kinds import dataset
@@ -193,7 +194,7 @@ def test_dataset_run_on_tmpfs_and_disk_with_a_staged_copy(
     # nothing left: the data, the staged copy and every trial folder went with the run
     assert scratch_left(disk_dir, fast) == {str(disk_dir): set(), str(fast): set()}
     report = build_report(run_dir)
-    text = "\n".join(report.dataset)
+    text = "\n".join(report.section_lines)
     assert (
         "the accelerator's busy share" in text and "from-volume" in text and "copy-to-tmp" in text
     )
@@ -283,15 +284,15 @@ def test_the_read_rate_falls_where_the_lab_volumes_credits_run_out(tmp_path: Pat
     samples = read_csv(run_dir / "samples" / f"{row['trial_id']}.csv")
     assert max(float(s["target_credits_mb"] or 0) for s in samples) > 10  # the balance was sampled
     section = build_section(pd.read_csv(run_dir / "trials.csv"), {"from-volume": row["trial_id"]}, run_dir,
-                            lambda tid: pd.read_csv(run_dir / "samples" / f"{tid}.csv"), None, None, 30)  # fmt: skip
+                            lambda tid: pd.read_csv(run_dir / "samples" / f"{tid}.csv"), Pricing())  # fmt: skip
     drop = section.rows[0].drop
-    assert drop is not None, report.dataset
+    assert drop is not None, report.section_lines
     assert drop.drop.before_mbps > 2 * drop.drop.after_mbps
     assert drop.credits_out_s is not None and abs(drop.drop.at_s - drop.credits_out_s) < 1.5
     assert (
         drop.au_before is not None and drop.au_after is not None and drop.au_after < drop.au_before
     )
-    assert any("burst credits ran out" in line for line in report.dataset)
+    assert any("burst credits ran out" in line for line in report.section_lines)
 
 
 def _torch_python() -> str | None:

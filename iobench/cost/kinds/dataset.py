@@ -10,6 +10,7 @@ each start reads it once). Without a price: the GPU-hours. A run without emulate
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from iobench.cost.measure import Measure, Pricing
 from iobench.cost.prices import format_usd
@@ -20,7 +21,7 @@ from iobench.units import fmt_s
 NAME = rows.NAME
 
 
-def gpu_hours(row: TrialRow, p: Pricing) -> float | None:
+def gpu_hours(row: Any, p: Pricing) -> float | None:
     """Billed GPU-hours for a month of training: the work at this AU, and the month's copies."""
     au = getattr(row, "au", None)
     if not au:
@@ -29,7 +30,7 @@ def gpu_hours(row: TrialRow, p: Pricing) -> float | None:
     return p.training_hours / au + copies
 
 
-def reads_gb(row: TrialRow, p: Pricing) -> float | None:
+def reads_gb(row: Any, p: Pricing) -> float | None:
     """GB read from the data's volume in a month of training (in place: every epoch)."""
     epochs = max(int(getattr(row, "epochs", None) or 1), 1)
     data, compute = getattr(row, "data_bytes", None), getattr(row, "compute_s", None)
@@ -41,7 +42,7 @@ def reads_gb(row: TrialRow, p: Pricing) -> float | None:
     return epoch_gb * p.training_hours * 3600 / (compute / epochs)
 
 
-def month_usd(row: TrialRow, p: Pricing) -> float | None:
+def month_usd(row: Any, p: Pricing) -> float | None:
     """A month of training in dollars: the GPU-hours, the data kept, its reads."""
     hours, gb = gpu_hours(row, p), reads_gb(row, p)
     if hours is None or gb is None or p.usd_per_hour is None:

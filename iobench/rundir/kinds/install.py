@@ -151,6 +151,7 @@ KIND = Kind(
         Choice("bytecode compile", "compile"),
         Choice("venv creator", "venv_creator"),
         Choice("uv link mode", "link_mode"),
+        Choice("start-up strategy", "strategy"),
     ),
     installs=True,
     built=("persist_command", "persist_method", "persist_tool", "persist_s", "stored_bytes"),

@@ -8,7 +8,6 @@ are over the fleet trials (repeats) of each config and size.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from matplotlib.figure import Figure
 
 from iobench.cost.prices import format_usd
 from iobench.report.charts import OKABE_ITO, save_figure, style_axes, tex_escape
+from iobench.report.page import fragment
+from iobench.report.part import Context, Part
 from iobench.rundir.fleet import FleetTrial
 from iobench.rundir.meta import RunMeta
 from iobench.stats import median
@@ -196,28 +197,33 @@ def scaling_chart(section: FleetSection, title: str, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
-def html_block(section: FleetSection) -> str:
-    """The section as an HTML fragment for report.html."""
-    head = ("<tr><th>config</th><th>workers</th><th>fleet time-to-ready</th><th>first done</th>"
-            "<th>last done</th><th>tail</th><th>workers' own spread</th><th>not ok</th></tr>")  # fmt: skip
-    body = "".join(
-        f"<tr><td>{html.escape(r.config)}</td><td>{r.size}</td><td>{fmt_s(r.fleet_s)}</td>"
-        f"<td>{fmt_s(r.first_done_s)}</td><td>{fmt_s(r.last_done_s)}</td><td>{fmt_s(r.tail_s)}</td>"
-        f"<td>{fmt_s(r.spread_s)}</td><td>{r.lost}</td></tr>"
-        for r in section.rows
-    )
-    words = "<br>".join(
-        html.escape(line.strip()) for line in section.lines[2 + len(section.rows) :]
-    )
-    img = (
-        f'<img src="{html.escape(section.png.name)}" alt="fleet time-to-ready against workers">'
-        if section.png is not None
-        else ""
-    )
-    return (
-        f'<section id="fleet"><h2>Fleet</h2><p>{html.escape(section.lines[0])}.</p>'
-        f"<table>{head}{body}</table><p>{words}</p>{img}</section>"
-    )
+TEMPLATE = """\
+{% from "macros.html.j2" import table, img %}
+<h2>Fleet</h2>
+<p>{{ lead }}.</p>
+{{ table(["config", "workers", "fleet time-to-ready", "first done", "last done", "tail", "workers' own spread", "not ok"], rows, num=(1, 2, 3, 4, 5, 6, 7)) }}
+{% if words %}<p>{% for w in words %}{{ w }}{% if not loop.last %}<br>{% endif %}{% endfor %}</p>{% endif %}
+{{ img(png, "fleet time-to-ready against workers") }}
+"""
 
 
-__all__ = ["FleetRow", "FleetSection", "build_section", "html_block", "knee", "scaling_chart"]
+def build(ctx: Context) -> Part | None:
+    """A fleet's figures per config and size, the knee, the tail's cost, a chart, a section."""
+    run = ctx.run
+    if not run.fleet or run.workers is None:
+        return None
+    section = build_section(run.fleet, run.workers, run.info, ctx.price_usd_h)
+    paths: dict[str, Path] = {}
+    if ctx.charts:
+        title = f"Fleet time-to-ready against workers — {run.scenario_name}"
+        png = scaling_chart(section, title, ctx.out / "fleet.png")
+        if png is not None:
+            section.png = paths["fleet_png"] = png
+    rows = [[r.config, r.size, fmt_s(r.fleet_s), fmt_s(r.first_done_s), fmt_s(r.last_done_s),
+             fmt_s(r.tail_s), fmt_s(r.spread_s), r.lost] for r in section.rows]  # fmt: skip
+    words = [line.strip() for line in section.lines[2 + len(section.rows) :]]
+    return Part("fleet", lines=section.lines, paths=paths,
+                html=fragment(TEMPLATE, lead=section.lines[0], rows=rows, words=words, png=section.png))  # fmt: skip
+
+
+__all__ = ["FleetRow", "FleetSection", "build", "build_section", "knee", "scaling_chart"]

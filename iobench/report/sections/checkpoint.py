@@ -1,5 +1,6 @@
-"""The report's checkpoint section: what a save costs the GPU on each placement, the restore
-after a restart, and how often to save.
+"""The ``checkpoint`` kind's section: what a save costs the GPU on each placement, the restore
+after a restart, and how often to save (the verdict's measure: the share of GPU time lost at
+the best interval, ``iobench.cost.kinds.checkpoint``).
 
 Read only from the run folder: trials.csv's checkpoint columns (medians over each config's ok
 trials) and the median trial's samples (the write and read rates of the saver's processes over
@@ -11,7 +12,6 @@ own interval (``--every-minutes``), and what a run as long as the LoRA fine-tune
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +31,13 @@ from iobench.cost.checkpoint import (
 from iobench.cost.prices import format_usd
 from iobench.report.charts import OKABE_ITO, save_figure, style_axes, tex_escape
 from iobench.report.diagnose import drop_window_s, window_rates
+from iobench.report.page import fragment
+from iobench.report.part import Context, Part, slug
+from iobench.rundir.kinds import checkpoint as rows_of
 from iobench.stats import median
-from iobench.units import fmt_num
+from iobench.units import fmt_num, noise_known, noise_word
+
+NAME = rows_of.NAME
 
 
 @dataclass
@@ -294,42 +299,83 @@ def saves_chart(section: CheckpointSection, title: str, path: Path) -> Path | No
     return save_figure(fig, path)
 
 
-def html_block(section: CheckpointSection) -> str:
-    """The section as an HTML fragment for report.html."""
+TEMPLATE = """\
+{% from "macros.html.j2" import table, img %}
+<h2>Per config: {{ measure }}</h2>
+<p class="caption">Medians over each config's successful trials; ★ marks the verdict's winner (none when it names none). The save is what the GPU waits for (every file and folder fsynced); a background copy is not, but until it is durable a crash loses the save. The restore reads the checkpoint cold where a restarted pod finds it, and every byte is checked.</p>
+{{ table(["config", "saved to", "copied to", "ok", "save (s)", "write MB/s", "fsync share", "copy out (s)", "restore (s)", "read MB/s", measure, "vs " ~ baseline, "noise", "cold by", "checked"], rows, num=(3, 4, 5, 6, 7, 8, 9, 10), classes=classes) }}
+{% if words %}<p>{% for w in words %}{{ w }}{% if not loop.last %}<br>{% endif %}{% endfor %}</p>{% endif %}
+{{ img(saves_png, "save and restore per config") }}
+{% for config, path in charts.items() %}{{ img(path, "write and read rate of " ~ config) }}{% endfor %}
+"""
+
+ANSWER = """{% for line in lines %}<p>{{ line }}</p>{% endfor %}"""
+
+ABOUT = """\
+<li><b>GPU time lost</b> (what the verdict compares): saving every T seconds, a save that pauses the GPU for C seconds costs C / T of its time, and a failure (one every {{ mtbf }} h on average: <code>--mtbf-hours</code>) costs the work since the last durable save, the save's copy window and the restore: lost(T) = C / T + (T / 2 + C + D + R) / MTBF, least at Young's T* = √(2 · C · MTBF), never shorter than a save and its copy (docs/checkpoint.md). In dollars: that share of a month of training ({{ hours }} h) at the pod's price.</li>
+"""
+
+
+def _rows(ctx: Context, section: CheckpointSection) -> tuple[list[list[object]], list[str]]:
+    s, by = ctx.summary, {r.config: r for r in section.rows}
+    cells, classes = [], []
+    for c in sorted(s.configs, key=lambda c: c.median if c.n else math.inf):
+        r, row = by.get(c.name), s.row(c.name)
+        star = " ★" if c.name == s.winner else ""
+        copy = str(row.get("copy_role") or "off")
+        nan = math.nan
+        cells.append([f"{c.name}{star}", f"{row.get('save_role') or '?'} ({row.get('save_fstype') or '?'})",
+                      "— (none)" if copy in ("off", "nan", "<NA>") else copy,
+                      f"{row['n_ok']}/{row['n_ok'] + row['n_failed'] + row['n_censored']}",
+                      fmt_num(r.write_s if r else nan, ".2f"), fmt_num(r.write_mb_per_s if r else nan, ",.0f"),
+                      fmt_num(r.fsync_share if r else nan, ".0%"), fmt_num(r.copy_s if r else nan, ".2f"),
+                      fmt_num(r.read_s if r else nan, ".2f"), fmt_num(r.read_mb_per_s if r else nan, ",.0f"),
+                      c.fmt(c.median) if c.n else "—", row["vs_baseline"] or "—",
+                      noise_word(noise_known(row["beyond_noise_vs_baseline"])) or "—",
+                      r.cold_method if r else "", r.verified if r else ""])  # fmt: skip
+        classes.append("winner" if c.name == s.winner else ("failed" if not c.n else ""))
+    return cells, classes
+
+
+def build(ctx: Context) -> Part | None:
+    s, run, p = ctx.summary, ctx.run, ctx.pricing
+    section = build_section(
+        run.trials, s.median_trials, ctx.price_usd_h, p.mtbf_hours, p.every_minutes
+    )
     if not section.rows:
-        return ""
-    head = ("<tr><th>config</th><th>trials</th><th>save (s)</th><th>write MB/s</th>"
-            "<th>fsync share</th><th>copy out (s)</th><th>restore (s)</th><th>read MB/s</th>"
-            "<th>cold by</th><th>checked</th></tr>")  # fmt: skip
-
-    body = "".join(
-        f"<tr><td>{html.escape(r.config)}</td><td>{r.n}</td><td>{fmt_num(r.write_s, '.2f')}</td>"
-        f"<td>{fmt_num(r.write_mb_per_s, ',.0f')}</td><td>{fmt_num(r.fsync_share, '.0%')}</td>"
-        f"<td>{fmt_num(r.copy_s, '.2f')}</td><td>{fmt_num(r.read_s, '.2f')}</td>"
-        f"<td>{fmt_num(r.read_mb_per_s, ',.0f')}</td><td>{html.escape(r.cold_method)}</td>"
-        f"<td>{html.escape(r.verified)}</td></tr>"
-        for r in section.rows
-    )
-    words = "<br>".join(
-        html.escape(line.strip()) for line in section.lines[1 + len(section.rows) :]
-    )
-    imgs = "".join(
-        f'<img src="{html.escape(p.name)}" alt="write and read rate of {html.escape(c)}">'
-        for c, p in section.charts.items()
-    )
-    if section.saves_png is not None:
-        imgs = (
-            f'<img src="{html.escape(section.saves_png.name)}" alt="save and restore per config">'
-            + imgs
+        return None
+    paths: dict[str, Path] = {}
+    if ctx.charts:
+        title = f"Save and restore per config — {run.scenario_name} on {run.hostname or '?'}"
+        png = saves_chart(section, title, ctx.out / "saves.png")
+        if png is not None:
+            paths["saves_png"] = section.saves_png = png
+        for row in section.rows:
+            samples = run.read_samples(row.trial) if row.trial else None
+            png = (
+                rate_chart(samples, row, ctx.out / f"io-{slug(row.config)}.png")
+                if samples is not None
+                else None
+            )
+            if png is not None:
+                section.charts[row.config] = paths[f"io:{row.config}"] = png
+    words = [w.strip() for w in section.lines[1 + len(section.rows) :]]
+    price = ""
+    if p.usd_per_hour is not None:
+        price = (
+            f"Price: {p.label}; a month of training = {p.training_hours:g} h, a failure every "
+            f"{p.mtbf_hours:g} h on average."
         )
-    return (
-        '<section id="checkpoint"><h2>Checkpoints</h2><p>The save is what the GPU waits for '
-        "(every file and folder fsynced); a background copy is not, but until it is durable a "
-        "crash loses the save. The restore reads the checkpoint cold where a restarted pod "
-        f"finds it, and every byte is checked.</p><table>{head}{body}</table><p>{words}</p>"
-        f"{imgs}</section>"
-    )
+    cells, classes = _rows(ctx, section)
+    return Part(
+        NAME, lines=section.lines, answer=[*words, *([price] if price else [])],
+        answer_html=fragment(ANSWER, lines=words), paths=paths,
+        html=fragment(TEMPLATE, measure=s.measure.name, rows=cells, classes=classes,
+                      baseline=s.baseline or "baseline", words=[], saves_png=section.saves_png,
+                      charts=section.charts),
+        about=fragment(ABOUT, mtbf=f"{p.mtbf_hours:g}", hours=f"{p.training_hours:g}"),
+    )  # fmt: skip
 
 
-__all__ = ["CheckpointSection", "ConfigSaves", "build_section", "html_block", "rate_chart",
+__all__ = ["NAME", "CheckpointSection", "ConfigSaves", "build", "build_section", "rate_chart",
            "saves_chart", "section_lines"]  # fmt: skip

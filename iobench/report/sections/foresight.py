@@ -11,15 +11,14 @@ report had censored trials, whose median from its finished trials alone is then 
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
-from iobench.report import html as html_page
+from iobench.report.page import fragment
+from iobench.report.part import Context, Part
 from iobench.stats import censored_median, median
 from iobench.units import fmt_s
 
@@ -83,28 +82,6 @@ class Foresight:
             out.append("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())  # fmt: skip
         return out + [f"note: {n}" for n in self.notes]
 
-    def html(self) -> str:
-        """The report page's section (empty when nothing was predicted or given up)."""
-        if not self.shown:
-            return ""
-        head = "".join(f"<th>{h}</th>" for h in ("config", "predicted", "measured median",
-                                                  "error", "ok", "censored"))  # fmt: skip
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in (r.config, fmt_s(r.predicted_s),
-            r.measured_text, r.error_text, str(r.n_ok), str(r.n_censored))) + "</tr>"
-            for r in self.rows
-        )  # fmt: skip
-        notes = "".join(f'<div class="warn">{html.escape(n)}</div>' for n in self.notes)
-        return (
-            "<h2>Predicted and given up</h2>"
-            '<p class="caption">Predicted: median of the trials\' predictions, each from the '
-            "probe of the roles at the start of the run (probe.json) and the CPU speed at the "
-            "trial's start (docs/prediction.md); empty for configs the model cannot predict. "
-            "Measured: median time-to-ready; &gt; X: half or more of the config's trials were "
-            "ended by --give-up-after at X s or later (docs/early-stop.md).</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
-        )
-
 
 def _column(trials: pd.DataFrame, name: str) -> pd.Series:
     return trials[name] if name in trials.columns else pd.Series([math.nan] * len(trials))
@@ -143,13 +120,24 @@ def build(
     return out
 
 
-def add_to(result: Any, trials: pd.DataFrame, page: str) -> str:
-    """Add the section to a report being built (``iobench.report.build.ReportResult``): its
-    lines to the console's, its HTML before the page's end; returns the page."""
-    section = build(trials, result.summary.fastest, result.meta.predicted_s)
-    result.lifecycle += section.lines()
-    block = section.html()
-    return html_page.insert_section(page, block)
+TEMPLATE = """\
+{% from "macros.html.j2" import table %}
+<h2>Predicted and given up</h2>
+<p class="caption">Predicted: median of the trials' predictions, each from the probe of the roles at the start of the run (probe.json) and the CPU speed at the trial's start (docs/prediction.md); empty for configs the model cannot predict. Measured: median time-to-ready; &gt; X: half or more of the config's trials were ended by --give-up-after at X s or later (docs/early-stop.md).</p>
+{{ table(["config", "predicted", "measured median", "error", "ok", "censored"], rows) }}
+{% for n in notes %}<div class="warn">{{ n }}</div>{% endfor %}
+"""
 
 
-__all__ = ["ConfigForesight", "Foresight", "add_to", "build"]
+def build_part(ctx: Context) -> Part | None:
+    """Predicted against measured, and the configs given up (none when neither happened)."""
+    section = build(ctx.run.trials, ctx.summary.fastest, ctx.meta.predicted_s)
+    if not section.shown:
+        return None
+    rows = [[r.config, fmt_s(r.predicted_s), r.measured_text, r.error_text, r.n_ok, r.n_censored]
+            for r in section.rows]  # fmt: skip
+    return Part("foresight", lines=section.lines(),
+                html=fragment(TEMPLATE, rows=rows, notes=section.notes))  # fmt: skip
+
+
+__all__ = ["ConfigForesight", "Foresight", "build", "build_part"]
