@@ -200,7 +200,7 @@ def trial_context(
         ready=plan.scenario.ready,
         roles=plan.roles,
         scratch=scratch,
-        logs=rd.logs_dir,
+        logs=rd.logs_path(),  # through the held descriptor: pip's --log lands in this folder
         cwd=cwd,
         index_spec=index_spec,
         index=index,

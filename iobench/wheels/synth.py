@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from iobench import __version__
+from iobench import __version__, files
 from iobench.errors import UsageError
 from iobench.wheels.codegen import module_source
 from iobench.wheels.profile import DistProfile, FileGroup, Profile
@@ -318,13 +318,13 @@ def synthesize(profile: Profile, out_dir: Path) -> list[Path]:
     UsageError naming it.
     """
     out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(
-            f"{out_dir}: exists and is not a folder (give a folder for the wheels)"
-        ) from None
-    except NotADirectoryError:
+    try:  # judged on the way (iobench.files): no folder another user could swap
+        files.make_folders(out_dir)
+    except (FileExistsError, NotADirectoryError):
+        if out_dir.is_file():
+            raise UsageError(
+                f"{out_dir}: exists and is not a folder (give a folder for the wheels)"
+            ) from None
         raise UsageError(f"{out_dir}: a part of this path is a file, not a folder") from None
     except OSError as exc:
         raise UsageError(f"{out_dir}: cannot create the folder ({exc.strerror or exc})") from None
