@@ -177,6 +177,7 @@ def check(request: RunRequest) -> RunPlan:
     # before anything is made there, as given (a link on the way judged, not resolved away)
     guard.check_places(req.results or Path("results"), req.fleet_dir, req.resume)
     results = (req.results or Path("results")).resolve()  # phases run elsewhere: absolute
+    named = guard.check_interpreters(req.python, scenario.workload)  # before any of them runs
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
         scenario=scenario,
@@ -200,7 +201,7 @@ def check(request: RunRequest) -> RunPlan:
         lock_wait=req.lock_wait,
         hung_after_s=req.hung_after or QUIET_S,
         order_seed=_order_seed(meta, req.order_seed),
-        notes=notes,
+        notes=notes + named,
         command=req.command or ["iobench", *sys.argv[1:]],
         cost=req.cost,
         # a resume keeps the run's unless told otherwise (and then refuses: _check_resume)

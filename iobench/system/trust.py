@@ -13,7 +13,8 @@ What is checked: each role folder and the scratch folder in it (``iobench.system
 the lab's state folder, the per-user folders the tools read (``HOME`` and the XDG base
 folders: pip's and uv's configuration, virtualenv's seed wheels, iobench's generated
 wheels; ``TMPDIR``), the folders a run writes into (``--results``, ``--fleet-dir``, a
-resumed run folder) before a run starts. Every other write (``report --out``, the exports) meets the
+resumed run folder) and the interpreters it runs (``--python``, a scenario's, a resumed
+run's) before a run starts. Every other write (``report --out``, the exports) meets the
 same rule in ``iobench.files``, which holds the rule itself and the trusted owners.
 """
 

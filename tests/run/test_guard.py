@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import standin
-from helpers.users import runuser_nobody, theirs
+from helpers.users import NOBODY, runuser_nobody, theirs
 
 from iobench.__main__ import main
 
@@ -173,3 +173,108 @@ def test_a_swapped_fleet_worker_tree_cannot_make_pip_append_to_a_private_file(
     err = _refused(argv, capsys)
     assert f"--fleet-dir {fresh}: {fresh} belongs to user nobody" in err
     assert not (fresh / "workers").exists()
+
+
+# ------------------------------------------------------------------ interpreters (Medium)
+def _their_interpreter(shared: Path) -> tuple[Path, Path]:
+    """(nobody's "python" in nobody's folder, the file it writes `id` into when run)."""
+    folder = theirs(shared / "their-bin")
+    proof = shared / "ran-as"
+    script = folder / "python"
+    script.write_text(f'#!/bin/sh\nid > {proof}\nexec /usr/bin/python3 "$@"\n')
+    script.chmod(0o755)
+    os.chown(script, NOBODY, NOBODY)
+    return script, proof
+
+
+DATASET = """[scenario]
+name = "ds"
+kind = "dataset"
+repeats = 1
+size_mb = 1
+
+[workload]
+files = 4
+file_mb = 0.05
+batch = 2
+workers = 0
+{python}
+
+[configs.from-volume]
+data = "target"
+"""
+
+CHECKPOINT = """[scenario]
+name = "ck"
+kind = "checkpoint"
+repeats = 1
+
+[workload]
+checkpoint_mb = 1
+{python}
+
+[configs.on-target]
+save = "target"
+"""
+
+
+def test_an_interpreter_another_user_could_change_is_not_run(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``--python``, a scenario's ``[workload] python`` (dataset, checkpoint) each
+    ran a script nobody owns as root (``uid=0(root)`` written, rc 0, no warning)."""
+    script, proof = _their_interpreter(shared)
+    target, tmp, results = standin.roles(tmp_path)
+    where = ["--target", str(target), "--tmp", str(tmp), "--results", str(results),
+             "--no-report", "--quiet"]  # fmt: skip
+    argv = ["run", "--scenario", "smoke", "--configs", "naive", "--repeats", "1", *where]
+    err = _refused([*argv, "--python", str(script)], capsys)
+    assert err.startswith(f"iobench: error: --python {script}: {script.parent} belongs to user")
+    assert "--trust-owner nobody" in err
+    for text, key in [
+        (DATASET.format(python=f'python = "{script}"'), "workload.python"),
+        (CHECKPOINT.format(python=f'by_config.on-target.python = "{script}"'),
+         "workload.by_config.on-target.python"),
+    ]:  # fmt: skip
+        path = tmp_path / "s.toml"
+        path.write_text(text)
+        err = _refused(["run", "--scenario", str(path), *where], capsys)
+        assert f"{key} {script}: {script.parent} belongs to user nobody" in err, err
+    # a link of theirs to root's own python is theirs to point elsewhere
+    link = theirs(shared / "their-links") / "python3"
+    link.symlink_to("/usr/bin/python3")
+    os.lchown(link, NOBODY, NOBODY)
+    assert "belongs to user nobody" in _refused([*argv, "--python", str(link)], capsys)
+    # a file of root's that others may write, in a folder of root's
+    writable = shared / "py"
+    shutil.copy(script, writable)
+    writable.chmod(0o757)
+    assert "writable by other users" in _refused([*argv, "--python", str(writable)], capsys)
+    assert not proof.exists() and not results.exists()
+
+
+def test_a_scenario_that_names_an_interpreter_says_so_and_a_resume_judges_it_again(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``--resume`` of a received run folder ran the interpreter its meta.json
+    named (nobody's) as root."""
+    script, proof = _their_interpreter(shared)
+    path = tmp_path / "ds.toml"
+    path.write_text(DATASET.format(python='python = "/usr/bin/python3"'))
+    target, tmp, results = standin.roles(tmp_path)
+    argv = ["run", "--scenario", str(path), "--target", str(target), "--tmp", str(tmp),
+            "--results", str(results), "--no-report"]  # fmt: skip
+    assert main([*argv, "--quiet"]) == 0
+    (run,) = results.iterdir()
+    meta = json.loads((run / "meta.json").read_text())
+    meta["scenario"]["workload"]["python"] = str(script)
+    meta.update(status="interrupted", repeats=2)
+    (run / "meta.json").write_text(json.dumps(meta))
+    err = _refused(["run", "--resume", str(run), "--no-report"], capsys)
+    assert f"workload.python {script}: {script.parent} belongs to user nobody" in err
+    assert not proof.exists()
+    assert main([*argv, "--dry-run"]) == 0
+    said = capsys.readouterr()
+    assert "the scenario names the interpreter its workload runs: /usr/bin/python3" in (
+        said.out + said.err
+    )
