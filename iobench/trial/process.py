@@ -199,16 +199,40 @@ def _wait(
             if limits.stall_timeout_s is not None and quiet >= limits.stall_timeout_s:
                 return "stalled", (
                     f"{STALL_WORDS} for {quiet:.0f} s (--stall-timeout "
-                    f"{limits.stall_timeout_s:g}); its process tree was ended"
+                    f"{limits.stall_timeout_s:g}){held_files(pid)}; its process tree was ended"
                 )
             if limits.deadline is not None and now >= limits.deadline:
                 return "timeout", (
                     f"still running after {now - start:.0f} s, past the trial's time "
-                    "limit (--trial-timeout); its process tree was ended"
+                    f"limit (--trial-timeout){held_files(pid)}; its process tree was ended"
                 )
     finally:
         if pidfd is not None:
             os.close(pidfd)
+
+
+def held_files(pid: int, most: int = 2) -> str:
+    """``, holding FILE open`` for the files the tree of ``pid`` has open besides its
+    standard streams (the newest descriptors first): what a stalled phase waits on, named
+    in its one line; '' when none is."""
+    found: list[str] = []
+    try:
+        tree = [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        return ""
+    for member in tree:
+        try:
+            fds = sorted((int(n) for n in os.listdir(f"/proc/{member}/fd")), reverse=True)
+        except (OSError, ValueError):
+            continue
+        for fd in (n for n in fds if n > 2):
+            try:
+                target = os.readlink(f"/proc/{member}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/") and target != "/dev/null" and target not in found:
+                found.append(target)
+    return f", holding {', '.join(found[:most])} open" if found else ""
 
 
 def root_exited(pid: int) -> bool:
