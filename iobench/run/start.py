@@ -47,7 +47,7 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             "iobench_version": facts.__version__,
             "run_id": run_id,
             "command": redact.redact_argv(p.command),
-            "label": p.label,
+            "label": redact.redact(p.label),  # every value through the one rule
             "started_at": utcnow(),
             "ended_at": None,
             "status": "running",
