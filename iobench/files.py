@@ -401,8 +401,10 @@ _FULL = {errno.ENOSPC, errno.EDQUOT}
 def _overwrite(folder: int, path: Path, raw: bytes) -> bool:
     """Write ``raw`` over the existing file ``path`` in its own blocks, then cut it to
     length; False (nothing written) when ``raw`` is longer than the file: that would need
-    blocks a full disk does not have, and a half-written file is worse than an old one. A
-    link is refused. Raises OSError naming ``path``."""
+    blocks a full disk does not have, and a half-written file is worse than an old one.
+    Trailing blanks of ``raw`` are room kept for this (meta.json): dropped when that makes
+    it fit, and what is left of the file's room kept as blanks, for the next update. A link
+    is refused. Raises OSError naming ``path``."""
     try:
         fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
     except OSError:
@@ -410,9 +412,12 @@ def _overwrite(folder: int, path: Path, raw: bytes) -> bool:
     try:
         size = os.fstat(fd).st_size
         if len(raw) > size:
-            raw = raw.rstrip() + b"\n"  # trailing blanks are room kept for this (meta.json)
-        if len(raw) > size:
-            return False
+            room = raw != raw.rstrip() + b"\n"
+            raw = raw.rstrip() + b"\n"
+            if len(raw) > size:
+                return False
+            if room and len(raw) + 1 < size:
+                raw += b" " * (size - len(raw) - 1) + b"\n"
         _write_all(fd, raw)
         os.ftruncate(fd, len(raw))
         os.fsync(fd)

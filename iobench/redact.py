@@ -26,6 +26,7 @@ Values of variables whose own name sounds like a secret are replaced whole.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import re
 from collections.abc import Mapping
@@ -260,9 +261,16 @@ def write_private(path: Path, text: str) -> None:
 
 
 def redact_file(path: Path) -> None:
-    """Redact a log that is kept (an installer's output) in place, leaving it owner-only."""
+    """Redact a log that is kept (an installer's output) in place, leaving it owner-only.
+    On a full disk the redacted text goes into the file's own blocks when it fits, else the
+    log is removed: a log that cannot be redacted is not kept (and the trial goes on)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return
-    write_private(path, redact_text(text))
+    try:
+        files.write(path, redact_text(text), PRIVATE_FILE_MODE, in_place_when_full=True)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        path.unlink(missing_ok=True)

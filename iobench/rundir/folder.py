@@ -18,6 +18,7 @@ field docs by ``python -m iobench.rundir.folder --markdown``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import io
@@ -130,6 +131,9 @@ class TrialsFile:
 
 #: blanks kept at the end of meta.json: room for the final update on a full disk
 META_ROOM = 2048
+#: what a final update must record even on a full disk (the rest may go)
+_STATE_KEYS = ("status", "ended_at", "resumed_at", "status_reason")
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class RunDir:
@@ -200,22 +204,43 @@ class RunDir:
         info = replace(meta, run_id=run_id, schema_version=SCHEMA_VERSION)
         RunMeta.from_json(info.to_json())  # what is written must read back
         path = results_root / (folder or run_id)
+        # the header now: its block then has room for the first rows even if the disk fills mid-trial
+        header = io.StringIO(newline="")
+        csv.writer(header).writerow(TRIAL_COLUMNS)
         try:  # the results folder by the judged walk; the run's own folder made through it
             with files.open_folder(results_root, make=files.FOLDER_MODE) as parent:
-                held = parent.mkdir(path.name)
-            rd = cls(path, held)
-            rd._held["samples"] = held.mkdir("samples")
-            rd._held["logs"] = held.mkdir("logs", redact.PRIVATE_DIR_MODE)  # may hold configuration
+                rd = cls(path, parent.mkdir(path.name))
+                try:
+                    rd._held["samples"] = rd.held().mkdir("samples")
+                    rd._held["logs"] = rd.held().mkdir("logs", redact.PRIVATE_DIR_MODE)  # config
+                    rd.write_meta(info)
+                    rd.held().write("trials.csv", header.getvalue())
+                except OSError:
+                    rd._unmake(parent)  # a full disk: no run folder without its meta.json
+                    raise
         except FileExistsError:
             raise RunDirError(f"run directory {path} already exists") from None
         except OSError as exc:
             raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
-        rd.write_meta(info)
-        # the header now: its block then has room for the first rows even if the disk fills mid-trial
-        header = io.StringIO(newline="")
-        csv.writer(header).writerow(TRIAL_COLUMNS)
-        rd.held().write("trials.csv", header.getvalue())
         return rd
+
+    def _unmake(self, parent: files.Folder) -> None:
+        """Remove the run folder ``create`` made in ``parent`` and could not fill: the
+        folders and files it made, nothing else (it made the folder, so nobody else wrote
+        there)."""
+        folder = self._held.pop("")
+        for name in ("samples", "logs"):
+            if name in self._held:
+                self._held.pop(name).close()
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=folder.fd)
+        for name in os.listdir(folder.fd):
+            if name in ("meta.json", "trials.csv") or name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=folder.fd)
+        folder.close()
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path.name, dir_fd=parent.fd)
 
     @classmethod
     def open(cls, path: Path) -> RunDir:
@@ -275,7 +300,15 @@ class RunDir:
         try:
             self.update_meta(**changes)
         except (OSError, IOBenchError) as exc:
-            return f"meta.json not updated ({', '.join(changes)}): {exc}"
+            kept = {k: v for k, v in changes.items() if k in _STATE_KEYS}
+            if not kept or kept == changes or getattr(exc, "errno", None) not in _FULL:
+                return f"meta.json not updated ({', '.join(changes)}): {exc}"
+            try:  # a full disk: the run's state at least, in the room meta.json keeps for it
+                self.update_meta(**kept)
+            except (OSError, IOBenchError) as again:
+                return f"meta.json not updated ({', '.join(changes)}): {again}"
+            lost = [k for k in changes if k not in kept]
+            return f"meta.json: the results disk is full; {', '.join(lost)} not recorded"
         return ""
 
     def try_save_series(
