@@ -103,9 +103,8 @@ def run_phase(
     on_tick: Callable[[float], None] | None = None,
 ) -> PhaseResult:
     """Run one phase's tree under ``sampler``; its output goes to ``out_path`` (kept only
-    when the phase fails) through a pipe iobench reads, so that a full results disk costs
-    the kept copy, never the phase (a program whose output cannot be written fails). A
-    KeyboardInterrupt ends the tree and is raised again."""
+    when the phase fails) through a pipe (``Copier``: a full results disk costs the copy,
+    never the phase). A KeyboardInterrupt ends the tree and is raised again."""
     keep = our_children()
     sampler.phase = phase  # ticks while the process starts belong to this phase
     with files.open_stream(out_path) as out:
