@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         if getattr(exc, "quiet", False):  # a fleet's rank other than 0: rank 0 says it
             return 130
+        if not hasattr(exc, "run_dir") and not hasattr(exc, "resume_command"):
+            print("iobench: interrupted", file=sys.stderr)  # not a run: nothing to resume
+            return 130
         where = getattr(exc, "run_dir", None) or "RUN_DIR"
         again = getattr(exc, "resume_command", None) or f"iobench run --resume {where}"
         print(f"iobench: interrupted; finished trials are kept (continue with: {again})",

@@ -10,12 +10,14 @@ or an import does are recorded; their values are still redacted, since ``PIP_IND
 What :func:`redact_text` hides (each keeps its shape, so a reader still sees *where* a secret was):
 - a URL's user information, up to the *last* ``@`` of its authority, so a password holding
   ``@`` goes whole: ``https://u:p@ss@host/`` -> ``https://***@host/``;
-- every query value of a URL: ``?token=abc&sig=x`` -> ``?token=***&sig=***`` (index URLs
-  carry nothing else there);
+- a URL's query and fragment, whole: ``?token=abc&sig=x`` -> ``?***``, ``?glpat123`` ->
+  ``?***``, ``#tok`` -> ``#***`` (index URLs carry nothing else there);
 - every path segment of a URL that looks like a token, whoever the provider (Cloudsmith's
   ``dl.cloudsmith.io/<TOKEN>/org/repo/``, Gemfury's ``pypi.fury.io/<TOKEN>/user/``, a JWT):
-  16 or more of ``[A-Za-z0-9_-]`` holding both letters and digits, or a JWT's ``eyJ…``;
-  package and wheel names keep their dots and so their words;
+  16 or more of ``[A-Za-z0-9_-]`` holding both letters and digits, base64 with its ``=``
+  padding, 24 or more letters of one case, dot-joined parts of which one is a token
+  (``Ab12Cd34.Ef56Gh78Ij``), or a JWT's ``eyJ…``; package and wheel names keep their dots,
+  separators and so their words;
 - ``name=value`` pairs whose name sounds like a secret (``AccountKey=``, ``password=``,
   ``SharedAccessSignature=``, ``api_key=``), as in connection strings;
 - ``Authorization:`` header values.
@@ -24,6 +26,7 @@ Values of variables whose own name sounds like a secret are replaced whole.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import re
 from collections.abc import Mapping
@@ -105,11 +108,11 @@ _SECRET_NAME = re.compile(rf"(?:{_SECRET_WORDS})", re.I)
 _URL_USERINFO = re.compile(
     r"(?P<scheme>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/?#\s]*)@"
 )
-# a URL's query: ?a=1&b=2 up to a blank, quote or fragment
+# a URL's query (?a=1&b=2) and its fragment (#x), each up to a blank or quote
 _URL_QUERY = re.compile(
-    r"(?P<url>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)"
+    r"(?P<url>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#'\"<>]*)"
+    r"(?:\?(?P<query>[^\s#'\"<>]*))?(?:#(?P<fragment>[^\s'\"<>]*))?"
 )
-_QUERY_PAIR = re.compile(r"(?P<name>[^&=;]+)=(?P<value>[^&;]*)")
 # a URL's path, after its authority, up to a blank, quote, query or fragment
 _URL_PATH = re.compile(
     r"(?P<head>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#'\"<>]*)"
@@ -124,8 +127,13 @@ _TOKEN_SEGMENT = re.compile(
     r"|(?=(?:[A-Za-z]*[0-9]){3})(?=(?:[0-9]*[A-Za-z]){3})[A-Za-z0-9]{10,}"
     r"|[0-9]{16,}"
     r"|(?=[A-Za-z]*[a-z])(?=[A-Za-z]*[A-Z])[A-Za-z]{20,}"
+    r"|[a-z]{24,}|[A-Z]{24,}"
+    r"|(?=[A-Za-z0-9+_-]*[A-Za-z])[A-Za-z0-9+_-]{8,}={1,2}"  # base64, padded
     r"|eyJ[A-Za-z0-9_.-]{10,}"
 )
+# one dot-joined part of a segment that is a token by itself (no separator inside: a
+# wheel's name parts have - or _): 10 or more letters and digits, 3 of each at least
+_DOTTED_PART = re.compile(r"(?=(?:[A-Za-z]*[0-9]){3})(?=(?:[0-9]*[A-Za-z]){3})[A-Za-z0-9]{10,}")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 # groups of letters mixed with digits joined by - or _ (Ab12-Cd34-Ef56): every group mixed
 _GROUPED = re.compile(r"(?:(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{3,}[-_]){2,}"
@@ -137,10 +145,16 @@ _ESCAPED_OWN = re.compile(r"(?=(?:[A-Za-z]*[0-9]){3})(?=(?:[0-9]*[A-Za-z]){3})[A
 
 def _is_token(segment: str) -> bool:
     """Whether one path segment of a URL reads as a credential (see _TOKEN_SEGMENT)."""
+    parts = segment.split(".")
     return bool(
         _TOKEN_SEGMENT.fullmatch(_PERCENT.sub("", segment))
         or _GROUPED.fullmatch(segment)
         or ("%" in segment and "." not in segment and _escaped_token(segment))
+        or (
+            len(parts) > 1
+            and any(_DOTTED_PART.fullmatch(p) for p in parts)
+            and all(p.isalnum() for p in parts)
+        )  # fmt: skip
     )
 
 
@@ -157,10 +171,13 @@ _AUTH_HEADER = re.compile(r"(?P<name>\b(?:Proxy-)?Authorization:\s*)(?P<value>[^
 
 
 def _mask_query(m: re.Match[str]) -> str:
-    query = _QUERY_PAIR.sub(
-        lambda p: f"{p.group('name')}={MASK}" if p.group("value") else p.group(0), m.group("query")
+    """The URL with its query and fragment masked whole (a token needs no ``=``)."""
+    query, fragment = m.group("query"), m.group("fragment")
+    return (
+        m.group("url")
+        + (f"?{MASK}" if query else "?" if query is not None else "")
+        + (f"#{MASK}" if fragment else "#" if fragment is not None else "")
     )
-    return f"{m.group('url')}?{query}"
 
 
 def _mask_path(m: re.Match[str]) -> str:
@@ -244,9 +261,16 @@ def write_private(path: Path, text: str) -> None:
 
 
 def redact_file(path: Path) -> None:
-    """Redact a log that is kept (an installer's output) in place, leaving it owner-only."""
+    """Redact a log that is kept (an installer's output) in place, leaving it owner-only.
+    On a full disk the redacted text goes into the file's own blocks when it fits, else the
+    log is removed: a log that cannot be redacted is not kept (and the trial goes on)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return
-    write_private(path, redact_text(text))
+    try:
+        files.write(path, redact_text(text), PRIVATE_FILE_MODE, in_place_when_full=True)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        path.unlink(missing_ok=True)

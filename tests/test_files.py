@@ -4,13 +4,21 @@ victim file in a received run folder, at an --export path, at `wheels profile --
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import shutil
+import signal
 import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.runs import make_run_dir
+from helpers.users import runuser_nobody
 
 from iobench import files
 from iobench.__main__ import main
@@ -253,3 +261,82 @@ def test_resuming_a_run_whose_samples_folder_is_a_link_refuses_it(
     assert main(["run", "--resume", str(run), "--no-report"]) != 0
     assert "is a link" in capsys.readouterr().err
     assert (elsewhere / "naive-r2.csv").read_text() == VICTIM
+
+
+# ------------------------------------------------------------- issue 35: a race on the way
+#: user nobody's side: a folder of theirs and a link of theirs to root's private folder,
+#: exchanged in a loop (renameat2(RENAME_EXCHANGE): at every instant one name is a folder)
+EXCHANGER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+shared, secret = sys.argv[1], sys.argv[2]
+a, b = os.path.join(shared, "rep"), os.path.join(shared, ".lnk")
+os.mkdir(a)
+os.symlink(secret, b)
+print("ready", flush=True)
+end = time.time() + 300
+while time.time() < end:
+    if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+"""
+
+
+@pytest.fixture
+def exchanging(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(shared/rep, root's private folder): shared is a sticky folder of root's, as /tmp;
+    user nobody swaps rep, a folder of theirs, with their link to the private folder."""
+    secret = tmp_path / "secret"
+    secret.mkdir(mode=0o700)
+    for name in ("summary.json", "summary.csv"):
+        (secret / name).write_text(VICTIM)
+    shared = Path(tempfile.mkdtemp(prefix="iobench-shared-", dir="/tmp"))
+    os.chmod(shared, 0o1777)
+    attacker = subprocess.Popen(
+        [*runuser_nobody(), "-c", EXCHANGER, str(shared), str(secret)],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert attacker.stdout is not None and attacker.stdout.readline() == "ready\n"
+        yield shared / "rep", secret
+        assert attacker.poll() is None  # it exchanged all along
+    finally:
+        os.killpg(attacker.pid, signal.SIGKILL)
+        attacker.wait()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_folder_exchanged_with_a_link_in_a_loop_never_takes_a_write_elsewhere(
+    exchanging: tuple[Path, Path],
+) -> None:
+    """Before: ``check_links`` looked at the path, then ``write`` opened it again by name;
+    between the two the folder became the link (3 of 16 runs of ``report --out``). Now each
+    component is opened once, without following, and judged on its descriptor: every write
+    is refused (the folder and the link are nobody's), and the private folder is untouched."""
+    rep, secret = exchanging
+    refused, seen = 0, set()
+    for i in range(1000):
+        seen.add(stat.S_ISLNK(os.lstat(rep).st_mode))
+        time.sleep(0.0002)  # the attacker's turn, on a busy machine too
+        with contextlib.suppress(files.SafetyError):
+            files.write(rep / ("summary.json" if i % 2 else "summary.csv"), "{}\n")
+            continue
+        refused += 1
+    assert seen == {True, False}  # the exchange ran all along
+    assert sorted(p.name for p in secret.iterdir()) == ["summary.csv", "summary.json"]
+    assert all(p.read_text() == VICTIM for p in secret.iterdir())
+    assert refused == 1000
+
+
+@pytest.mark.charts  # the report draws its charts
+def test_report_out_through_an_exchange_loop_refuses_in_one_line(
+    exchanging: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Medium as it was done: ``report GOOD --out shared/rep`` 16 times."""
+    rep, secret = exchanging
+    run = make_run_dir(tmp_path / "results")
+    for _ in range(16):
+        assert main(["report", str(run), "--out", str(rep)]) != 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "65534" in err[0], err
+    assert all(p.read_text() == VICTIM for p in secret.iterdir())
+    assert len(list(secret.iterdir())) == 2

@@ -59,7 +59,9 @@ def literal_problems(source: str, where: str, own: str | None) -> list[str]:
                 found.append(f"{where}:{node.lineno}: a kind compared with {named[0]!r}")
         elif isinstance(node, ast.Dict):
             keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in KINDS]
-            by_kind = len(set(keys)) > 1 or any(k in ONLY_KINDS for k in keys)  # "install": a phase too
+            by_kind = len(set(keys)) > 1 or any(
+                k in ONLY_KINDS for k in keys
+            )  # "install": a phase too
             if by_kind and set(keys) != {own}:
                 found.append(f"{where}:{node.lineno}: a table keyed by kind ({', '.join(keys)})")
     return found

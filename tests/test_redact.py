@@ -19,10 +19,10 @@ SECRETS = ["s3cr@t", "tok123", "AbCdKey==", "sigval", "hunter2", "jwt.payload.si
         # a password holding '@' goes whole (before: 'https://***@t@host' kept part of it)
         ("https://user:s3cr@t@host.example/simple", "https://***@host.example/simple"),
         ("https://tok123@host/simple/", "https://***@host/simple/"),
-        ("https://host/simple/?token=tok123", "https://host/simple/?token=***"),
+        ("https://host/simple/?token=tok123", "https://host/simple/?***"),
         (
             "https://acct.blob.core.windows.net/c/x.whl?sv=2022&sig=sigval&se=2030",
-            "https://acct.blob.core.windows.net/c/x.whl?sv=***&sig=***&se=***",
+            "https://acct.blob.core.windows.net/c/x.whl?***",
         ),
         (
             "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=AbCdKey==;EndpointSuffix=core",
@@ -120,7 +120,7 @@ def test_environment_is_an_allow_list_with_values_redacted() -> None:
         "OMP_NUM_THREADS",
         "HTTPS_PROXY",
     }
-    assert out["PIP_INDEX_URL"] == "https://***@idx.example/simple?token=***"
+    assert out["PIP_INDEX_URL"] == "https://***@idx.example/simple?***"
     assert out["HF_TOKEN"] == "***" and out["HF_HOME"] == "/cache/hf"
     assert out["HTTPS_PROXY"] == "http://***@proxy:3128"
     assert not any(s in repr(out) for s in SECRETS)
@@ -348,3 +348,38 @@ def test_short_digit_letter_and_escaped_tokens_in_an_index_path_are_masked(token
 )  # fmt: skip
 def test_a_path_s_own_words_stay(url: str) -> None:
     assert redact_text(url) == url
+
+
+#: issue 35: the token shapes the last round found left in meta.json
+SHAPES = {
+    "query without =": ("https://idx.example/simple/?glpatABCDEF123456", "glpatABCDEF123456"),
+    "fragment": ("https://idx.example/simple/#fragtokXyz12345", "fragtokXyz12345"),
+    "base64 padded": ("https://idx.example/dXNlcjpwYXNzd29yZA==/simple/", "dXNlcjpwYXNzd29yZA"),
+    "dotted": ("https://idx.example/Ab12Cd34.Ef56Gh78Ij/simple/", "Ef56Gh78Ij"),
+    "lowercase": ("https://idx.example/qwertyuiopasdfghjklzxcvbnmqw/simple/", "qwertyuiopasdf"),
+}
+
+
+def test_the_token_shapes_left_in_meta_json_are_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As it was done: each shape in an index URL of the environment and on the command
+    line of a run; meta.json (0600, but made to be copied between pods) kept them."""
+    from helpers import standin
+
+    from iobench.__main__ import main
+
+    urls = [url for url, _ in SHAPES.values()]
+    monkeypatch.setenv("PIP_INDEX_URL", urls[0])
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", " ".join(urls[1:]))
+    path = standin.scenario(tmp_path, repeats=1)
+    assert main(standin.argv(tmp_path, path, "--quiet", "--label", " ".join(urls))) == 0
+    (run,) = (tmp_path / "results").iterdir()
+    text = (run / "meta.json").read_text()
+    assert [name for name, (_, secret) in SHAPES.items() if secret in text] == []
+    assert "https://idx.example/simple/?***" in text and "/simple/#***" in text
+    # the words of a path stay: a wheel's name with its dots, versions and local tags
+    for kept in ("https://h/simple/torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl",
+                 "https://h/nvidia_cudnn_cu12-8.9.2.26-py3-none-manylinux1_x86_64.whl",
+                 "https://h/python3.11/s3transfer/", "https://h/whl/cu121/torch/"):  # fmt: skip
+        assert redact_text(kept) == kept

@@ -134,8 +134,8 @@ def plan_lines(plan: Any) -> list[str]:
 
     sc = plan.scenario
     trials = _trials(plan)
-    warm = [t for t in trials if t.config.cache_state == "warm"]
-    primings = len({warmcache.placement(t.config) for t in warm})
+    warm = [t for t in trials if warmcache.wanted([t.config])]  # a primed installer's cache
+    primings = len(warmcache.wanted(t.config for t in warm))
     cold = len(trials) - len(warm)
     size = (
         f"about {decimal(int(sc.size_mb * 1e6))} installed per trial"

@@ -155,7 +155,7 @@ def build_report(
     meta = run.info
     out = Path(out_dir) if out_dir is not None else run.path
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        files.make_folders(out)  # judged on the way (iobench.files): no folder of another user's
     except OSError as exc:
         raise RunDirError(
             f"{out}: cannot write the report there ({exc.strerror}); use --out DIR"

@@ -461,7 +461,7 @@ def build_compare(
     wide = widen(long, labels)
     out = output_folder(runs, out_dir)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        files.make_folders(out)  # judged on the way (iobench.files): no folder of another user's
     except OSError as exc:
         raise RunDirError(
             f"{out}: cannot write the comparison there ({exc.strerror}); use --out DIR"

@@ -16,7 +16,6 @@ import dataclasses
 import importlib.util
 import math
 import os
-import pwd
 import secrets
 import shutil
 import sys
@@ -26,11 +25,11 @@ from typing import Any
 
 from iobench import redact
 from iobench.cost.idle import CostOptions
-from iobench.errors import IOBenchError, SafetyError, UsageError
+from iobench.errors import IOBenchError, UsageError
 from iobench.fleet.comm import INSTALL_LINE
 from iobench.fleet.volume import default_worker_id
+from iobench.run import guard, space
 from iobench.run import roles as run_roles
-from iobench.run import space
 from iobench.run.earlystop import MIN_GIVE_UP
 from iobench.run.resume import ResumeState, resume_state
 from iobench.rundir.folder import RunDir
@@ -40,7 +39,6 @@ from iobench.scenario import axes
 from iobench.scenario.load import Scenario, load_scenario
 from iobench.scenario.vocab import MAX_REPEATS
 from iobench.system.removal import QUIET_S
-from iobench.system.trust import strict_modes_problem, trust_owners
 from iobench.trial import installers
 from iobench.trial.index import check_mbit
 from iobench.trial.kinds import check_here
@@ -175,15 +173,16 @@ def check(request: RunRequest) -> RunPlan:
     # a scenario that says repeats = "auto:N" repeats until settled unless --repeats says more
     auto = auto or (state is None and req.repeats is None and scenario.repeats_auto)
     _check_size(scenario, repeats)
-    owners = _trust(req, meta)
-    if req.resume is not None:  # its logs/ and samples/ are written into as the trials run
-        if problem := strict_modes_problem(req.resume, "the run's logs"):
-            raise SafetyError(f"--resume {req.resume}: {problem}")
+    owners = guard.trust(req.trust_owner, meta)
+    # before anything is made there, as given (a link on the way judged, not resolved away)
+    guard.check_places(req.results or Path("results"), req.fleet_dir, req.resume)
+    results = (req.results or Path("results")).resolve()  # phases run elsewhere: absolute
+    named = guard.check_interpreters(req.python, scenario.workload)  # before any of them runs
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
         scenario=scenario,
         roles=roles,
-        results_root=(req.results or Path("results")).resolve(),  # phases run elsewhere: absolute
+        results_root=results,
         repeats=repeats,
         trial_timeout_s=req.trial_timeout or default_trial_timeout(scenario),
         sample_hz=req.sample_hz,
@@ -202,7 +201,7 @@ def check(request: RunRequest) -> RunPlan:
         lock_wait=req.lock_wait,
         hung_after_s=req.hung_after or QUIET_S,
         order_seed=_order_seed(meta, req.order_seed),
-        notes=notes,
+        notes=notes + named,
         command=req.command or ["iobench", *sys.argv[1:]],
         cost=req.cost,
         # a resume keeps the run's unless told otherwise (and then refuses: _check_resume)
@@ -222,20 +221,6 @@ def check(request: RunRequest) -> RunPlan:
     plan.notes += [run_roles.same_storage_note(group, roles) for group in plan.same_storage]
     plan.notes += run_roles.results_note(plan.results_root, roles["target"])
     return plan
-
-
-def _trust(req: RunRequest, meta: RunMeta | None) -> list[str]:
-    """The owners whose role folders are trusted: the command line's alone, since a run
-    folder (received, or edited) cannot grant it — a resume of a run that trusted someone
-    says it again."""
-    if meta is not None and meta.trusted_owners and not req.trust_owner:
-        who = " ".join(f"--trust-owner {o}" for o in meta.trusted_owners)
-        raise UsageError(
-            f"cannot resume {meta.run_id}: it trusted folders owned by "
-            f"{', '.join(meta.trusted_owners)}; a run folder does not grant that trust, say it "
-            f"again: {who}"
-        )
-    return trusted_owners(req.trust_owner)
 
 
 def _check_size(scenario: Scenario, repeats: int) -> None:
@@ -266,21 +251,6 @@ def check_machine(plan: RunPlan, extra_index_urls: list[str]) -> None:
         space.check(scenario, roles)
     else:
         check_resume(plan.resume_meta, plan)
-
-
-def trusted_owners(names: list[str]) -> list[str]:
-    """``--trust-owner USER``: each a user of this machine, trusted from now on (the role
-    checks, the scratch folders); the names, for meta.json."""
-    uids = set()
-    for name in names:
-        try:
-            uids.add(
-                pwd.getpwnam(name).pw_uid if not name.isdigit() else pwd.getpwuid(int(name)).pw_uid
-            )
-        except KeyError:
-            raise UsageError(f"--trust-owner {name}: no such user on this machine") from None
-    trust_owners(uids)
-    return sorted(names)
 
 
 def default_trial_timeout(scenario: Scenario) -> float:

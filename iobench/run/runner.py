@@ -232,7 +232,10 @@ class Runner:
             for path, volume in self.fleet.leftovers(self.scratch):  # a dead rank's
                 self.tidy.remove(path, volume)
             if self.lock is not None:
-                self.tidy.free_lock(self.lock, Scratch(self.plan.roles["target"]).root)
+                target = Scratch(self.plan.roles["target"])
+                self.tidy.free_lock(self.lock, target.root)
+                if "target" not in self.scratch:  # stopped before claiming it (a full disk)
+                    self.remover.run(target.drop_if_empty, target.root)
             for scratch in self.scratch.values():  # a clean run leaves no empty scratch behind
                 self.remover.run(scratch.drop_if_empty, scratch.root)
             process.set_subreaper(False)

@@ -48,7 +48,7 @@ def run_meta(p: RunPlan, run_id: str, index_meta: dict) -> RunMeta:
             "iobench_version": facts.__version__,
             "run_id": run_id,
             "command": redact.redact_argv(p.command),
-            "label": p.label,
+            "label": redact.redact(p.label),  # every value through the one rule
             "started_at": utcnow(),
             "ended_at": None,
             "status": "running",
@@ -202,7 +202,7 @@ def trial_context(
         ready=plan.scenario.ready,
         roles=plan.roles,
         scratch=scratch,
-        logs=rd.logs_dir,
+        logs=rd.logs_path(),  # through the held descriptor: pip's --log lands in this folder
         cwd=cwd,
         index_spec=index_spec,
         index=index,

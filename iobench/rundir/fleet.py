@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -184,6 +185,7 @@ def merge_fleet_dir(path: Path) -> RunDir:
         r.fleet_size = sizes[(r.config, r.repeat)]
     set_fleet_times(rows)
     out = path / MERGED
+    files.open_folder(path).close()  # judged (iobench.files) before anything is removed or made
     if out.exists():
         if not (out / _MERGED_MARK).is_file():
             raise RunDirError(f"{out} exists and was not merged by iobench; move it away")
@@ -199,16 +201,25 @@ def merge_fleet_dir(path: Path) -> RunDir:
         ],
     }  # fmt: skip
     rd = RunDir.create(path, first.run_id, dataclasses.replace(first, fleet=fleet), MERGED)
-    files.write(out / _MERGED_MARK, "merged from workers/ by `iobench report`; rebuilt each time\n")
+    rd.held().write(_MERGED_MARK, "merged from workers/ by `iobench report`; rebuilt each time\n")
     for r in rows:
         rd.append_trial(r)
         src = path / WORKERS / r.worker / "samples" / f"{r.trial_id[: -len(r.worker) - 1]}.csv"
-        if src.is_file():
-            try:
-                os.link(src, rd.sample_path(r.trial_id))
-            except OSError:
-                shutil.copyfile(src, rd.sample_path(r.trial_id), follow_symlinks=False)
+        data = _regular_file(src)  # a worker's link is not followed (to a file of root's)
+        if data is not None:
+            rd.held("samples").write(f"{r.trial_id}.csv", data)
     return rd
+
+
+def _regular_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (opened without following a link,
+    judged on its descriptor), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
 __all__ = [

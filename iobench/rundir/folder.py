@@ -18,7 +18,9 @@ field docs by ``python -m iobench.rundir.folder --markdown``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import io
 import json
 import os
@@ -130,13 +132,40 @@ class TrialsFile:
 
 #: blanks kept at the end of meta.json: room for the final update on a full disk
 META_ROOM = 2048
+#: what a final update must record even on a full disk (the rest may go)
+_STATE_KEYS = ("status", "ended_at", "resumed_at", "status_reason")
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class RunDir:
     """One run's folder."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, folder: files.Folder | None = None) -> None:
         self.path = path
+        self._held: dict[str, files.Folder] = {"": folder} if folder is not None else {}
+
+    def held(self, sub: str = "") -> files.Folder:
+        """The run folder (or its ``samples``/``logs``), held open for writing: reached once
+        by ``iobench.files``' judged walk, then every file of the run is made through this
+        descriptor, wherever the names above it go. A link at ``samples`` or ``logs`` (a
+        received run's) is refused: the trials' files would go where it points."""
+        if sub not in self._held:
+            try:
+                self._held[sub] = self.held().folder(sub) if sub else files.open_folder(self.path)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise RunDirError(
+                        f"{self.path / sub} is a link; a run folder's own folders must be folders "
+                        "(copy the run with its links resolved: cp -rL)"
+                    ) from None
+                raise
+        return self._held[sub]
+
+    def logs_path(self) -> Path:
+        """logs/ as the trials and the programs they start name it: a path through the held
+        descriptor (``iobench.files.Folder.path_for``), so pip's ``--log`` and a loader's
+        record land in this very folder even if a name above it is swapped."""
+        return self.held("logs").path_for()
 
     @property
     def trials_csv(self) -> Path:
@@ -176,22 +205,43 @@ class RunDir:
         info = replace(meta, run_id=run_id, schema_version=SCHEMA_VERSION)
         RunMeta.from_json(info.to_json())  # what is written must read back
         path = results_root / (folder or run_id)
-        try:
-            path.mkdir(parents=True, exist_ok=False)
-            (path / "samples").mkdir()
-            # installer logs may hold configuration
-            (path / "logs").mkdir(mode=redact.PRIVATE_DIR_MODE)
+        # the header now: its block then has room for the first rows even if the disk fills mid-trial
+        header = io.StringIO(newline="")
+        csv.writer(header).writerow(kinds.kind(info.kind).columns)
+        try:  # the results folder by the judged walk; the run's own folder made through it
+            with files.open_folder(results_root, make=files.FOLDER_MODE) as parent:
+                rd = cls(path, parent.mkdir(path.name))
+                try:
+                    rd._held["samples"] = rd.held().mkdir("samples")
+                    rd._held["logs"] = rd.held().mkdir("logs", redact.PRIVATE_DIR_MODE)  # config
+                    rd.write_meta(info)
+                    rd.held().write("trials.csv", header.getvalue())
+                except OSError:
+                    rd._unmake(parent)  # a full disk: no run folder without its meta.json
+                    raise
         except FileExistsError:
             raise RunDirError(f"run directory {path} already exists") from None
         except OSError as exc:
             raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
-        rd = cls(path)
-        rd.write_meta(info)
-        # the header now: its block then has room for the first rows even if the disk fills mid-trial
-        header = io.StringIO(newline="")
-        csv.writer(header).writerow(kinds.kind(info.kind).columns)
-        files.write(rd.trials_csv, header.getvalue())
         return rd
+
+    def _unmake(self, parent: files.Folder) -> None:
+        """Remove the run folder ``create`` made in ``parent`` and could not fill: the
+        folders and files it made, nothing else (it made the folder, so nobody else wrote
+        there)."""
+        folder = self._held.pop("")
+        for name in ("samples", "logs"):
+            if name in self._held:
+                self._held.pop(name).close()
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=folder.fd)
+        for name in os.listdir(folder.fd):
+            if name in ("meta.json", "trials.csv") or name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=folder.fd)
+        folder.close()
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path.name, dir_fd=parent.fd)
 
     @classmethod
     def open(cls, path: Path) -> RunDir:
@@ -203,31 +253,40 @@ class RunDir:
     def ensure_folders(self) -> None:
         """samples/ and logs/ of a run being continued: a run folder copied by a tool that
         drops empty folders (git, some sync tools) lacks them."""
-        for folder in (self.samples_dir, self.logs_dir):
-            if folder.is_symlink():  # a received run's link would take the trials' files
-                raise RunDirError(
-                    f"{folder} is a link; a run folder's own folders must be folders (copy "
-                    "the run with its links resolved: cp -rL)"
-                )
+        for name, mode in (("samples", files.FOLDER_MODE), ("logs", redact.PRIVATE_DIR_MODE)):
             try:
-                folder.mkdir(exist_ok=True)
+                if name not in self._held:
+                    self._held[name] = self.held().folder(name, make=mode)
             except OSError as exc:
-                raise RunDirError(f"cannot create {folder}: {exc.strerror or exc}") from None
+                if exc.errno == errno.ELOOP:  # a received run's link would take the trials' files
+                    self.held(name)  # says so
+                raise RunDirError(
+                    f"cannot create {self.path / name}: {exc.strerror or exc}"
+                ) from None
 
     def meta(self) -> RunMeta:
         """meta.json, upgraded to this version and checked (``iobench.rundir.meta.load_meta``)."""
+        held = self._held.get("")  # a run being written: its own meta.json, wherever it went
+        if held is not None:
+            return load_meta(held.path_for())
         if not self.path.exists():
             raise RunDirError(f"{self.path}: no such folder")
         if not self.path.is_dir():
             raise RunDirError(f"{self.path} is not an iobench run directory (not a folder)")
         return load_meta(self.path)
 
+    def _own(self, name: str) -> Path:
+        """The run's file ``name`` to read: through the held folder while the run writes it
+        (what it wrote, whatever became of the names above), else by its path."""
+        held = self._held.get("")
+        return held.path_for(name) if held is not None else self.path / name
+
     def write_meta(self, meta: RunMeta) -> None:
         text = json.dumps(meta.to_json(), indent=2, allow_nan=False, default=str) + "\n"
         # a full results disk must not leave the run "running" for good: in place if need be,
         # into the room that trailing blanks (which JSON ignores) keep for the final update
         text += " " * META_ROOM + "\n"
-        files.write(self.meta_json, text, redact.PRIVATE_FILE_MODE, in_place_when_full=True)
+        self.held().write("meta.json", text, redact.PRIVATE_FILE_MODE, in_place_when_full=True)
 
     def update_meta(self, **changes: object) -> RunMeta:
         """Change some keys of meta.json (e.g. ``status``, ``ended_at``); checked before writing."""
@@ -242,7 +301,15 @@ class RunDir:
         try:
             self.update_meta(**changes)
         except (OSError, IOBenchError) as exc:
-            return f"meta.json not updated ({', '.join(changes)}): {exc}"
+            kept = {k: v for k, v in changes.items() if k in _STATE_KEYS}
+            if not kept or kept == changes or getattr(exc, "errno", None) not in _FULL:
+                return f"meta.json not updated ({', '.join(changes)}): {exc}"
+            try:  # a full disk: the run's state at least, in the room meta.json keeps for it
+                self.update_meta(**kept)
+            except (OSError, IOBenchError) as again:
+                return f"meta.json not updated ({', '.join(changes)}): {again}"
+            lost = [k for k in changes if k not in kept]
+            return f"meta.json: the results disk is full; {', '.join(lost)} not recorded"
         return ""
 
     def try_save_series(
@@ -260,7 +327,8 @@ class RunDir:
 
     def write_probe(self, doc: dict) -> None:
         """Keep the start-of-run probe (written once, atomically, like meta.json)."""
-        redact.write_private(self.probe_json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+        self.held().write("probe.json", text, redact.PRIVATE_FILE_MODE)
 
     def probe(self) -> dict | None:
         """probe.json as written, or None when the run has none (or it does not parse)."""
@@ -278,11 +346,12 @@ class RunDir:
         its columns; a column it lacks is not written).
         """
         cells = to_cells(row)
-        size = self.trials_csv.stat().st_size if self.trials_csv.exists() else 0
-        columns = self._header() if size else kinds.of_row(row).columns
-        for old, new in self._renamed(columns).items():  # an older run's header: its names
-            cells[old] = cells.get(new, "")
-        with files.appending(self.trials_csv, read=True) as fh:  # durable when it returns
+        # durable when it returns
+        with files.appending_in(self.held(), "trials.csv", read=True) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            columns = self._header() if size else kinds.of_row(row).columns
+            for old, new in self._renamed(columns).items():  # an older run's header: its names
+                cells[old] = cells.get(new, "")
             if size:  # a row cut off by a crash or a full disk must not swallow this one
                 fh.seek(size - 1)
                 if fh.read(1) != "\n":
@@ -293,7 +362,7 @@ class RunDir:
             writer.writerow([cells.get(c, "") for c in columns])
 
     def _header(self) -> tuple[str, ...]:
-        with open(self.trials_csv, newline="", encoding="utf-8", errors="replace") as fh:
+        with open(self._own("trials.csv"), newline="", encoding="utf-8", errors="replace") as fh:
             first = fh.readline(1 << 16)
         header = next(csv.reader([first]), [])
         if not first.endswith("\n"):
@@ -313,8 +382,8 @@ class RunDir:
 
     def read_trials(self) -> TrialsFile:
         """Every row of trials.csv, checked (see the module docstring); empty if none yet."""
-        path = self.trials_csv
-        where = str(path)
+        path = self._own("trials.csv")
+        where = str(self.trials_csv)
         try:
             if not path.exists() or path.stat().st_size == 0:
                 return TrialsFile()
@@ -372,10 +441,9 @@ class RunDir:
                  else Stall(**{**s, "run_id": run_id, "trial_id": trial_id}) for s in stalls]  # fmt: skip
         if not items:
             return
-        new = not self.stalls_csv.exists()
-        with files.appending(self.stalls_csv) as fh:
+        with files.appending_in(self.held(), "stalls.csv") as fh:
             writer = csv.DictWriter(fh, fieldnames=STALL_COLUMNS)
-            if new:
+            if not os.fstat(fh.fileno()).st_size:
                 writer.writeheader()
             writer.writerows(to_cells(s) for s in items)
 
@@ -396,7 +464,7 @@ class RunDir:
             else [cell(r.get(c)) for c in columns]
             for r in rows
         )
-        files.write(path, fh.getvalue())
+        self.held("samples").write(path.name, fh.getvalue())
         return path
 
 

@@ -10,9 +10,12 @@ the running user or an owner the user said to trust (``--trust-owner``, recorded
 meta.json), and none is writable by others unless sticky (as ``/tmp`` is).
 
 What is checked: each role folder and the scratch folder in it (``iobench.system.scratch``),
-the lab's state folder, and the per-user folders the tools read (``HOME`` and the XDG base
+the lab's state folder, the per-user folders the tools read (``HOME`` and the XDG base
 folders: pip's and uv's configuration, virtualenv's seed wheels, iobench's generated
-wheels; ``TMPDIR``) before a run starts.
+wheels; ``TMPDIR``), the folders a run writes into (``--results``, ``--fleet-dir``, a
+resumed run folder) and the interpreters it runs (``--python``, a scenario's, a resumed
+run's) before a run starts. Every other write (``report --out``, the exports) meets the
+same rule in ``iobench.files``, which holds the rule itself and the trusted owners.
 """
 
 from __future__ import annotations
@@ -25,9 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from iobench.errors import SafetyError
-
-#: uids whose folders the user said to trust on top of root's and their own (``--trust-owner``)
-TRUSTED_UIDS: set[int] = set()
+from iobench.files import TRUSTED_UIDS, problem_on_the_way, user_name
 
 #: the per-user folders that pip, uv, virtualenv and iobench read code or configuration
 #: from, and the temporary folder iobench's own measurements build venvs in
@@ -49,48 +50,40 @@ def user_login(uid: int) -> str:
         return str(uid)
 
 
-def user_name(uid: int) -> str:
-    """``user NAME (uid N)`` for messages."""
-    try:
-        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def strict_modes_problem(path: Path, what: str, fix: str = "") -> str | None:
+def strict_modes_problem(path: Path, what: str, fix: str = "", harm: str = "") -> str | None:
     """Why another user could change ``what`` at ``path`` (or below it), or None.
 
-    ``path`` and every folder above it: owned by root, the running user or a trusted owner,
-    and not writable by others unless sticky. A path that does not exist yet is judged by
-    the folders that would hold it. ``fix``: a first remedy to name before the usual ones."""
-    try:
-        real = Path(os.path.realpath(path))
-    except OSError as exc:
-        return f"cannot use {path}: {exc.strerror}"
+    ``path`` and every folder above it, walked as the kernel walks it (``iobench.files``:
+    each folder judged on its own descriptor, a link followed only when its owner is
+    trusted): owned by root, the running user or a trusted owner, and not writable by
+    others unless sticky; ``path`` itself, when a file, writable by its owner only. A path
+    that does not exist yet is judged by the folders that would hold it. ``fix``: a first
+    remedy to name before the usual ones; ``harm``: what the swap would do (by default, have
+    the running user run their code)."""
+    refused = problem_on_the_way(path)
+    if refused is None:
+        return None
     me = os.geteuid()
     first = f"{fix}, " if fix else ""
-    for folder in (real, *real.parents):
-        try:
-            st = os.stat(folder)
-        except FileNotFoundError:
-            continue  # not made yet: what holds it decides
-        except OSError as exc:
-            return f"cannot use {path}: {folder}: {exc.strerror}"
-        where = "in" if folder == real else "below"
-        if st.st_uid not in (0, me) and st.st_uid not in TRUSTED_UIDS:
-            name = user_login(st.st_uid)
-            return (
-                f"{folder} belongs to {user_name(st.st_uid)}, who could swap {what} {where} it "
-                f"and have {user_name(me)} run their code: {first}chown it to {user_login(me)}, "
-                f"run iobench as {name}, or pass --trust-owner {name}"
-            )
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            return (
-                f"{folder} is writable by other users and not sticky (mode "
-                f"{stat.S_IMODE(st.st_mode):04o}): another user could swap {what} {where} it; "
-                f"{first}chmod go-w it (or +t, as /tmp)"
-            )
-    return None
+    folder, uid = refused.where, refused.uid
+    where = "in" if os.path.abspath(path) == folder else "below"
+    if refused.link:
+        return (
+            f"{folder} is a link owned by {user_name(uid or 0)}, who could point it elsewhere and "
+            f"swap {what}: give the path without it, or pass --trust-owner {user_login(uid or 0)}"
+        )
+    if uid is not None:
+        name = user_login(uid)
+        return (
+            f"{folder} belongs to {user_name(uid)}, who could swap {what} {where} it and "
+            f"{harm or f'have {user_name(me)} run their code'}: {first}chown it to {user_login(me)}, "
+            f"run iobench as {name}, or pass --trust-owner {name}"
+        )
+    return (
+        f"{folder} is writable by other users and not sticky (mode "
+        f"{stat.S_IMODE(refused.mode):04o}): another user could swap {what} {where} it; "
+        f"{first}chmod go-w it (or +t, as /tmp)"
+    )
 
 
 def check_user_dirs(env: Mapping[str, str] | None = None) -> None:

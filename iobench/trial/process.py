@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import psutil
 
@@ -102,23 +103,26 @@ def run_phase(
     on_tick: Callable[[float], None] | None = None,
 ) -> PhaseResult:
     """Run one phase's tree under ``sampler``; its output goes to ``out_path`` (kept only
-    when the phase fails). A KeyboardInterrupt ends the tree and is raised again."""
+    when the phase fails) through a pipe (``Copier``: a full results disk costs the copy,
+    never the phase). A KeyboardInterrupt ends the tree and is raised again."""
     keep = our_children()
     sampler.phase = phase  # ticks while the process starts belong to this phase
     with files.open_stream(out_path) as out:
         start_wall, start = time.time(), time.monotonic()
+        read_end, write_end = os.pipe()
         try:
             proc = subprocess.Popen(
                 argv,
                 env=env,
                 cwd=cwd,
-                stdout=out,
+                stdout=write_end,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 preexec_fn=child.die_with_parent(os.getpid()),
             )
         except OSError as exc:
+            os.close(read_end)
             return PhaseResult(
                 phase,
                 start_wall,
@@ -127,6 +131,9 @@ def run_phase(
                 None,
                 error=f"cannot start {argv[0]}: {exc.strerror or exc}",
             )
+        finally:
+            os.close(write_end)
+        copier = Copier(read_end, out)
         sampler.watch(proc.pid, phase)
         try:
             stopped, why = _wait(proc.pid, sampler, limits, start, on_tick)
@@ -135,10 +142,7 @@ def run_phase(
             raise
         end = time.monotonic()
         counters, returncode = _finish(proc, sampler, bool(stopped), keep)
-        out.seek(max(0, out.seek(0, os.SEEK_END) - OUTPUT_KEEP))
-        output = redact.redact_text(
-            out.read().decode(errors="replace")
-        )  # it reaches rows and messages
+        output = redact.redact_text(copier.tail())  # it reaches rows and messages
     result = PhaseResult(phase, start_wall, start, end, returncode, output, counters, stopped, why)
     if returncode is None:  # stuck in the kernel, e.g. on a stopped FUSE daemon: not waited for
         left = f"pid {proc.pid} did not exit after SIGKILL (a hung volume?) and was left behind"
@@ -148,6 +152,38 @@ def run_phase(
     else:  # kept under results/…/logs: no credentials in it
         redact.redact_file(out_path)
     return result
+
+
+class Copier:
+    """A phase's output from its pipe into its file, the last ``OUTPUT_KEEP`` bytes kept in
+    memory; a file that cannot take more (a full disk) stops the copy, never the reading."""
+
+    def __init__(self, fd: int, out: BinaryIO) -> None:
+        self.fd, self.out, self.kept = fd, out, bytearray()
+        self.thread = threading.Thread(target=self._copy, name="phase-output", daemon=True)
+        self.thread.start()
+
+    def _copy(self) -> None:
+        writing = True
+        try:
+            while chunk := os.read(self.fd, 65536):
+                self.kept += chunk
+                del self.kept[: max(0, len(self.kept) - OUTPUT_KEEP)]
+                if writing:
+                    try:  # unbuffered: nothing left to fail at close
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(self.out.fileno(), view) :]
+                    except OSError:
+                        writing = False
+        finally:
+            os.close(self.fd)
+
+    def tail(self) -> str:
+        """What the tree wrote, its end; waits a bounded time for what a process stuck in
+        the kernel still holds open (it ended with the tree otherwise)."""
+        self.thread.join(timeout=END_GRACE_S)
+        return bytes(self.kept).decode(errors="replace")
 
 
 def _finish(
@@ -199,16 +235,40 @@ def _wait(
             if limits.stall_timeout_s is not None and quiet >= limits.stall_timeout_s:
                 return "stalled", (
                     f"{STALL_WORDS} for {quiet:.0f} s (--stall-timeout "
-                    f"{limits.stall_timeout_s:g}); its process tree was ended"
+                    f"{limits.stall_timeout_s:g}){held_files(pid)}; its process tree was ended"
                 )
             if limits.deadline is not None and now >= limits.deadline:
                 return "timeout", (
                     f"still running after {now - start:.0f} s, past the trial's time "
-                    "limit (--trial-timeout); its process tree was ended"
+                    f"limit (--trial-timeout){held_files(pid)}; its process tree was ended"
                 )
     finally:
         if pidfd is not None:
             os.close(pidfd)
+
+
+def held_files(pid: int, most: int = 2) -> str:
+    """``, holding FILE open`` for the files the tree of ``pid`` has open besides its
+    standard streams (the newest descriptors first): what a stalled phase waits on, named
+    in its one line; '' when none is."""
+    found: list[str] = []
+    try:
+        tree = [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        return ""
+    for member in tree:
+        try:
+            fds = sorted((int(n) for n in os.listdir(f"/proc/{member}/fd")), reverse=True)
+        except (OSError, ValueError):
+            continue
+        for fd in (n for n in fds if n > 2):
+            try:
+                target = os.readlink(f"/proc/{member}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/") and target != "/dev/null" and target not in found:
+                found.append(target)
+    return f", holding {', '.join(found[:most])} open" if found else ""
 
 
 def root_exited(pid: int) -> bool:

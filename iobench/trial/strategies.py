@@ -56,9 +56,8 @@ from iobench.errors import IOBenchError, SafetyError
 from iobench.scenario.vocab import PACK_METHODS, STRATEGIES, Strategy
 from iobench.system.scratch import owning_scratch, remove
 from iobench.trial import squashfs
+from iobench.trial.manifest import MANIFEST, MANIFEST_SCHEMA, archive_name, manifest_problem
 
-MANIFEST = "iobench-venv.json"
-MANIFEST_SCHEMA = 1  # a manifest without "restore" (a squashfs way) restores as "squashfs"
 AUTO_METHODS = ("squashfs", "tar+zstd", "tar")  # "auto" takes the first one available
 
 #: Runs one command (argv); raises on failure. The trial passes its own, to sample it.
@@ -235,9 +234,6 @@ def _squashfs_comp() -> list[str]:
     return []
 
 
-_ARCHIVE = {"tar": "venv.tar", "tar+zstd": "venv.tar.zst", "squashfs": "venv.sqfs"}
-
-
 def _archive_kind(method: str) -> str:
     """What a pack method makes: ``squashfs-fuse`` packs the same image as ``squashfs``."""
     return "squashfs" if method.startswith("squashfs") else method
@@ -311,8 +307,10 @@ def read_manifest(store: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise StrategyError(f"{path}: no readable venv manifest ({e})") from None
-    if data.get("schema") != MANIFEST_SCHEMA:
-        raise StrategyError(f"{path}: unknown manifest schema {data.get('schema')!r}")
+    if (schema := isinstance(data, dict) and data.get("schema")) != MANIFEST_SCHEMA:
+        raise StrategyError(f"{path}: unknown manifest schema {schema!r}")
+    if problem := manifest_problem(data):  # read back from the volume: untrusted
+        raise StrategyError(f"{path}: not a manifest iobench wrote: {problem}")
     return data
 
 
@@ -337,7 +335,7 @@ def pack(
     asked = choose_method(method, writable=kind != "venv")
     method = _archive_kind(asked)
     store = _check_new(store, "store")
-    archive = store / _ARCHIVE[method].replace("venv", kind)
+    archive = store / archive_name(method, kind)
     commands, tool = _pack_commands(method, venv, archive)
     files, tree_bytes = tree_size(venv)
     store.mkdir()
@@ -413,6 +411,8 @@ def relocate(venv: Path, old: str) -> int:
     venv's absolute path: the ``#!`` lines of ``bin/`` scripts, the activate scripts and
     ``pyvenv.cfg`` (what ``venv-pack`` and ``conda-unpack`` do on unpacking). Returns how many
     files were rewritten. Bytecode keeps the old path in its tracebacks only."""
+    if not os.path.isabs(old) or old == "/":  # "" would land between every byte
+        raise StrategyError(f"relocate: {old!r} is not where a venv was made")
     old_b, new_b = old.encode(), str(venv).encode()
     moved = 0
     candidates = [venv / "pyvenv.cfg", *sorted((venv / "bin").iterdir())]

@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from iobench import __version__
+from iobench import __version__, files
 from iobench.errors import UsageError
 from iobench.wheels.codegen import module_source
 from iobench.wheels.profile import DistProfile, FileGroup, Profile
@@ -310,28 +310,44 @@ def _write_wheel(entries: list[tuple[str, bytes]], path: Path, out_dir: Path) ->
         raise
 
 
+#: room left beside the wheels: the zip headers and a margin for the estimate
+ROOM_BYTES = 64 << 20
+
+
+def wheel_bytes(profile: Profile) -> int:
+    """About how many bytes the profile's wheels take: each group at its deflate ratio."""
+    return int(sum(g.total_bytes * g.compress_ratio for d in profile.dists for g in d.files))
+
+
 def synthesize(profile: Profile, out_dir: Path) -> list[Path]:
     """Write the profile's wheels into ``out_dir`` (deterministic for the profile's seed).
 
     Safe to run from several processes into the same ``out_dir`` at once. A folder that
-    cannot be made or written (a file in the way, no permission, a full disk) is a
-    UsageError naming it.
+    cannot be made or written (a file in the way, no permission, a full disk) or that lacks
+    room for the wheels (checked first) is a UsageError naming it.
     """
     out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(
-            f"{out_dir}: exists and is not a folder (give a folder for the wheels)"
-        ) from None
-    except NotADirectoryError:
+    try:  # judged on the way (iobench.files): no folder another user could swap
+        files.make_folders(out_dir)
+    except (FileExistsError, NotADirectoryError):
+        if out_dir.is_file():
+            raise UsageError(
+                f"{out_dir}: exists and is not a folder (give a folder for the wheels)"
+            ) from None
         raise UsageError(f"{out_dir}: a part of this path is a file, not a folder") from None
     except OSError as exc:
         raise UsageError(f"{out_dir}: cannot create the folder ({exc.strerror or exc})") from None
+    need, st = wheel_bytes(profile), os.statvfs(out_dir)
+    if need + ROOM_BYTES > st.f_bavail * st.f_frsize:  # before hours of generating
+        raise UsageError(
+            f"{out_dir}: {st.f_bavail * st.f_frsize / 1e9:,.1f} GB free; the wheels of profile "
+            f"{profile.name} take about {need / 1e9:,.1f} GB ({profile.total_bytes / 1e9:,.1f} GB "
+            "unpacked): give a folder with room, or a smaller profile"
+        )
     try:
         return [_build_dist(d, profile.seed, out_dir) for d in profile.dists]
     except OSError as exc:
         raise UsageError(f"{out_dir}: cannot write wheels there ({exc.strerror or exc})") from None
 
 
-__all__ = ["synthesize"]
+__all__ = ["synthesize", "wheel_bytes"]

@@ -43,7 +43,7 @@ def test_recorded_environment_is_allow_listed_and_redacted(monkeypatch: pytest.M
     out = facts.redact_env(env)
     assert SECRET not in json.dumps(out)
     assert out == {
-        "PIP_EXTRA_INDEX_URL": "https://h/simple?token=***",
+        "PIP_EXTRA_INDEX_URL": "https://h/simple?***",
         "PIP_INDEX_URL": "https://***@h/simple",
         "TMPDIR": "/fast",
     }

@@ -309,3 +309,61 @@ def test_a_full_results_disk_keeps_the_row(tmpfs, tmp_path: Path) -> None:  # no
     assert json.loads((run / "meta.json").read_text())["status"] == "complete", out
     assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]
     assert "No space left on device" not in out or str(results) in out  # it names the file
+
+
+def _leave_free(folder: Path, kb: int) -> None:
+    """Fill ``folder``'s filesystem, then give back ``kb`` KiB."""
+    filler = _fill(folder)
+    os.truncate(filler, max(0, filler.stat().st_size - kb * 1024))
+
+
+@pytest.mark.e2e
+def test_twelve_kib_free_on_the_results_disk_costs_no_trial_and_no_state(
+    tmpfs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # noqa: ANN001
+    """Issue 35 (low), as it was done: 12 KiB free on the results disk, a pip trial. Before:
+    meta.json stayed "running" (`list`: "running (gone)"), and the trial was recorded
+    `failed` (its log could not be redacted through a copy, or pip's output not written).
+    Now the trial is ok, meta.json complete, and the log is redacted in place or removed."""
+    from iobench.__main__ import main
+
+    target, tmp, _ = standin.roles(tmp_path)
+    for kb in (12, 20):
+        results = tmpfs(size="1m", name=f"results-{kb}")
+        _leave_free(results, kb)
+        argv = ["run", "--scenario", "smoke", "--configs", "naive", "--repeats", "1",
+                "--target", str(target), "--tmp", str(tmp), "--results", str(results),
+                "--no-report", "--quiet"]  # fmt: skip
+        rc = main(argv)
+        said = capsys.readouterr()
+        run = next(p for p in results.iterdir() if p.is_dir())
+        rows = read_csv(run / "trials.csv")
+        assert rc == 0 and [r["status"] for r in rows] == ["ok"], (kb, rows, said.err)
+        assert json.loads((run / "meta.json").read_text())["status"] == "complete", said.err
+        assert main(["list", str(results)]) == 0
+        assert "complete" in capsys.readouterr().out
+        log = run / "logs" / "naive-r1.log"
+        assert not log.exists() or "smoke" in log.read_text() or log.stat().st_size == 0
+        assert (
+            not (target / ".iobench-scratch").exists() and not (tmp / ".iobench-scratch").exists()
+        )
+
+
+def test_no_room_for_a_run_folder_leaves_nothing_behind(
+    tmpfs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # noqa: ANN001
+    """Issue 35 (low): no room for meta.json left an empty run folder in the results and an
+    empty .iobench-scratch on the target (the lock's); now one line, and neither."""
+    from iobench.__main__ import main
+
+    results = tmpfs(size="1m", name="results")
+    _leave_free(results, 0)
+    path = standin.scenario(tmp_path, configs=standin.NAIVE, repeats=1)
+    argv = standin.argv(tmp_path, path)
+    argv[argv.index("--results") + 1] = str(results)
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0], err
+    assert [p.name for p in results.iterdir()] == ["filler"]
+    target, tmp, _ = standin.roles(tmp_path)
+    assert not (target / ".iobench-scratch").exists() and not (tmp / ".iobench-scratch").exists()

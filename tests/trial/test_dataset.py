@@ -231,6 +231,61 @@ def test_a_source_folder_is_only_read_and_epochs_are_counted(
     assert any("page cache" in r["data_cached"] for r in rows)  # two epochs of data that fits
 
 
+def test_a_fifo_a_device_link_and_links_out_of_the_source_are_skipped_and_said(
+    tmp_path: Path, disk_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35, as it was done: a FIFO in the source hung the loader in open() (the trial
+    waited to its limit), a link to /dev/zero was read forever, copy-first's ``cp -r``
+    staged the link as a link, and a link to a file outside the source (a secret of root's)
+    was read. Now only regular files inside the source are read, each opened with
+    O_NOFOLLOW|O_NONBLOCK and judged by fstat, and the trial says what it skipped."""
+    source = tmp_path / "mydata"
+    source.mkdir()
+    for i in range(4):
+        (source / f"part-{i}.bin").write_bytes(os.urandom(20_000))
+    os.mkfifo(source / "pipe.bin")
+    (source / "zero.bin").symlink_to("/dev/zero")
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"root's own\n")
+    secret.chmod(0o600)
+    (source / "secret.bin").symlink_to(secret)
+    (source / "again.bin").symlink_to("part-0.bin")  # inside: read as that file
+    (source / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    workload = f"[workload]\nsource = '{source}'\nbatch = 2\ncompute_ms = 1\nworkers = 1\n"
+    # bounded on the code before the fix too: a FIFO's open never returned
+    rc, run_dir = run(tmp_path, disk_dir, tmp, "--stall-timeout", "10", "--trial-timeout", "60",
+                      workload=workload)  # fmt: skip
+    said = capsys.readouterr()
+    err = said.out + said.err
+    assert rc == 0, err
+    check_rows(run_dir, 5, 20_000)  # the four parts and the link to one of them
+    for name, why in [("pipe.bin", "a FIFO"), ("zero.bin", "a link out of the folder"),
+                      ("secret.bin", "a link out of the folder"),
+                      ("elsewhere", "a link to a folder")]:  # fmt: skip
+        assert f"{name} ({why})" in err, err
+    assert err.count("skipped 4:") == 2  # in place, and the staged copy
+    assert (source / "pipe.bin").exists()  # the source only read
+
+
+def test_the_loader_reads_no_file_swapped_after_its_listing(tmp_path: Path) -> None:
+    """A listed file that became a FIFO before its read: refused on its descriptor (the
+    open does not block), one line naming it."""
+    from iobench.trial.kinds import dataset_loader as loader
+
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "a.bin").write_bytes(b"x" * 100)
+    files, skipped = loader.listing(str(data))
+    assert skipped == [] and files == [str(data / "a.bin")]
+    (data / "a.bin").unlink()
+    os.mkfifo(data / "a.bin")
+    with pytest.raises(OSError, match="no longer a regular file") as info:
+        loader.read_files(files)
+    assert info.value.filename == str(data / "a.bin")
+
+
 @needs_fuse
 def test_dataset_reads_come_cold_from_the_lab_volume(tmp_path: Path, volume) -> None:
     mnt = volume("data", latency_ms=0.2, data_latency_ms=0.2)

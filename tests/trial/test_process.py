@@ -99,6 +99,21 @@ def test_stall_timeout_ends_a_silent_tree(tmp_path: Path) -> None:
     assert _wait_gone(int(pidfile.read_text()))  # the grandchild went with the tree
 
 
+def test_a_stalled_phase_s_line_names_the_file_it_waits_on(tmp_path: Path) -> None:
+    """Issue 35: a loader blocked on a FIFO in its data said only "no read or write
+    progress"; the line now names what the tree holds open (a real FIFO, read forever)."""
+    fifo = tmp_path / "pipe.bin"
+    os.mkfifo(fifo)
+    code = f"""
+        import os
+        fd = os.open({str(fifo)!r}, os.O_RDWR)  # its own writer: the read waits, never fails
+        os.read(fd, 1)
+    """
+    r = _phase(tmp_path, code, Limits(stall_timeout_s=1.5))
+    assert r.stopped == "stalled" and f"holding {fifo} open" in r.error, r.error
+    assert "\n" not in r.error
+
+
 def test_wall_clock_limit_ends_a_phase_that_keeps_doing_io(tmp_path: Path) -> None:
     """A hung phase that still writes never stalls; the deadline ends it (issue 9, item 8)."""
     code = """

@@ -446,3 +446,47 @@ def test_a_config_s_own_pack_method_is_only_for_strategies_that_pack(tmp_path: P
         '"squashfs-extract"', '"zip"'))  # fmt: skip
     with pytest.raises(ScenarioError, match=r"configs\.p\.pack_method: 'zip' is not one of auto"):
         load_scenario(str(path))
+
+
+def test_a_forged_manifest_is_refused_before_anything_is_restored(tmp_path: Path) -> None:
+    """Issue 35 (low, read in the code): ``unpack`` joined ``manifest["archive"]`` to the store
+    unchecked (an absolute path leaves the store: another tar was extracted over the venv's
+    folder), and ``relocate`` took ``manifest["venv"]`` unchecked (an empty one put the new
+    path between every byte of the scripts)."""
+    import json
+
+    for name in ("target", "tmp"):
+        (tmp_path / name).mkdir()
+    target, local = Scratch(tmp_path / "target").ensure(), Scratch(tmp_path / "tmp").ensure()
+    built = local.root / "w0" / "venv"
+    (built / "bin").mkdir(parents=True)
+    (built / "pyvenv.cfg").write_text(f"home = /usr/bin\nprefix = {built}\n")
+    (built / "bin" / "tool").write_text(f"#!{built}/bin/python\nprint('hi')\n")
+    store = target.root / "store"
+    strategies.pack(built, store, "tar")
+    good = json.loads((store / strategies.MANIFEST).read_text())
+    theirs = tmp_path / "theirs"  # a tar of someone else's, outside the store
+    (theirs / "venv").mkdir(parents=True)
+    (theirs / "venv" / "planted").write_text("not from the store\n")
+    subprocess.run(["tar", "-C", str(theirs), "-cf", str(theirs / "x.tar"), "venv"], check=True)
+    mine = local.root / "w1" / "venv"
+    mine.parent.mkdir()
+    forged = [
+        ({"archive": str(theirs / "x.tar")}, "archive"),
+        ({"archive": "../../../theirs/x.tar"}, "archive"),
+        ({"venv": ""}, "venv"),
+        ({"venv": "/"}, "venv"),
+        ({"restore": "bogus"}, "restore"),
+        ({"bytes": -1}, "bytes"),
+    ]
+    for change, key in forged:
+        (store / strategies.MANIFEST).write_text(json.dumps({**good, **change}))
+        with pytest.raises(StrategyError, match=f"not a manifest iobench wrote: {key}"):
+            strategies.unpack(store, mine, elsewhere=True)
+        assert not (mine / "planted").exists() and not mine.exists()
+    (store / strategies.MANIFEST).write_text(json.dumps(good))
+    strategies.unpack(store, mine, elsewhere=True)  # the real one restores
+    script = (mine / "bin" / "tool").read_bytes()
+    with pytest.raises(StrategyError, match="not where a venv was made"):
+        strategies.relocate(mine, "")
+    assert (mine / "bin" / "tool").read_bytes() == script

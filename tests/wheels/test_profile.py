@@ -7,8 +7,10 @@ import csv
 import hashlib
 import io
 import os
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -415,3 +417,53 @@ def test_import_fanout_is_generated_as_profiled(tmp_path: Path) -> None:
     assert all(f"tiny_blob/{r}" in names and r.endswith(".h") for r in scope["READS"])
     ((so, extent, touch),) = scope["MAPS"]
     assert so.endswith(".so") and extent == 100000 and touch == 40000
+
+
+HUGE = """[profile]
+name = "huge"
+seed = 1
+
+[[profile.dist]]
+name = "huge-core"
+version = "0.1.0"
+files = [{{ ext = "so", count = {count}, median_bytes = {median}, total_bytes = {total}, compress_ratio = 0.9 }}]
+"""
+
+
+def test_a_profile_without_room_is_refused_before_generating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35 (low), as it was done: total_bytes = 9e11, just under the cap, spun the CPU
+    with no free-space check. Now one line, at once, naming the room and the need."""
+    path = tmp_path / "huge.toml"
+    path.write_text(HUGE.format(count=900, median=10**9, total=9 * 10**11))
+    st = os.statvfs(tmp_path)
+    if st.f_bavail * st.f_frsize > 8 * 10**11:
+        pytest.skip("this disk has room for 0.8 TB of wheels")
+    assert main(["wheels", "synth", str(path), "--out", str(tmp_path / "wh")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        len(err.splitlines()) == 1 and "GB free; the wheels of profile huge take about 810" in err
+    )
+    assert list((tmp_path / "wh").iterdir()) == []
+    with pytest.raises(UsageError, match="GB free"):  # and a run's generated wheels
+        cached_wheels(load_profile(str(path)), tmp_path / "cache")
+
+
+def test_ctrl_c_in_a_wheels_command_offers_no_run_resume(tmp_path: Path) -> None:
+    """Issue 35 (low): Ctrl-C during `wheels synth` printed the `run --resume` hint."""
+    path = tmp_path / "big.toml"
+    path.write_text(HUGE.format(count=4000, median=200_000, total=800_000_000))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iobench", "wheels", "synth", str(path), "--out", str(tmp_path / "w")],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "w").glob(".*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # generating
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and err.strip() == "iobench: interrupted", err

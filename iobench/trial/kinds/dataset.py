@@ -263,6 +263,11 @@ class Dataset:
         for f in fields(Figures):
             setattr(row, f.name, getattr(fig, f.name))
         row.loader = str(record.get("loader", ""))
+        if skipped := record.get("skipped"):  # a FIFO, a device, a link out of the folder
+            t.ctx.progress.message(  # a warning: the figures are of fewer files than listed
+                f"warning: {t.tid}: read only the regular files of {self.read_from}; skipped "
+                f"{len(skipped)}: {', '.join(map(str, skipped[:5]))} (the list: its loader.json)"
+            )
         row.time_to_ready_s = (row.stage_s or 0.0) + fig.epochs_s
         row.read_mb_per_s = fig.data_bytes / 1e6 / fig.epochs_s if fig.epochs_s > 0 else None
         epoch_bytes = fig.data_bytes // max(1, self.params.epochs)

@@ -26,6 +26,7 @@ import json
 import multiprocessing
 import os
 import random
+import stat
 import sys
 import time
 from typing import Any, Protocol
@@ -38,14 +39,24 @@ Batch = list[float]
 _buf: memoryview | None = None  # the worker's pre-made buffer (one per process)
 
 
+class NotData(OSError):
+    """A listed file that is no longer a regular file (swapped since the listing)."""
+
+
 def read_files(paths: list[str]) -> tuple[int, int]:
-    """Read each file to its end into this worker's buffer; (bytes, files)."""
+    """Read each file to its end into this worker's buffer; (bytes, files). Each is opened
+    without following a link and without blocking (a FIFO's open would wait for a writer)
+    and read only when ``fstat`` of that descriptor says it is a regular file."""
     global _buf
     if _buf is None:
         _buf = memoryview(bytearray(CHUNK))
     total = 0
     for path in paths:
-        with open(path, "rb", buffering=0) as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotData(0, "no longer a regular file (changed since the listing)", path)
+        with open(fd, "rb", buffering=0) as fh:
             while True:
                 n = fh.readinto(_buf)
                 if not n:
@@ -54,14 +65,46 @@ def read_files(paths: list[str]) -> tuple[int, int]:
     return total, len(paths)
 
 
-def listing(folder: str) -> list[str]:
-    """Every file under ``folder`` but hidden ones (``.complete``, editors' and sync tools'
-    dot files), sorted (the order is then shuffled per epoch)."""
+def listing(folder: str) -> tuple[list[str], list[str]]:
+    """Every regular file under ``folder`` but hidden ones (``.complete``, editors' and sync
+    tools' dot files), sorted (the order is then shuffled per epoch); and what was left
+    out, one ``name (why)`` each: anything else (a FIFO's read waits for a writer, a device
+    never ends) and links that lead out of the folder (a link to /etc/shadow is not
+    data). A link to a regular file inside the folder is read as that file."""
+    top = os.path.realpath(folder)
     found: list[str] = []
-    for root, dirs, files in os.walk(folder):
+    skipped: list[str] = []
+    for root, dirs, names in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
-    return found
+        for d in [d for d in dirs if os.path.islink(os.path.join(root, d))]:  # never walked
+            skipped.append(f"{os.path.relpath(os.path.join(root, d), folder)} (a link to a folder)")
+        for name in sorted(n for n in names if not n.startswith(".")):
+            path = os.path.join(root, name)
+            why = not_data(path, top)
+            if why:
+                skipped.append(f"{os.path.relpath(path, folder)} ({why})")
+            else:
+                found.append(os.path.realpath(path) if os.path.islink(path) else path)
+    return found, skipped
+
+
+def not_data(path: str, top: str) -> str:
+    """Why ``path`` is not read ('' when it is a regular file, or a link to one inside
+    ``top``)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, top]) != top:
+            return "a link out of the folder"
+        try:
+            st = os.stat(real, follow_symlinks=False)
+        except OSError:
+            return "a broken link"
+    if stat.S_ISREG(st.st_mode):
+        return ""
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device",
+             stat.S_ISSOCK: "a socket", stat.S_ISDIR: "a folder"}  # fmt: skip
+    return next((w for test, w in kinds.items() if test(st.st_mode)), "not a regular file")
 
 
 def batches_of(files: list[str], size: int, rng: random.Random) -> list[list[str]]:
@@ -183,14 +226,30 @@ def main(argv: list[str]) -> int:
         settings = json.load(fh)
     started = time.monotonic()
     t0 = settings.get("zero") or started
-    files = listing(settings["folder"])
+    files, skipped = listing(settings["folder"])
     epochs: list[list[float]] = []
     batches: list[Batch] = []
     result: dict[str, Any] = {"loader": "plain", "list_s": time.monotonic() - started,
-                              "files": len(files), "epochs": epochs, "batches": batches}  # fmt: skip
+                              "files": len(files), "epochs": epochs, "batches": batches,
+                              "skipped": skipped}  # fmt: skip
+    if skipped:
+        print(f"skipped {len(skipped)}: {', '.join(skipped[:5])}", file=sys.stderr)
     if not files:
-        print(f"no files under {settings['folder']}", file=sys.stderr)
+        print(f"no regular files under {settings['folder']}", file=sys.stderr)
         return 2
+    try:
+        read_epochs(settings, files, t0, result)
+    except OSError as exc:  # one line naming the file, not a traceback
+        print(f"cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    with open(out_path, "w") as fh:
+        json.dump(result, fh)
+    return 0
+
+
+def read_epochs(settings: dict[str, Any], files: list[str], t0: float, result: dict) -> None:
+    """Every epoch, through torch's DataLoader or the plain pool, into ``result``."""
+    epochs, batches = result["epochs"], result["batches"]
     compute = Compute(settings["compute_ms"] / 1000.0, settings["compute_sd_ms"] / 1000.0,
                       settings["seed"])  # fmt: skip
     wanted = settings["loader"]
@@ -216,9 +275,6 @@ def main(argv: list[str]) -> int:
             if pool is not None:
                 pool.close()
                 pool.join()
-    with open(out_path, "w") as fh:
-        json.dump(result, fh)
-    return 0
 
 
 if __name__ == "__main__":

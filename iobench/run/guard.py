@@ -1,0 +1,101 @@
+"""What a run writes into and what it runs, judged before anything is made. The role
+folders' rule (``iobench.system.trust``, OpenSSH's StrictModes) holds for the results
+folder, a ``--fleet-dir``, a resumed run folder, and every interpreter the run starts.
+
+Why: iobench runs as root. A results folder another user owns (or one below a folder they
+can write, not sticky) lets them swap the run's folder, as soon as it appears, for a tree of
+their own in which each log iobench makes is a link to a file of root's; pip, which opens
+its ``--log`` by name and appends, then writes into that file. An interpreter another user
+owns, or one in a folder they can change, is their code run as root. Each is refused in one
+line naming the folder, its owner and the fix (``chown``, run as that user, or
+``--trust-owner``); the writes themselves go through ``iobench.files``, which judges every
+folder again on its own descriptor and holds the run folder open.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iobench.errors import SafetyError, UsageError
+from iobench.rundir.fleet import WORKERS
+from iobench.rundir.meta import RunMeta
+from iobench.system.trust import strict_modes_problem, trust_owners, user_login
+
+#: what they could then do
+WRITES = "have iobench write into a file of their choosing"
+#: what another user could swap in a folder iobench writes a run into
+RUN_FILES = "the run's logs (pip appends to them by name)"
+
+
+def trust(names: list[str], meta: RunMeta | None) -> list[str]:
+    """``--trust-owner USER``: each a user of this machine, trusted from now on (the role
+    checks, the scratch folders, the folders written into, the interpreters); the names, for
+    meta.json. The command line's alone: a run folder (received, or edited) cannot grant
+    it, so a resume of a run that trusted someone says it again."""
+    if meta is not None and meta.trusted_owners and not names:
+        who = " ".join(f"--trust-owner {o}" for o in meta.trusted_owners)
+        raise UsageError(
+            f"cannot resume {meta.run_id}: it trusted folders owned by "
+            f"{', '.join(meta.trusted_owners)}; a run folder does not grant that trust, say it "
+            f"again: {who}"
+        )
+    uids = set()
+    for name in names:
+        try:
+            uids.add(
+                pwd.getpwnam(name).pw_uid if not name.isdigit() else pwd.getpwuid(int(name)).pw_uid
+            )
+        except KeyError:
+            raise UsageError(f"--trust-owner {name}: no such user on this machine") from None
+    trust_owners(uids)
+    return sorted(names)
+
+
+def check_places(results: Path, fleet_dir: Path | None, resume: Path | None) -> None:
+    """The folders the run writes into: the results folder (or the default ``./results``
+    below the current folder), a ``--fleet-dir``, a resumed run's folder."""
+    places: list[tuple[str, Path, Path]] = []  # (option, as given, what is judged)
+    if fleet_dir is not None:  # its workers/ may be there already (another worker's, or planted)
+        places.append(("--fleet-dir", fleet_dir, fleet_dir / WORKERS))
+    if resume is not None:
+        places.append(("--resume", resume, resume))
+    elif fleet_dir is None:
+        places.append(("--results", results, results))
+    for flag, given, path in places:
+        if problem := strict_modes_problem(path, RUN_FILES, harm=WRITES):
+            raise SafetyError(f"{flag} {given}: {problem}")
+
+
+def interpreters(python: str | None, workload: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(where it is named, the interpreter) for each interpreter the run starts besides the
+    one running iobench: ``--python``, a scenario's ``[workload] python`` and its
+    ``by_config`` ones (a resumed run's come from its meta.json)."""
+    found: list[tuple[str, object]] = [("--python", python)]
+    found.append(("workload.python", workload.get("python")))
+    by_config = workload.get("by_config")
+    for name, table in by_config.items() if isinstance(by_config, Mapping) else ():
+        if isinstance(table, Mapping):
+            found.append((f"workload.by_config.{name}.python", table.get("python")))
+    return [(where, str(path)) for where, path in found if isinstance(path, str) and path]
+
+
+def check_interpreters(python: str | None, workload: Mapping[str, Any]) -> list[str]:
+    """Refuse an interpreter another user could change (the file, a link on the way, or a
+    folder above it); the plan's notes naming each one a scenario chose."""
+    notes = []
+    for where, path in interpreters(python, workload):
+        if problem := strict_modes_problem(Path(path), "the interpreter"):
+            raise SafetyError(f"{where} {path}: {problem}")
+        if where != "--python":
+            notes.append(
+                f"note: the scenario names the interpreter its workload runs: {path} "
+                f"({where}), run as {user_login(os.geteuid())}"
+            )
+    return notes
+
+
+__all__ = ["RUN_FILES", "check_interpreters", "check_places", "interpreters", "trust"]
