@@ -27,8 +27,8 @@ from matplotlib.text import Text
 
 from iobench import files
 from iobench.cost.prices import format_usd
+from iobench.report.configs import SPREAD_MINMAX_BELOW
 from iobench.report.load import PHASES
-from iobench.report.verdict import SPREAD_MINMAX_BELOW
 from iobench.units import fmt_median, fmt_s, fmt_speed, fmt_vs, printable, run_key
 
 OKABE_ITO = {

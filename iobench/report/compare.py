@@ -29,9 +29,9 @@ from iobench.errors import RunDirError, UsageError
 from iobench.report import charts, formats
 from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
+from iobench.report.configs import ConfigTimes, configs_from_rows, spread
 from iobench.report.load import Run, load_runs
 from iobench.report.summary import Summary, collect_sample_figures, measure_of, summarize
-from iobench.report.verdict import ConfigTimes, configs_from_rows, spread
 from iobench.stats import MIN_TRIALS, compare
 from iobench.units import fmt_speed as _speed
 from iobench.units import fmt_vs, noise_known, run_key
@@ -412,7 +412,7 @@ def noise_marks(
     level split over the configs compared); None when either side has too few trials."""
 
     def configs(lab: str) -> dict[str, ConfigTimes]:
-        rows = runs[lab].trials.to_dict("records")
+        rows = runs[lab].records
         return {c.name: c for c in configs_from_rows(rows, measures[lab])}
 
     ref = configs(labels[0])

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from iobench.cost.prices import format_usd
+from iobench.report.configs import SPREAD_MINMAX_BELOW, spread
 from iobench.report.part import Part
 from iobench.report.recommend import Recommendation
 from iobench.report.summary import Summary
-from iobench.report.verdict import SPREAD_MINMAX_BELOW, spread
 from iobench.rundir import kinds
 from iobench.rundir.meta import (
     OVERHEAD_CAUSES,

@@ -16,11 +16,11 @@ from typing import Any
 import pandas as pd
 
 from iobench import redact
+from iobench.report.configs import SPREAD_MINMAX_BELOW
 from iobench.report.formats import fmt_usd
 from iobench.report.page import render
 from iobench.report.part import Part
 from iobench.report.summary import Summary
-from iobench.report.verdict import SPREAD_MINMAX_BELOW
 from iobench.rundir.meta import RunMeta
 from iobench.stats import CONFIDENCE, MIN_EFFECT, MIN_TRIALS
 from iobench.units import fmt_bytes, fmt_s, fmt_vs, run_key

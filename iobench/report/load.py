@@ -22,11 +22,12 @@ lines, text in a number column) is read on its own, so figures and warnings stay
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -122,6 +123,12 @@ class Run:
         order = self.info.config_names
         seen = list(dict.fromkeys(self.trials["config"].astype(str)))
         return [c for c in order if c in seen] + [c for c in seen if c not in order]
+
+    @functools.cached_property
+    def records(self) -> list[dict[str, Any]]:
+        """The trials as one dict a row (read once: the verdict, the measure and the sections
+        each walk them)."""
+        return self.trials.to_dict("records")
 
     def sample_path(self, trial_id: str) -> Path:
         """Where a trial's time series lives."""

@@ -20,7 +20,7 @@ first config and says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +36,7 @@ from iobench.cost.idle import (
 )
 from iobench.cost.kinds import measure
 from iobench.cost.measure import Measure, Pricing
+from iobench.report.configs import TIME, ConfigTimes, RowView, configs_from_rows
 from iobench.report.diagnose import (
     SAMPLE_COLUMNS_USED,
     ConfigFigures,
@@ -47,15 +48,7 @@ from iobench.report.diagnose import (
 from iobench.report.lifecycle_report import LifecycleSection, build_section
 from iobench.report.load import PHASES, Run
 from iobench.report.placement import shared_storage_lines
-from iobench.report.verdict import (
-    TIME,
-    ConfigTimes,
-    RowView,
-    Verdict,
-    configs_from_rows,
-    decide,
-    row_marks,
-)
+from iobench.report.verdict import Verdict, decide, row_marks
 from iobench.rundir import kinds
 from iobench.stats import median as _median
 from iobench.stats import percentile as _percentile
@@ -200,6 +193,17 @@ def _mode(series: pd.Series) -> str:
     return str(vals.mode().iloc[0]) if len(vals) else ""
 
 
+#: what target_bytes reads of a trial
+_TARGET_COLUMNS = (
+    "venv_role",
+    "venv_bytes",
+    "cache_role",
+    "cache_bytes",
+    "tmpdir_role",
+    "tmpdir_peak_bytes",
+)
+
+
 def target_bytes(trial: Mapping[str, object]) -> float:
     """Bytes one trial put on the ``target`` role's filesystem (NaN when unknown).
 
@@ -300,7 +304,10 @@ def _trial_figures(ok: pd.DataFrame, trials: pd.DataFrame) -> dict[str, float]:
     fig["write_mb"] = median(ok["write_bytes"]) / 1e6
     fig["write_calls"] = median(ok["write_calls"])
     fig["files_installed"] = median(ok["files_installed"])
-    on_target = [target_bytes(r) for r in ok.to_dict("records")]
+    on_target = [
+        target_bytes(r)
+        for r in ok[[c for c in _TARGET_COLUMNS if c in ok.columns]].to_dict("records")
+    ]
     fig["target_mb"] = median(on_target) / 1e6
     return fig
 
@@ -356,14 +363,28 @@ def _config_figures(
     )
 
 
+#: trials per config whose samples the diagnosis reads at most: its figures are medians over
+#: trials, which a few dozen settle (a run of 250 repeats would read 2 million sample rows to
+#: move a median by noise); spread evenly over the rounds, and said so
+DIAGNOSED_PER_CONFIG = 32
+
+
+def diagnosed(trial_ids: Sequence[str], most: int = DIAGNOSED_PER_CONFIG) -> list[str]:
+    """At most ``most`` of a config's trials, evenly spread over the order they ran in."""
+    ids = list(trial_ids)
+    if len(ids) <= most:
+        return ids
+    return [ids[round(i * (len(ids) - 1) / (most - 1))] for i in range(most)]
+
+
 def collect_sample_figures(run: Run) -> dict[str, tuple[SampleFigures, int, int]]:
     """Per config: combined sample figures, trials showing a drop, trials with samples.
 
-    Reads every ok trial's samples a few megabytes at a time (memory stays flat).
-    """
+    Reads the samples of at most ``DIAGNOSED_PER_CONFIG`` ok trials a config (evenly over
+    the run), a few megabytes at a time (memory stays flat)."""
     out: dict[str, tuple[SampleFigures, int, int]] = {}
     ok = run.trials[run.trials["status"] == "ok"]
-    groups = {str(c): g["trial_id"] for c, g in ok.groupby("config", sort=False)}
+    groups = {str(c): diagnosed(g["trial_id"]) for c, g in ok.groupby("config", sort=False)}
     for config, figs in run.map_sample_groups(groups, SAMPLE_COLUMNS_USED, sample_figures).items():
         combined, n_drop = combine_sample_figures(figs)
         out[config] = (combined, n_drop, len(figs))
@@ -394,8 +415,8 @@ def measure_of(run: Run, options: CostOptions) -> tuple[Measure, Pricing, list[s
     """The run's measure (its kind's question at its prices), the pricing, and the notes
     saying where the prices came from."""
     priced, notes = pricing(options, run.gpu)
-    views = [RowView(r) for r in run.trials.to_dict("records")]
-    return measure(run.info.kind, views, priced), priced, notes  # type: ignore[arg-type]
+    views = [RowView(r) for r in run.records]
+    return measure(run.info.kind, views, priced), priced, notes
 
 
 def summarize(
@@ -422,7 +443,7 @@ def summarize(
     baseline, note = choose_baseline(table)
     notes = [note] if note else []
     notes += _synthetic_note(run, price)
-    configs = configs_from_rows(run.trials.to_dict("records"), judged)
+    configs = configs_from_rows(run.records, judged)
     _mark_against_baseline(table, configs, baseline)
     lifecycle = build_section(
         run.trials,

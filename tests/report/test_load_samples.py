@@ -133,8 +133,8 @@ def test_map_sample_groups_is_map_samples_per_group(
 
 def test_the_scans_median_and_percentile_are_numpys() -> None:
     """The per-trial figures take their medians and p95 without numpy's per-call machinery
-    (diagnose._median, _percentile): the same values, NaN and infinities included."""
-    from iobench.report.diagnose import _median, _percentile
+    (series._median, _percentile): the same values, NaN and infinities included."""
+    from iobench.report.series import _median, _percentile
 
     rng = np.random.default_rng(7)
     for n in [*range(1, 12), 66, 67, 1000, 1001]:

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from iobench.report.configs import ConfigTimes, configs_from_rows, spread
 from iobench.report.placement import differences, same_filesystem, shared_storage_lines
-from iobench.report.verdict import (
-    ConfigTimes,
-    configs_from_rows,
-    console_lines,
-    decide,
-    spread,
-)
+from iobench.report.verdict import console_lines, decide
 from iobench.rundir.meta import RoleInfo
 
 DISK_AND_SHM = {

@@ -5,15 +5,15 @@ that is worth."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from iobench.cost.idle import CostOptions, pricing
 from iobench.cost.kinds import checkpoint, dataset, install, standin
 from iobench.cost.measure import Measure, Pricing
 from iobench.rundir import kinds as rows
 from iobench.rundir.meta import GpuInfo
-from iobench.rundir.records import TrialRow
 
-Question = Callable[[Sequence[TrialRow], Pricing], Measure]
+Question = Callable[[Sequence[Any], Pricing], Measure]
 
 #: every kind's question
 QUESTIONS: dict[str, Question] = {
@@ -24,13 +24,13 @@ QUESTIONS: dict[str, Question] = {
 }
 
 
-def measure(kind: str, trials: Sequence[TrialRow], pricing: Pricing) -> Measure:
+def measure(kind: str, trials: Sequence[Any], pricing: Pricing) -> Measure:
     """The run's measure: its kind's question over its trials, at its prices."""
     return QUESTIONS[rows.kind(kind).name](trials, pricing)
 
 
 def run_measure(
-    kind: str, trials: Sequence[TrialRow], options: CostOptions | None, gpu: GpuInfo | None
+    kind: str, trials: Sequence[Any], options: CostOptions | None, gpu: GpuInfo | None
 ) -> Measure:
     """The measure of a run's ``trials`` priced as its cost options say (and the GPU the run
     detected): what ``iobench run``'s end, its early stop and ``list`` judge by."""

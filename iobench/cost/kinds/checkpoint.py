@@ -7,6 +7,7 @@ share of a month of training at the pod's price."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from iobench.cost.checkpoint import SaveCosts, best_interval_s, lost_share
 from iobench.cost.measure import Measure, Pricing
@@ -30,7 +31,7 @@ def lost(row: TrialRow, mtbf_s: float) -> float | None:
     return lost_share(c, best_interval_s(c, mtbf_s), mtbf_s) if c is not None else None
 
 
-def question(trials: Sequence[TrialRow], p: Pricing) -> Measure:
+def question(trials: Sequence[Any], p: Pricing) -> Measure:
     mtbf_s = p.mtbf_hours * 3600
     usd = None
     if p.usd_per_hour is not None:

@@ -15,7 +15,6 @@ from typing import Any
 from iobench.cost.measure import Measure, Pricing
 from iobench.cost.prices import format_usd
 from iobench.rundir.kinds import dataset as rows
-from iobench.rundir.records import TrialRow
 from iobench.units import fmt_s
 
 NAME = rows.NAME
@@ -53,7 +52,7 @@ def month_usd(row: Any, p: Pricing) -> float | None:
     return hours * p.usd_per_hour + data_gb * p.gb_month_usd + gb * p.read_usd_per_gb
 
 
-def question(trials: Sequence[TrialRow], p: Pricing) -> Measure:
+def question(trials: Sequence[Any], p: Pricing) -> Measure:
     if not any((getattr(r, "compute_s", None) or 0) > 0 for r in trials):
         return Measure("time to read the data", "s", lambda r: r.time_to_ready_s, fmt_s)
     if p.usd_per_hour is None:

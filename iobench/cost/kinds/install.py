@@ -6,6 +6,7 @@ volume and reads back (``iobench.cost.month``, the one monthly model)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from iobench.cost.measure import Measure, Pricing
 from iobench.cost.month import LifeFigures, idle_seconds, monthly
@@ -28,7 +29,7 @@ def life(row: TrialRow) -> LifeFigures | None:
     return LifeFigures(row.config, float(first), float(restart), float(kept), float(read))
 
 
-def question(trials: Sequence[TrialRow], p: Pricing) -> Measure:
+def question(trials: Sequence[Any], p: Pricing) -> Measure:
     """Time-to-ready; with restarts measured, a month of starts (dollars when priced)."""
     if not any(life(r) is not None for r in trials):
         usd = None

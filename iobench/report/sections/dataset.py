@@ -27,6 +27,7 @@ from iobench.cost.idle import AU_TARGET
 from iobench.cost.kinds.dataset import month_usd
 from iobench.cost.measure import Pricing
 from iobench.cost.prices import find_storage_preset, format_usd
+from iobench.report.configs import RowView
 from iobench.report.diagnose import Drop, find_drop
 from iobench.report.load import Run
 from iobench.report.page import fragment
@@ -37,7 +38,6 @@ from iobench.report.sections.dataset_charts import (
     read_rates,
     throughput_chart,
 )
-from iobench.report.verdict import RowView
 from iobench.rundir.kinds import dataset as rows_of
 from iobench.stats import median
 from iobench.units import fmt_num, fmt_s, noise_known, noise_word
