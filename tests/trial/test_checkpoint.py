@@ -7,6 +7,7 @@ and the report's section read back."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -193,6 +194,19 @@ def test_checkpoint_run_on_the_disk_and_a_tmpfs_with_a_background_copy(
     assert 'id="checkpoint"' in html and "GPU time lost at the best interval" in html
     assert (run_dir / "saves.png").stat().st_size > 10_000
     assert report.recommendation is None  # no venv script for a checkpoint's placement
+    # the verdict judges the GPU time lost at the best interval: its winner (when noise lets it
+    # name one) loses least, and is the one name in the table, the page and the exports
+    lost = {c.name: c.median for c in report.summary.configs if c.n}
+    winner = report.summary.winner
+    said = json.loads((run_dir / "summary.json").read_text())
+    assert (
+        said["winner"] == winner and said["measure"]["name"] == "GPU time lost at the best interval"
+    )
+    starred = re.findall(r"([\w.-]+) ★</td>", html)
+    if winner is not None:
+        assert lost[winner] == min(lost.values()) and starred == [winner]
+    else:
+        assert report.summary.verdict.kind in ("noise", "too-few") and starred == []
 
 
 @pytest.mark.timing  # a rate: a loaded machine slows the writer
