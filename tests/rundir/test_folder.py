@@ -9,6 +9,7 @@ their `env` to six harmless variables before they were checked in.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import re
@@ -522,3 +523,65 @@ def test_run_resume_continues_a_d8a1c15_run(tmp_path: Path) -> None:
         .notes[0]
         .startswith("1 trial(s) interrupted and run again by --resume (nocache-r1)")
     )
+
+
+# --- schema 2's dataset and checkpoint runs: their renamed columns --------------------------------
+
+OLD_DATASET = DATA / "run-b4dcc8e-dataset"
+OLD_CHECKPOINT = DATA / "run-b4dcc8e-checkpoint"
+
+
+def test_schema_2_runs_read_their_renamed_columns() -> None:
+    """b4dcc8e wrote every kind's columns and a ``read_s`` that meant two things: a dataset's
+    epochs, a checkpoint's restore; read now, each is its kind's own column."""
+    ds = RunDir(OLD_DATASET)
+    assert ds.meta().schema_version == SCHEMA_VERSION and ds.meta().kind == "dataset"
+    assert "read_s" in ds.trials_csv.read_text().splitlines()[0].split(",")
+    rows = ds.trials()
+    assert all(
+        isinstance(r, kinds.row_type("dataset")) and r.epochs_s and r.epochs_s > 0 for r in rows
+    )
+    ck = RunDir(OLD_CHECKPOINT).trials()
+    assert all(r.ckpt_read_s and r.ckpt_read_s > 0 and r.ckpt_read_mb_per_s for r in ck)
+
+
+@pytest.mark.charts
+def test_schema_2_runs_report_compare_and_keep_their_prices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    for old in (OLD_DATASET, OLD_CHECKPOINT):
+        shutil.copytree(old, results / old.name)
+    ds, ck = results / OLD_DATASET.name, results / OLD_CHECKPOINT.name
+    # no pricing key in their meta.json: the command they were made with (--gpu-price 2) prices them
+    assert "pricing" not in json.loads((ds / "meta.json").read_text())
+    assert main(["report", str(ds)]) == 0
+    out = capsys.readouterr().out
+    assert "a month of training" in out and "$2/GPU-hour" in out, out
+    assert main(["report", str(ck), "--format", "json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["measure"]["name"] == "GPU time lost at the best interval"
+    again = results / "again"
+    shutil.copytree(ds, again)
+    compared = build_compare([ds, again], tmp_path / "cmp")
+    assert "a month of training" in compared.summaries[compared.labels[0]].measure.name
+
+
+@pytest.mark.e2e
+def test_resuming_a_schema_2_dataset_run_writes_its_old_header(tmp_path: Path) -> None:
+    old = tmp_path / "results" / OLD_DATASET.name
+    shutil.copytree(OLD_DATASET, old)
+    lines = (old / "trials.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    (old / "trials.csv").write_text("\n".join(lines[:-1]) + "\n")  # its last trial not run yet
+    data = json.loads((old / "meta.json").read_text())
+    for role in ("target", "tmp"):
+        (tmp_path / role).mkdir()
+        data["roles"][role]["path"] = str(tmp_path / role)
+    data["status"], data["ended_at"] = "interrupted", None
+    (old / "meta.json").write_text(json.dumps(data, indent=2))
+    assert main(["run", "--resume", str(old), "--no-report", "--quiet"]) == 0
+    text = (old / "trials.csv").read_text().splitlines()
+    assert text[0].split(",") == header and len(text) == len(lines)
+    last = dict(zip(header, next(csv.reader([text[-1]])), strict=True))
+    assert float(last["read_s"]) > 0 and last["status"] == "ok"  # epochs_s, in its old name
