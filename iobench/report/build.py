@@ -15,11 +15,12 @@ from iobench.cost.idle import CostOptions, options_from_meta, resolve_price
 from iobench.errors import IOBenchError, RunDirError
 from iobench.report import formats
 from iobench.report import html as html_page
+from iobench.report.figures import collect_sample_figures
 from iobench.report.load import Run, load_run
 from iobench.report.part import Context, Part
 from iobench.report.recommend import Recommendation
 from iobench.report.sections import build_parts
-from iobench.report.summary import Summary, collect_sample_figures, measure_of, summarize
+from iobench.report.summary import Summary, measure_of, summarize
 from iobench.rundir.meta import RunMeta
 
 

@@ -30,8 +30,9 @@ from iobench.report import charts, formats
 from iobench.report import html as html_page
 from iobench.report.build import check_has_successes
 from iobench.report.configs import ConfigTimes, configs_from_rows, spread
+from iobench.report.figures import collect_sample_figures
 from iobench.report.load import Run, load_runs
-from iobench.report.summary import Summary, collect_sample_figures, measure_of, summarize
+from iobench.report.summary import Summary, measure_of, summarize
 from iobench.stats import MIN_TRIALS, compare
 from iobench.units import fmt_speed as _speed
 from iobench.units import fmt_vs, noise_known, run_key

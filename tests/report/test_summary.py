@@ -15,8 +15,8 @@ from helpers.reports import PHASES, check_summary_against_trials
 from iobench.cost.idle import CostOptions
 from iobench.cost.prices import find_preset
 from iobench.report import build_report
+from iobench.report.figures import median, percentile, speedup, target_bytes
 from iobench.report.load import load_run
-from iobench.report.summary import median, percentile, speedup, target_bytes
 from iobench.rundir.meta import GpuInfo
 
 
