@@ -3,9 +3,11 @@
 Run with `nox -s bench` (or `pytest tests/benchmarks --benchmark-only -p no:cacheprovider
 -o addopts=""`). The run directory is synthetic (tests/helpers/runs.py: 8 configs x 250
 repeats, ~1,000 samples each at 10 Hz, ~200 MB of CSV) and made once, untimed. Each round
-rebuilds everything: every trial's samples are read (a few megabytes of files per parse)
-for the diagnosis, then summary.csv/json, 10 PNGs and report.html are written. Target: at
-most 5 s (median of 3 rounds) on the 2-core development machine.
+rebuilds everything: the samples of at most 32 trials a config are read for the diagnosis
+(its medians; ``report.figures.DIAGNOSED_PER_CONFIG``), the median trials' for the timelines,
+then summary.csv/json, 10 PNGs and report.html are written. Target: at most 2 s (median of
+3 rounds) on the 2-core development machine (1.82-1.99 s at load 3.3, 2026-12-05; 3.72 s
+before the diagnosis read every trial's samples).
 
 Peak memory is measured in one extra, untimed round with tracemalloc (Python allocations,
 numpy and pandas buffers included) and reported with the process's max RSS in
