@@ -66,6 +66,14 @@ class Measure:
     timed: bool = True
     #: the figure as dollars a month (None: no price, or the figure is dollars already)
     usd_per_month: Callable[[float], float] | None = None
+    #: a spread of two figures in one unit (``$20,392–22,189/month``; None: each in full)
+    fmt_range: Callable[[float, float], str] | None = None
+
+    def spread_text(self, low: float, high: float) -> str:
+        """``2.0–3.1 s``, ``$20,392–22,189/month``: a spread said once with its unit."""
+        if self.fmt_range is not None:
+            return self.fmt_range(low, high)
+        return f"{self.fmt(low)}–{self.fmt(high)}"
 
     def of(self, row: TrialRow) -> float | None:
         """The row's figure: a finite number, else None (not measured, or not ok)."""
@@ -87,4 +95,19 @@ class Measure:
         return f"{fmt_times(ratio if ratio > 1 else 1 / ratio)} {word}{than}"
 
 
-__all__ = ["TRAINING_HOURS", "Measure", "Pricing"]
+def dollars(x: float) -> str:
+    """Dollars as a month's figures read: cents under $100, whole dollars above."""
+    if not math.isfinite(x):
+        return "—"
+    return f"${x:,.0f}" if abs(x) >= 100 else (f"${x:,.2f}" if abs(x) >= 0.01 else f"${x:.2g}")
+
+
+def month(x: float) -> str:
+    return f"{dollars(x)}/month"
+
+
+def month_range(low: float, high: float) -> str:
+    return f"{dollars(low)}–{dollars(high).lstrip('$')}/month"
+
+
+__all__ = ["TRAINING_HOURS", "Measure", "Pricing", "dollars", "month", "month_range"]

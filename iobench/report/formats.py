@@ -243,7 +243,7 @@ def table_lines(summary: Summary, meta: RunMeta, parts: Sequence[Part] = ()) -> 
             f"{r['config']}{star}",
             f"{r['n_ok']}/{r['n_ok'] + r['n_failed'] + r['n_censored']}",
             fmt_median(r) if timed or c is None or not c.n else c.fmt(c.median),
-            spread_text(r, name) if timed else (f"{c.fmt(lo)}–{c.fmt(hi)}" if c and c.n > 1 else "—"),
+            spread_text(r, name) if timed else (c.measure.spread_text(lo, hi) if c and c.n > 1 else "—"),
             str(r["vs_baseline"] or "—"),
             noise_word(noise_known(r["beyond_noise_vs_baseline"])),
             fmt_usd(r["cost_per_start_usd"]),

@@ -342,7 +342,7 @@ def row_marks(
 
 def _range(c: ConfigTimes, lo: float, hi: float) -> str:
     """A spread in the measure's unit (seconds as ``2.0–3.1 s``)."""
-    return fmt_s_range(lo, hi) if c.measure.unit == "s" else f"{c.fmt(lo)}–{c.fmt(hi)}"
+    return fmt_s_range(lo, hi) if c.measure.unit == "s" else c.measure.spread_text(lo, hi)
 
 
 def _median_text(c: ConfigTimes) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from iobench.cost.measure import Measure, Pricing
-from iobench.cost.prices import format_usd
+from iobench.cost.measure import Measure, Pricing, month, month_range
 from iobench.rundir.kinds import dataset as rows
 from iobench.units import fmt_s
 
@@ -63,7 +62,7 @@ def question(trials: Sequence[Any], p: Pricing) -> Measure:
         )  # fmt: skip
     return Measure(
         "a month of training", "$", lambda r: month_usd(r, p),
-        lambda x: f"{format_usd(x)}/month", better="cheaper", worse="dearer", timed=False,
+        month, better="cheaper", worse="dearer", timed=False, fmt_range=month_range,
         best="cheapest", alike="as cheap",
     )  # fmt: skip
 

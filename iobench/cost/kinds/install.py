@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from iobench.cost.measure import Measure, Pricing
+from iobench.cost.measure import Measure, Pricing, month, month_range
 from iobench.cost.month import LifeFigures, idle_seconds, monthly
-from iobench.cost.prices import Prices, format_usd
+from iobench.cost.prices import Prices
 from iobench.rundir.kinds import install as rows
 from iobench.rundir.records import TrialRow
 from iobench.units import fmt_s
@@ -52,7 +52,7 @@ def question(trials: Sequence[Any], p: Pricing) -> Measure:
     return Measure(
         f"a month of {starts:g} starts", "$",
         lambda r: monthly(f, starts, prices).total_usd if (f := life(r)) else None,
-        lambda x: f"{format_usd(x)}/month", better="cheaper", worse="dearer", timed=False,
+        month, better="cheaper", worse="dearer", timed=False, fmt_range=month_range,
         best="cheapest", alike="as cheap",
     )  # fmt: skip
 
