@@ -25,8 +25,8 @@ import pandas as pd
 
 from iobench.cost.idle import AU_TARGET
 from iobench.cost.kinds.dataset import month_usd
-from iobench.cost.measure import Pricing
-from iobench.cost.prices import find_storage_preset, format_usd
+from iobench.cost.measure import Pricing, dollars
+from iobench.cost.prices import find_storage_preset
 from iobench.report.configs import RowView
 from iobench.report.diagnose import Drop, find_drop
 from iobench.report.load import Run
@@ -307,18 +307,18 @@ def remedies(ctx: Context, section: DatasetSection) -> list[str]:
     out = [f"Remedies for {r.config} (AU {r.au:.2f}), a month of training each:"]
     if copies:
         best = min(copies, key=lambda x: x.month_usd)
-        out.append(f"  copy the data first ({best.config}, measured): {format_usd(best.month_usd)}")
+        out.append(f"  copy the data first ({best.config}, measured): {dollars(best.month_usd)}")
     out.append(
         f"  EFS Provisioned at {need_mibs:,.0f} MiB/s (what reaches AU {p.au_target:.2f}): "
-        f"{format_usd(gpu + kept + need_mibs * prov.usd_per_mibs_month)} "
-        f"({format_usd(need_mibs * prov.usd_per_mibs_month)} of it the throughput)"
+        f"{dollars(gpu + kept + need_mibs * prov.usd_per_mibs_month)} "
+        f"({dollars(need_mibs * prov.usd_per_mibs_month)} of it the throughput)"
     )
     out.append(
-        f"  EFS Elastic, every epoch's reads billed: {format_usd(gpu + kept + reads)} "
-        f"({format_usd(reads)} of it {r.data_gb * epochs:,.0f} GB of reads)"
+        f"  EFS Elastic, every epoch's reads billed: {dollars(gpu + kept + reads)} "
+        f"({dollars(reads)} of it {r.data_gb * epochs:,.0f} GB of reads)"
     )
     if math.isfinite(r.month_usd):
-        out.append(f"  as measured, reading in place: {format_usd(r.month_usd)}")
+        out.append(f"  as measured, reading in place: {dollars(r.month_usd)}")
     return out  # fmt: skip
 
 
@@ -332,7 +332,7 @@ def charge_words(ctx: Context, section: DatasetSection) -> list[str]:
         if not math.isfinite(r.stage_s) and r.compute_s > 0:
             gb = r.data_gb * p.training_hours * 3600 / (r.compute_s / r.epochs)
             out.append(f"{r.config} reads {gb:,.0f} GB a month of training from {p.storage}: "
-                       f"{format_usd(gb * p.read_usd_per_gb)} of read charges "
+                       f"{dollars(gb * p.read_usd_per_gb)} of read charges "
                        f"(${p.read_usd_per_gb:g}/GB); a copy first reads it once a start")  # fmt: skip
     return out
 
