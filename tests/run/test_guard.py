@@ -65,6 +65,17 @@ def test_results_and_fleet_dirs_another_user_controls_are_refused_before_anythin
     os.chmod(open_dir, 0o777)
     err = _refused(run_with(results=open_dir / "sub" / "r"), capsys)
     assert f"{open_dir} is writable by other users and not sticky (mode 0777)" in err
+    # the hostile re-test: their link, then `..` (the kernel leaves the link's target)
+    private = shared / "private" / "sub"
+    private.mkdir(parents=True, mode=0o700)
+    public = shared / "public"  # root's, sticky, as /tmp
+    public.mkdir(mode=0o1777)
+    public.chmod(0o1777)
+    link = public / "ln"
+    link.symlink_to(private)
+    os.lchown(link, NOBODY, NOBODY)
+    err = _refused(run_with(results=link / ".." / "x"), capsys)
+    assert f"{link} is a link owned by user nobody" in err and not (private.parent / "x").exists()
     # the default ./results when the current folder is another user's
     cwd = theirs(shared / "their-cwd")
     monkeypatch.chdir(cwd)
