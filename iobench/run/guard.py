@@ -61,8 +61,8 @@ def check_places(results: Path, fleet_dir: Path | None, resume: Path | None) -> 
     places: list[tuple[str, Path, Path]] = []  # (option, as given, what is judged)
     if fleet_dir is not None:  # its workers/ may be there already (another worker's, or planted)
         places.append(("--fleet-dir", fleet_dir, fleet_dir / WORKERS))
-    if resume is not None:
-        places.append(("--resume", resume, resume))
+    if resume is not None:  # its own folders too: the trials write there
+        places += [("--resume", resume, resume / name) for name in ("logs", "samples")]
     elif fleet_dir is None:
         places.append(("--results", results, results))
     for flag, given, path in places:

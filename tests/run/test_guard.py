@@ -96,6 +96,22 @@ def test_results_and_fleet_dirs_another_user_controls_are_refused_before_anythin
     assert f"{sticky_fleet / 'workers'} belongs to user nobody" in err
     for folder in (owned, sticky, open_dir, cwd, fleet, sticky_fleet / "workers"):
         assert not any(p.name.endswith(f"-{os.getpid()}") for p in folder.rglob("*")), folder
+    # an export into their folder: refused before the run, not after it (the hostile re-test)
+    argv = run_with("--export-json", str(owned / "x.json"))
+    argv.remove("--no-report")
+    assert f"--export-json {owned / 'x.json'}: refusing to write into {owned}" in _refused(
+        argv, capsys
+    )
+    assert not (owned / "x.json").exists()
+    # a resumed run whose logs/ is theirs, inside a run folder of root's
+    assert main(run_with()) == 0
+    (run,) = (tmp_path / "results").iterdir()
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "status": "interrupted", "repeats": 2}))
+    os.chown(run / "logs", NOBODY, NOBODY)
+    err = _refused(["run", "--resume", str(run), "--no-report"], capsys)
+    assert f"{run / 'logs'} belongs to user nobody" in err
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
     # a sticky folder of root's (as /tmp) is fine: others cannot rename what is not theirs
     shutil.rmtree(sticky_fleet / "workers")
     assert main(run_with("--fleet-dir", str(sticky_fleet), "--worker-id", "w1")) == 0
