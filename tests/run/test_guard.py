@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -305,3 +306,41 @@ def test_a_scenario_that_names_an_interpreter_says_so_and_a_resume_judges_it_aga
     assert "the scenario names the interpreter its workload runs: /usr/bin/python3" in (
         said.out + said.err
     )
+
+
+def test_a_venv_of_root_s_whose_home_is_another_user_s_is_not_run(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the hostile re-test: a venv root made (--copies), its pyvenv.cfg's home
+    naming a folder nobody owns, whose lib/python3.X held their sitecustomize.py: the
+    interpreter, root's own file, took its standard library from there and ran their code
+    as root. Now the venv's configuration, its base interpreter's home and both lib folders
+    are judged like the interpreter."""
+    version = f"python3.{sys.version_info.minor}"
+    stdlib = Path(f"/usr/lib/{version}")
+    base = Path(f"/usr/bin/{version}")
+    if not (stdlib / "os.py").is_file() or not base.is_file():
+        pytest.skip(f"needs the system's {version} and its standard library")
+    home = theirs(shared / "their-python") / "bin"
+    proof = shared / "ran-as"
+    script = f"import os\nos.system('id > {proof}')\n"
+    runuser_nobody()
+    (home.parent / "lib" / version).mkdir(parents=True)
+    for entry in stdlib.iterdir():  # their stdlib: the system's, by links, and one module more
+        if entry.name != "sitecustomize.py":
+            (home.parent / "lib" / version / entry.name).symlink_to(entry)
+    (home.parent / "lib" / version / "sitecustomize.py").write_text(script)
+    home.mkdir()
+    for path in [home.parent, *home.parent.rglob("*")]:
+        os.lchown(path, NOBODY, NOBODY)
+    venv = tmp_path / "venv"  # root's, in root's folder
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy2(base, venv / "bin" / "python")
+    (venv / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
+    path = tmp_path / "ds.toml"
+    path.write_text(DATASET.format(python=f'python = "{venv / "bin" / "python"}"'))
+    target, tmp, results = standin.roles(tmp_path)
+    err = _refused(["run", "--scenario", str(path), "--target", str(target), "--tmp", str(tmp),
+                    "--results", str(results), "--no-report", "--quiet"], capsys)  # fmt: skip
+    assert f"{home.parent} belongs to user nobody" in err and "base interpreter" in err, err
+    assert not proof.exists()
