@@ -37,7 +37,8 @@ def check_exports(args: argparse.Namespace) -> None:
     for fmt, target in wanted.items():
         if target == "-":
             continue
-        folder = os.path.dirname(os.path.join(os.getcwd(), target))  # a link at the name is replaced
+        # the folder (a link at the export's own name is replaced, never written through)
+        folder = os.path.dirname(os.path.join(os.getcwd(), target))
         if refused := files.problem_on_the_way(folder):  # the folder's rule, as the write's
             raise SafetyError(f"--export-{fmt} {target}: {refused}")
         parent = Path(target).resolve().parent

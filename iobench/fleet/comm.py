@@ -164,7 +164,7 @@ class MpiFleet(Fleet):
             from mpi4py import MPI
         except ImportError as exc:
             raise IOBenchError(f"--fleet needs mpi4py ({exc}): {INSTALL_LINE}") from None
-        MPI.pickle.__init__(_dumps, _loads)  # type: ignore[misc]  # JSON, never a pickle
+        MPI.Pickle.__init__(MPI.pickle, _dumps, _loads)  # JSON, never a pickle (docstring)
         self.MPI = MPI
         self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
