@@ -224,8 +224,8 @@ def problem_on_the_way(path: Path | str, hops: int = 0) -> Refused | None:
     """The folder or link on the way to ``path`` (a folder or a file) that another user
     controls, or None; a path that does not exist yet is judged by the folders that would
     hold it. For ``iobench.system.trust``, which words the refusal for what it guards."""
-    text = os.path.abspath(os.fspath(path))
-    parent, name = os.path.split(text)
+    text = os.path.join(os.getcwd(), os.fspath(path))  # not normalised: x/.. is the kernel's
+    parent, name = os.path.split(text.rstrip("/") or "/")
     try:
         fd, at, whole = _walk(parent, None, upto_missing=True)
     except Refused as exc:

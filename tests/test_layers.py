@@ -20,6 +20,7 @@ BASE = {
     "iobench",
     "iobench.errors",
     "iobench.files",
+    "iobench.reading",
     "iobench.redact",
     "iobench.shell",
     "iobench.stats",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from iobench import files
-from iobench.errors import IOBenchError, UsageError
+from iobench.errors import IOBenchError, SafetyError, UsageError
 
 FORMATS = ("json", "markdown", "csv")
 
@@ -37,6 +37,10 @@ def check_exports(args: argparse.Namespace) -> None:
     for fmt, target in wanted.items():
         if target == "-":
             continue
+        # the folder (a link at the export's own name is replaced, never written through)
+        folder = os.path.dirname(os.path.join(os.getcwd(), target))
+        if refused := files.problem_on_the_way(folder):  # the folder's rule, as the write's
+            raise SafetyError(f"--export-{fmt} {target}: {refused}")
         parent = Path(target).resolve().parent
         if not parent.is_dir():
             raise UsageError(f"--export-{fmt} {target}: folder {parent} does not exist")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench import reading
 from iobench.cli.common import FALLBACKS
 from iobench.errors import RunDirError, UsageError
 from iobench.system import procfs
@@ -82,7 +83,7 @@ def read_run(path: Path) -> StoredRun:
     summary = path / "summary.json"
     if summary.is_file():
         try:
-            data = json.loads(summary.read_text())
+            data = json.loads(reading.read_text(summary))  # a FIFO there held `list` for good
             # a report from before "winner" meant the verdict's (its verdict has no
             # fastest_measured) named the fastest measured: the verdict from trials.csv instead
             if "fastest_measured" in data["verdict"]:

@@ -9,6 +9,11 @@ deadline is *lost*: rank 0 records it and stops the rest, which clean up and exi
 then ended with ``MPI_Abort`` (the lost rank may hang in the kernel), which is what
 ``python -m mpi4py`` does for an unhandled exception, so no rank waits on a dead one.
 
+Messages are JSON, never pickles (mpi4py's default): unpickling runs whatever the sender
+put in, and a rank is not trusted with rank 0's process — a rank that lies, or a message
+forged into the job's transport, could have run a command as root. What each message
+holds is checked where it is read; one that does not read is the sender's loss.
+
 Clocks: rank 0 measures each rank's offset by ping-pong at the start (the reply's time
 against the midpoint of the round trip, the shortest of several rounds, as NTP does), and
 each rank starts its trial at the agreed time in its own clock. On one host the offsets are
@@ -18,6 +23,8 @@ microseconds; across hosts they are what the hosts' clocks differ by.
 from __future__ import annotations
 
 import atexit
+import json
+import math
 import os
 import signal
 import socket
@@ -56,6 +63,35 @@ class FleetLost(IOBenchError):
     """A rank sent nothing by the deadline: it died or stopped answering."""
 
     run_status = "failed"
+
+
+def _dumps(obj: Any, *_: Any) -> bytes:
+    """A message as JSON: plain data only (mpi4py's pickle hook)."""
+    return json.dumps(obj).encode()
+
+
+def _loads(data: Any) -> Any:
+    return json.loads(bytes(data))
+
+
+def fields(msg: Any, n: int, *kinds: type | tuple[type, ...]) -> list[Any] | None:
+    """``msg`` as a list of ``n`` values of the given kinds (JSON makes a tuple a list),
+    else None: a message that does not read as what its tag says."""
+    if not isinstance(msg, (list, tuple)) or len(msg) != n:
+        return None
+    if any(
+        not isinstance(v, k) or isinstance(v, bool) and k is not bool for v, k in zip(msg, kinds)
+    ):
+        return None
+    return list(msg)
+
+
+def finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _host(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 255 and value.isprintable()
 
 
 class Fleet:
@@ -128,6 +164,7 @@ class MpiFleet(Fleet):
             from mpi4py import MPI
         except ImportError as exc:
             raise IOBenchError(f"--fleet needs mpi4py ({exc}): {INSTALL_LINE}") from None
+        MPI.Pickle.__init__(MPI.pickle, _dumps, _loads)  # JSON, never a pickle (docstring)
         self.MPI = MPI
         self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
@@ -152,7 +189,10 @@ class MpiFleet(Fleet):
         while True:
             if self.comm.iprobe(source=source, tag=tag, status=status):
                 src = status.Get_source()
-                return src, self.comm.recv(source=src, tag=tag)
+                try:
+                    return src, self.comm.recv(source=src, tag=tag)
+                except ValueError:  # not JSON: read as nothing the tag means
+                    return src, None
             if time.monotonic() >= deadline:
                 return None
             if not spin:
@@ -179,6 +219,8 @@ class MpiFleet(Fleet):
             got = self._recv(0, CLOCK, deadline)
             if got is None:
                 raise FleetLost("rank 0 sent no clock offset")
+            if not finite(got[1]) or abs(got[1]) > 1e9:
+                raise FleetLost(f"rank 0 sent a clock offset this rank cannot read ({got[1]!r})")
             self.offset_s = float(got[1])
             return
         self.offsets[0] = {"offset_s": 0.0, "rtt_s": 0.0}
@@ -191,7 +233,10 @@ class MpiFleet(Fleet):
                 t2 = time.time()
                 if got is None:
                     raise FleetLost(f"rank {r} did not answer the clock measurement")
-                their_time, self.hosts[r], self.pids[r] = got[1]
+                said = fields(got[1], 3, (int, float), str, int)
+                if said is None or not finite(said[0]) or not _host(said[1]):
+                    raise FleetLost(f"rank {r} answered the clock measurement with {got[1]!r:.80}")
+                their_time, self.hosts[r], self.pids[r] = said
                 rtt, offset = t2 - t1, float(their_time) - (t1 + t2) / 2
                 if best is None or rtt < best[0]:
                     best = (rtt, offset)
@@ -212,7 +257,13 @@ class MpiFleet(Fleet):
                             f"did not reach the start of {key} within {deadline_s:.0f} s"
                         )
                     break
-                src, (their_key, why) = got
+                src, said = got
+                parts = fields(said, 2, str, str)
+                if parts is None:
+                    self.lost[src] = f"sent a start message rank 0 cannot read ({said!r:.80})"
+                    waiting.discard(src)
+                    continue
+                their_key, why = parts
                 if why:  # the rank is on its way out
                     self.lost[src] = why
                     waiting.discard(src)
@@ -230,7 +281,15 @@ class MpiFleet(Fleet):
             got = self._recv(0, GO, deadline)
             if got is None:
                 raise FleetLost(f"rank 0 gave no start for {key} within {deadline_s:.0f} s")
-            what, _, t0 = got[1]
+            said = fields(got[1], 3, str, str, (int, float, str))
+            if (
+                said is None
+                or said[0] not in ("go", "stop")
+                or said[0] == "go"
+                and not finite(said[2])
+            ):
+                raise FleetLost(f"rank 0 sent a start this rank cannot read ({got[1]!r:.80})")
+            what, _, t0 = said
             if what != "go":
                 self._stopped = True
                 raise FleetStopped(f"rank 0 stopped the fleet: {t0}")
@@ -263,7 +322,13 @@ class MpiFleet(Fleet):
                         else f"sent no result of {key} within {deadline_s:.0f} s"
                     )  # fmt: skip
                 break
-            src, (their_key, payload) = got
+            src, said = got
+            parts = fields(said, 2, str, object)
+            if parts is None:
+                self.lost[src] = f"sent a result rank 0 cannot read ({said!r:.80})"
+                waiting.discard(src)
+                continue
+            their_key, payload = parts
             if their_key == key and src in waiting:
                 out[src] = payload
                 waiting.discard(src)

@@ -32,6 +32,7 @@ from typing import Any, TypeAlias, TypeVar
 import numpy as np
 import pandas as pd
 
+from iobench import reading
 from iobench.errors import RunDirError
 from iobench.report.parallel import fork_map, workers_for
 from iobench.rundir import kinds
@@ -200,8 +201,8 @@ class Run:
         path = self.path / "stalls.csv"
         if not path.is_file():
             return None
-        try:
-            df = pd.read_csv(path)
+        try:  # a regular file only: a FIFO at the name would hold the report for good
+            df = pd.read_csv(io.BytesIO(reading.read_bytes(path)))
         except pd.errors.EmptyDataError:
             return None
         except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
@@ -247,11 +248,11 @@ def read_sample_file(
     path: Path, trial_id: str, columns: Collection[str] | None = None
 ) -> tuple[pd.DataFrame | None, str]:
     """A sample file as a frame (numbers checked), or None and why not."""
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():  # a FIFO or a link is said below
         return None, f"{path}: missing; trial {trial_id} has no time series"
     usecols = None if columns is None else (lambda c: c in columns)
-    try:
-        df = pd.read_csv(path, usecols=usecols)
+    try:  # a regular file only: a FIFO at the name would hold the report for good
+        df = pd.read_csv(io.BytesIO(reading.read_bytes(path)), usecols=usecols)
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         return None, f"{path}: unreadable ({_one_line(exc)}); skipped"
     if "t" not in df.columns or df.empty:
@@ -381,7 +382,7 @@ def read_sample_batches(
     for slot, trial_id in enumerate(ids):
         path = run_path / "samples" / f"{trial_id}.csv"
         try:
-            split = _batchable(path.read_bytes())
+            split = _batchable(reading.read_bytes(path))
         except OSError:
             split = None
         names = split[0].decode("utf-8", "replace").removesuffix("\r").split(",") if split else []

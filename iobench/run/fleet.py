@@ -22,13 +22,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from iobench.errors import IOBenchError
-from iobench.fleet.comm import INTERRUPTED_WAIT_S, Fleet, FleetLost
+from iobench.errors import IOBenchError, RunDirError
+from iobench.fleet.comm import INTERRUPTED_WAIT_S, Fleet, FleetLost, fields
 from iobench.run.plan import RunPlan
 from iobench.rundir import kinds
 from iobench.rundir.fleet import WORKERS, set_fleet_times
 from iobench.rundir.folder import RunDir, utcnow
-from iobench.rundir.records import TrialRow
+from iobench.rundir.records import (
+    SAMPLE_COLUMNS,
+    Stall,
+    TrialRow,
+    from_cells,
+    safe_name_problem,
+    to_cells,
+)  # fmt: skip
 from iobench.system.scratch import Scratch
 from iobench.trial.context import TrialSpec
 from iobench.trial.outcome import TrialResult
@@ -62,10 +69,19 @@ class FleetRun:
         """Rank 0's run id and trial order on every rank; the clocks and hosts measured."""
         if not self.on:
             return run_id
-        run_id, seed = self.fleet.share((run_id, self.plan.order_seed))
-        self.plan.order_seed = seed
+        said = fields(self.fleet.share((run_id, self.plan.order_seed)), 2, str, int)
+        if said is None or safe_name_problem(said[0]):  # it names this rank's folders
+            raise FleetLost("rank 0 sent a run id and order this rank cannot read")
+        run_id, self.plan.order_seed = said
         self.fleet.measure_clocks()
         return str(run_id)
+
+    def agree_done(self, done: set[str]) -> set[str]:
+        """Rank 0's finished trials (a --resume) on every rank."""
+        said = self.fleet.share(sorted(done))
+        if not isinstance(said, list) or not all(isinstance(t, str) for t in said):
+            raise FleetLost("rank 0 sent a list of finished trials this rank cannot read")
+        return set(said)
 
     def meta(self) -> dict[str, Any] | None:
         """meta.json's ``fleet``: rank 0's for the run, each worker's for its own folder."""
@@ -134,7 +150,12 @@ class FleetRun:
             wait = max(self.plan.trial_timeout_s - (time.monotonic() - started), 0.0) + GRACE_S
         lost_before = set(f.lost)
         got = f.gather(spec.slot, range(spec.fleet_size), wait)
-        results = [mine] + [_result(p) for _, p in sorted(got.items())]
+        results = [mine]
+        for rank, payload in sorted(got.items()):
+            try:  # a rank's word is checked: it names files and rows of rank 0's run
+                results.append(_result(payload, replace(spec, rank=rank)))
+            except RunDirError as exc:
+                f.lost[rank] = f"sent a row rank 0 cannot trust ({exc})"
         for r in sorted(set(f.lost) - lost_before):
             if r < spec.fleet_size:
                 results.append(TrialResult(self._lost_row(mine.row, spec, r, f.lost[r])))
@@ -152,7 +173,7 @@ class FleetRun:
         row.status = "lost"
         row.error = f"rank {rank} {why}" + (
             ""
-            if self.fleet.gone(rank)
+            if self.fleet.gone(rank) or why.startswith("sent a")  # it answered, unreadably
             else (": it died or stopped answering (its scratch stays until `iobench clean`)")
         )
         return row
@@ -220,23 +241,53 @@ _IDENTITY = ("run_id", "trial_id", "config", "repeat", "position", "status", "st
 
 
 def _payload(result: TrialResult) -> dict[str, Any]:
-    """What a rank sends rank 0: its row and its series (plain data: pickled by mpi4py)."""
+    """What a rank sends rank 0: its row's cells and its series (plain data: JSON)."""
     series = result.series
     return {
-        "row": result.row,
+        "row": to_cells(result.row),
         "samples": list(series.rows) if series is not None else None,
-        "stalls": list(series.stalls) if series is not None else [],
+        "stalls": [to_cells(s) for s in series.stalls] if series is not None else [],
     }
 
 
-def _result(payload: dict[str, Any]) -> TrialResult:
-    row = payload["row"]
-    if not isinstance(row, TrialRow):
-        raise FleetLost(f"a rank sent a row rank 0 cannot read ({type(row).__name__})")
-    samples = payload.get("samples")
+#: samples a rank may send for one trial: its trial limit at 100 Hz, and then some
+MAX_SAMPLES = 2_000_000
+
+
+def _result(payload: Any, spec: TrialSpec) -> TrialResult:
+    """A rank's result as rank 0 reads it: every cell checked as trials.csv's are, the row
+    this very rank's row of this very trial, the samples and stalls plain numbers and text
+    in their known columns (RunDirError otherwise)."""
+    where = f"rank {spec.rank}'s row of {spec.slot}"
+    if not isinstance(payload, dict) or not isinstance(payload.get("row"), dict):
+        raise RunDirError(f"{where}: not a row")
+    row = from_cells(TrialRow, _texts(payload["row"], where), where)
+    if (row.trial_id, row.rank, row.config, row.repeat) != (
+        spec.trial_id, spec.rank, spec.config.name, spec.repeat,
+    ):  # fmt: skip
+        raise RunDirError(f"{where}: it is the row of {row.trial_id!r} (rank {row.rank})")
+    samples, stalls = payload.get("samples"), payload.get("stalls") or []
     if samples is None:
         return TrialResult(row)
-    return TrialResult(row, SamplerResult(samples, payload.get("stalls") or [], 0.0, len(samples)))
+    if not isinstance(samples, list) or len(samples) > MAX_SAMPLES or not isinstance(stalls, list):
+        raise RunDirError(f"{where}: its samples are not a list of rows")
+    rows = [{c: v for c, v in _values(s, where).items() if c in SAMPLE_COLUMNS} for s in samples]
+    found = [from_cells(Stall, _texts(s, where), where) for s in stalls]
+    return TrialResult(row, SamplerResult(rows, found, 0.0, len(rows)))
+
+
+def _values(cells: Any, where: str) -> dict[str, Any]:
+    """A record's cells as sent: a mapping of names to numbers, text or nothing."""
+    if not isinstance(cells, dict) or not all(
+        isinstance(v, (int, float, str)) or v is None for v in cells.values()
+    ):
+        raise RunDirError(f"{where}: not a record of plain values")
+    return cells
+
+
+def _texts(cells: Any, where: str) -> dict[str, str]:
+    """The cells as a CSV line holds them (``from_cells`` checks each)."""
+    return {str(k): "" if v is None else str(v) for k, v in _values(cells, where).items()}
 
 
 __all__ = ["FleetRun"]

@@ -61,8 +61,8 @@ def check_places(results: Path, fleet_dir: Path | None, resume: Path | None) -> 
     places: list[tuple[str, Path, Path]] = []  # (option, as given, what is judged)
     if fleet_dir is not None:  # its workers/ may be there already (another worker's, or planted)
         places.append(("--fleet-dir", fleet_dir, fleet_dir / WORKERS))
-    if resume is not None:
-        places.append(("--resume", resume, resume))
+    if resume is not None:  # its own folders too: the trials write there
+        places += [("--resume", resume, resume / name) for name in ("logs", "samples")]
     elif fleet_dir is None:
         places.append(("--results", results, results))
     for flag, given, path in places:
@@ -88,8 +88,9 @@ def check_interpreters(python: str | None, workload: Mapping[str, Any]) -> list[
     folder above it); the plan's notes naming each one a scenario chose."""
     notes = []
     for where, path in interpreters(python, workload):
-        if problem := strict_modes_problem(Path(path), "the interpreter"):
-            raise SafetyError(f"{where} {path}: {problem}")
+        for place, what in loaded_from(Path(path)):
+            if problem := strict_modes_problem(place, what):
+                raise SafetyError(f"{where} {path}: {problem}")
         if where != "--python":
             notes.append(
                 f"note: the scenario names the interpreter its workload runs: {path} "
@@ -98,4 +99,33 @@ def check_interpreters(python: str | None, workload: Mapping[str, Any]) -> list[
     return notes
 
 
-__all__ = ["RUN_FILES", "check_interpreters", "check_places", "interpreters", "trust"]
+def loaded_from(exe: Path) -> list[tuple[Path, str]]:
+    """What an interpreter runs code from as it starts, with what each is: the program, its
+    prefix's ``lib`` (the standard library, site-packages and their ``.pth`` files), and
+    for a venv its ``pyvenv.cfg`` and the base interpreter's ``home`` and ``lib`` (a venv of
+    root's whose ``home`` names another user's folder ran their ``sitecustomize`` as root)."""
+    found = [(exe, "the interpreter"), (exe.parent.parent / "lib", "the interpreter's modules")]
+    real = Path(os.path.realpath(exe))
+    found.append((real.parent.parent / "lib", "the interpreter's standard library"))
+    for cfg in (exe.parent / "pyvenv.cfg", exe.parent.parent / "pyvenv.cfg"):
+        try:
+            lines = cfg.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        found.append((cfg, "the venv's configuration"))
+        for line in lines:
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and os.path.isabs(home := value.strip()):
+                found += [(Path(home), "the venv's base interpreter"),
+                          (Path(home).parent / "lib", "the base interpreter's standard library")]  # fmt: skip
+    return found
+
+
+__all__ = [
+    "RUN_FILES",
+    "check_interpreters",
+    "check_places",
+    "interpreters",
+    "loaded_from",
+    "trust",
+]

@@ -109,7 +109,7 @@ class Runner:
                             warm=self.warm, stop=signals.STOP,
                             shared=self.fleet.shared(self.run_id, self.scratch),
                             launcher=os.getppid() if self.fleet.on else None)  # fmt: skip
-        done = self.done = self.fleet.fleet.share(rd.done_trial_ids())  # rank 0's, for a fleet
+        done = self.done = self.fleet.agree_done(rd.done_trial_ids())  # rank 0's, for a fleet
         with start.warming_up(ctx, self.scratch["tmp"], self.tidy.remove) as venv:
             with self.clock.part("probe"):  # and the trial order (iobench.run.policy)
                 specs = self.trials = RunTrials.start(

@@ -124,8 +124,8 @@ def run_folder(plan: RunPlan, fleet: FleetRun, run_id: str, index_meta: dict) ->
         path = plan.resume if f.leads else plan.resume / WORKERS / f.worker
         if path.exists():
             rd = RunDir.open(path)
-            rd.update_meta(status="running", resumed_at=utcnow(), order_seed=plan.order_seed)
             rd.ensure_folders()  # a copied run folder may have lost its empty logs/
+            rd.update_meta(status="running", resumed_at=utcnow(), order_seed=plan.order_seed)
             return rd
         folder, name = path.parent, path.name
     elif fleet.on and not f.leads:

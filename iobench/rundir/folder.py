@@ -31,7 +31,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from iobench import files, redact
+from iobench import files, reading, redact
 from iobench.errors import IOBenchError, RunDirError
 from iobench.rundir import kinds
 from iobench.rundir.meta import SCHEMA_VERSION, RunMeta, load_meta, markdown_keys
@@ -287,7 +287,7 @@ class RunDir:
     def probe(self) -> dict | None:
         """probe.json as written, or None when the run has none (or it does not parse)."""
         try:
-            doc = json.loads(self.probe_json.read_text(encoding="utf-8"))
+            doc = json.loads(reading.read_text(self.probe_json))
         except (OSError, ValueError):
             return None
         return doc if isinstance(doc, dict) else None
@@ -345,7 +345,7 @@ class RunDir:
                 raise RunDirError(
                     f"{where}: larger than {MAX_TRIALS_BYTES >> 20} MiB; not an iobench trials.csv"
                 )
-            text = path.read_text(encoding="utf-8")
+            text = reading.read_text(path, MAX_TRIALS_BYTES)  # a regular file, not a FIFO
             records = list(csv.reader(io.StringIO(text, newline="")))
         except UnicodeDecodeError as exc:
             raise RunDirError(f"{where}: not text (byte {exc.start} is not UTF-8)") from None

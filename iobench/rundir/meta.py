@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobench import reading
 from iobench.errors import RunDirError
 from iobench.rundir.codec import decode, encode, extra, hints, key
 
@@ -403,8 +404,7 @@ def load_meta(run_dir: Path) -> RunMeta:
     if not path.is_file():
         hint = ""
         if run_dir.is_dir():
-            inner = sorted(p.name for p in run_dir.iterdir() if (p / "meta.json").is_file())
-            if inner:
+            if inner := sorted(p.name for p in run_dir.iterdir() if (p / "meta.json").is_file()):
                 shown = ", ".join(inner[:5]) + (" ..." if len(inner) > 5 else "")
                 hint = f"; it contains run directories ({shown}): pass one of those"
         raise RunDirError(f"{run_dir} is not an iobench run directory (no meta.json){hint}")
@@ -413,7 +413,7 @@ def load_meta(run_dir: Path) -> RunMeta:
             raise RunDirError(
                 f"{path}: larger than {MAX_META_BYTES >> 20} MiB; not an iobench meta.json"
             )
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        data = json.loads(reading.read_text(path, MAX_META_BYTES), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError) as exc:
         raise RunDirError(f"{path}: cannot be read ({_one_line(exc)})") from None
     except json.JSONDecodeError as exc:

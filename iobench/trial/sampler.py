@@ -263,13 +263,15 @@ class Sampler:
         self._fs_poller: child.Poller | None = None
 
     # ------------------------------------------------------------------ control
-    def start(self) -> Sampler:
-        self._t0 = time.monotonic()
+    def start(self, zero: float | None = None) -> Sampler:
+        """Start ticking; sample times count from ``zero`` (a monotonic time: the trial's
+        start, so that a sample's ``t`` and the row's times share one origin), else now."""
+        self._t0 = time.monotonic() if zero is None else zero
         self._progress_t = self._t0
+        self._prev_t = time.monotonic()  # the counters' own time, for the first tick's rates
         self._prev_stat = _read_stat()[0]
         self._prev_disk = psutil.disk_io_counters()
         self._prev_net = psutil.net_io_counters()
-        self._prev_t = self._t0
         if self.fs_paths:
             paths = dict(self.fs_paths)
             self._fs_poller = child.Poller(lambda: fs_used(paths), self.period).start()

@@ -136,8 +136,8 @@ class Trial:
         # the timed interval opens with the first timed step: a tick before its process
         # starts (a busy machine, another thread holding the interpreter) belongs to it
         self.sampler.phase = PHASES[0]
-        self.sampler.start()
         self.t0 = time.monotonic()
+        self.sampler.start(self.t0)  # one origin: a sample's t and the row's times
         self.row.started_at = utcnow(precise=True)  # the timed interval's start (fleet figures)
         self.deadline = self.t0 + min(self.ctx.trial_timeout_s, self.ctx.give_up_s or math.inf)
         return None

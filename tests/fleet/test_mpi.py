@@ -325,3 +325,88 @@ def test_ctrl_c_on_the_launcher_ends_every_rank_and_keeps_what_finished(tmp_path
     assert took < 2 * GRACE + 40, took
     assert ranks_of(str(tmp_path)) == {}
     assert not any(standin.scratch_left(target, tmp).values())
+
+
+#: a rank that lies (issue 35's fleet surfaces): it speaks rank 0's protocol (JSON, or a
+#: pickle where rank 0 speaks that), then sends as its result an object whose unpickling
+#: runs a command, or a row of another trial whose name leads out of the run folder
+LIAR = r"""
+import json, os, pickle, socket, sys, time
+from mpi4py import MPI
+
+proof, mode = sys.argv[1], sys.argv[2]
+speaks = {"json": False}
+
+def loads(data):
+    data = bytes(data)
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return pickle.loads(data)
+    speaks["json"] = True
+    return value
+
+def dumps(obj, *_):
+    return json.dumps(obj).encode() if speaks["json"] else pickle.dumps(obj)
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, (f"id > {proof}",))
+
+MPI.pickle.__init__(dumps, loads)
+comm, st = MPI.COMM_WORLD, MPI.Status()
+READY, GO, ROW, CLOCK, SHARE, BYE = 11, 12, 13, 14, 15, 16
+while True:
+    msg = comm.recv(source=0, tag=MPI.ANY_TAG, status=st)
+    if st.Get_tag() == CLOCK and msg is None:
+        comm.send((time.time(), socket.gethostname(), os.getpid()), dest=0, tag=CLOCK)
+    elif st.Get_tag() == CLOCK:
+        comm.send(("naive-r1-n2", ""), dest=0, tag=READY)
+    elif st.Get_tag() == GO:
+        bad = "../../../../../../../" + proof.lstrip("/") + "-escaped"
+        if mode == "pickle":
+            MPI.pickle.__init__(pickle.dumps, loads)
+            payload = Evil()
+        elif speaks["json"]:
+            payload = {"row": {"trial_id": bad, "config": "naive", "repeat": 1, "rank": 1,
+                               "status": "ok"}, "samples": [{"t": 0.0}], "stalls": []}
+        else:
+            from iobench.rundir.records import TrialRow
+            payload = {"row": TrialRow(trial_id=bad, config="naive", repeat=1, rank=1, status="ok"),
+                       "samples": [{"t": 0.0}], "stalls": []}
+        comm.send((msg[1], payload), dest=0, tag=ROW)
+        break
+comm.send(1, dest=0, tag=BYE)
+time.sleep(2)
+MPI.Finalize()
+"""
+
+
+@pytest.mark.parametrize("lie", ["pickle", "row"])
+def test_a_rank_that_lies_cannot_run_code_or_write_outside_the_run(
+    tmp_path: Path, lie: str
+) -> None:
+    """Before: rank 0 unpickled what a rank sent (a pickle ran `id` as root: uid=0 written)
+    and wrote a rank's samples at the path its row named (a file outside the run folder,
+    and a trials.csv no reader could load). Now messages are JSON, and a rank's row must be
+    its own row of this trial, every cell as trials.csv's: the liar is lost, said in one line."""
+    target, tmp, results = standin.roles(tmp_path)
+    scenario = standin.scenario(tmp_path, configs=standin.NAIVE, repeats=1)
+    (tmp_path / "liar.py").write_text(LIAR)
+    proof = tmp_path / "proof"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # fmt: skip
+    cmd = ["mpirun", "--oversubscribe", "--mca", "odls_base_sigkill_timeout", str(GRACE),
+           "-n", "1", sys.executable, "-m", "iobench", "run", "--fleet", "--scenario",
+           str(scenario), "--target", str(target), "--tmp", str(tmp), "--results",
+           str(results), "--no-report", "--quiet", ":",
+           "-n", "1", sys.executable, str(tmp_path / "liar.py"), str(proof), lie]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    said = out.stdout + out.stderr
+    assert not proof.exists(), said  # no command of theirs ran
+    assert not Path(f"{proof}-escaped.csv").exists(), said  # nothing written where they said
+    gathered = {r["trial_id"]: r for r in rows(only_run_dir(results) / "trials.csv")}
+    assert gathered["naive-r1-n2-w0"]["status"] == "ok"
+    theirs = gathered["naive-r1-n2-w1"]
+    assert theirs["status"] == "lost" and "rank 1 sent a" in theirs["error"], theirs
+    assert out.returncode != 0 and "rank 1 sent a" in said

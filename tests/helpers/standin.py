@@ -4,6 +4,7 @@ a second a run, through the same `iobench run` a user types, in-process or as a 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -74,7 +75,15 @@ def process(
     return subprocess.Popen(
         [sys.executable, "-m", "iobench", *argv(tmp_path, path, *options, target=target)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )  # fmt: skip
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """A child's SIGINT at its default, as a terminal's command has it: a shell without job
+    control starts background commands (a suite run with `&`) with SIGINT ignored, which
+    the child would inherit, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def scratch_left(*folders: Path) -> dict[str, set[str]]:

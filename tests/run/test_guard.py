@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -65,6 +66,17 @@ def test_results_and_fleet_dirs_another_user_controls_are_refused_before_anythin
     os.chmod(open_dir, 0o777)
     err = _refused(run_with(results=open_dir / "sub" / "r"), capsys)
     assert f"{open_dir} is writable by other users and not sticky (mode 0777)" in err
+    # the hostile re-test: their link, then `..` (the kernel leaves the link's target)
+    private = shared / "private" / "sub"
+    private.mkdir(parents=True, mode=0o700)
+    public = shared / "public"  # root's, sticky, as /tmp
+    public.mkdir(mode=0o1777)
+    public.chmod(0o1777)
+    link = public / "ln"
+    link.symlink_to(private)
+    os.lchown(link, NOBODY, NOBODY)
+    err = _refused(run_with(results=link / ".." / "x"), capsys)
+    assert f"{link} is a link owned by user nobody" in err and not (private.parent / "x").exists()
     # the default ./results when the current folder is another user's
     cwd = theirs(shared / "their-cwd")
     monkeypatch.chdir(cwd)
@@ -85,6 +97,22 @@ def test_results_and_fleet_dirs_another_user_controls_are_refused_before_anythin
     assert f"{sticky_fleet / 'workers'} belongs to user nobody" in err
     for folder in (owned, sticky, open_dir, cwd, fleet, sticky_fleet / "workers"):
         assert not any(p.name.endswith(f"-{os.getpid()}") for p in folder.rglob("*")), folder
+    # an export into their folder: refused before the run, not after it (the hostile re-test)
+    argv = run_with("--export-json", str(owned / "x.json"))
+    argv.remove("--no-report")
+    assert f"--export-json {owned / 'x.json'}: refusing to write into {owned}" in _refused(
+        argv, capsys
+    )
+    assert not (owned / "x.json").exists()
+    # a resumed run whose logs/ is theirs, inside a run folder of root's
+    assert main(run_with()) == 0
+    (run,) = (tmp_path / "results").iterdir()
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "status": "interrupted", "repeats": 2}))
+    os.chown(run / "logs", NOBODY, NOBODY)
+    err = _refused(["run", "--resume", str(run), "--no-report"], capsys)
+    assert f"{run / 'logs'} belongs to user nobody" in err
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
     # a sticky folder of root's (as /tmp) is fine: others cannot rename what is not theirs
     shutil.rmtree(sticky_fleet / "workers")
     assert main(run_with("--fleet-dir", str(sticky_fleet), "--worker-id", "w1")) == 0
@@ -278,3 +306,41 @@ def test_a_scenario_that_names_an_interpreter_says_so_and_a_resume_judges_it_aga
     assert "the scenario names the interpreter its workload runs: /usr/bin/python3" in (
         said.out + said.err
     )
+
+
+def test_a_venv_of_root_s_whose_home_is_another_user_s_is_not_run(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the hostile re-test: a venv root made (--copies), its pyvenv.cfg's home
+    naming a folder nobody owns, whose lib/python3.X held their sitecustomize.py: the
+    interpreter, root's own file, took its standard library from there and ran their code
+    as root. Now the venv's configuration, its base interpreter's home and both lib folders
+    are judged like the interpreter."""
+    version = f"python3.{sys.version_info.minor}"
+    stdlib = Path(f"/usr/lib/{version}")
+    base = Path(f"/usr/bin/{version}")
+    if not (stdlib / "os.py").is_file() or not base.is_file():
+        pytest.skip(f"needs the system's {version} and its standard library")
+    home = theirs(shared / "their-python") / "bin"
+    proof = shared / "ran-as"
+    script = f"import os\nos.system('id > {proof}')\n"
+    runuser_nobody()
+    (home.parent / "lib" / version).mkdir(parents=True)
+    for entry in stdlib.iterdir():  # their stdlib: the system's, by links, and one module more
+        if entry.name != "sitecustomize.py":
+            (home.parent / "lib" / version / entry.name).symlink_to(entry)
+    (home.parent / "lib" / version / "sitecustomize.py").write_text(script)
+    home.mkdir()
+    for path in [home.parent, *home.parent.rglob("*")]:
+        os.lchown(path, NOBODY, NOBODY)
+    venv = tmp_path / "venv"  # root's, in root's folder
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy2(base, venv / "bin" / "python")
+    (venv / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
+    path = tmp_path / "ds.toml"
+    path.write_text(DATASET.format(python=f'python = "{venv / "bin" / "python"}"'))
+    target, tmp, results = standin.roles(tmp_path)
+    err = _refused(["run", "--scenario", str(path), "--target", str(target), "--tmp", str(tmp),
+                    "--results", str(results), "--no-report", "--quiet"], capsys)  # fmt: skip
+    assert f"{home.parent} belongs to user nobody" in err and "base interpreter" in err, err
+    assert not proof.exists()

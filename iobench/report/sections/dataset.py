@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from iobench import reading
 from iobench.cost.idle import AU_TARGET
 from iobench.cost.kinds.dataset import month_usd
 from iobench.cost.measure import Pricing, dollars
@@ -96,7 +97,7 @@ def _med(frame: pd.DataFrame, col: str) -> float:
 def loader_record(path: Path) -> dict[str, Any] | None:
     """The loader's record of a trial, or None when it is missing or malformed."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(reading.read_text(path))
         epochs = [(float(a), float(b)) for a, b in data["epochs"]]
         batches = [tuple(float(x) for x in b[:5]) for b in data["batches"]]
     except (OSError, ValueError, KeyError, TypeError):
