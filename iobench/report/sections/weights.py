@@ -111,7 +111,7 @@ def build_rows(trials: pd.DataFrame, order: list[str]) -> list[ConfigLoads]:
             volume_mb_per_s=_med(g, "volume_mb_per_s"), major_faults=_med(g, "major_faults"),
             files=_int(_med(g, "weight_files")), tensors=_int(_med(g, "tensors")),
             framework=_text(g, "framework"), cold_method=_text(g, "cold_method"),
-            verified=_text(g, "verified"),
+            verified=_text(g, "tensors_checked"),
         ))  # fmt: skip
     return out
 

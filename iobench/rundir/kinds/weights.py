@@ -61,7 +61,10 @@ class Row(TrialRow):
     major_faults: int | None = column(
         "the loader's major page faults (a memory-mapped page read from the file)", "count"
     )
-    verified: str = text("how every tensor's bytes were checked against the generator's")
+    tensors_checked: str = text(
+        "how every tensor's bytes were checked after the clock: crc32 against the generator's "
+        "(a source's: against one reading of it made before the run's first trial)"
+    )
 
     def details(self) -> list[str]:
         """The copy, the load, the volume's rate."""

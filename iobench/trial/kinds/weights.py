@@ -330,7 +330,7 @@ class Weights:
         row.load_s = max(0.0, float(rec["end"]) - float(rec["go"]))
         row.load_mb_per_s = row.weights_bytes / 1e6 / row.load_s if row.load_s > 0 else None
         row.major_faults = int(rec["major_faults"])
-        row.verified = str(rec.get("verified", ""))
+        row.tensors_checked = str(rec.get("verified", ""))
         row.local_copy_s = self.stage_s
         row.time_to_ready_s = (self.stage_s or 0.0) + row.load_s
         after = coldcache.lab_counters(self.model.root) if self.before is not None else None
