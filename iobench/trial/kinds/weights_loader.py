@@ -13,7 +13,9 @@ cache (``config.json``, ``model-0000N-of-0000M.safetensors`` and
 - ``mmap``: what transformers does: ``safetensors.safe_open`` on each file (memory-mapped),
   every tensor taken with ``get_tensor`` in the index's order (its ``weight_map``: sorted by
   name, so the loader moves between files as the names do; without an index, each file's own
-  order), each page a fault the volume serves;
+  order), each page a fault the volume serves; numpy's tensors are copies of the mapped bytes,
+  torch's views of them, copied here as ``load_state_dict`` or a move to the GPU copies them
+  (else the clock would stop before a byte was read);
 - ``sequential``: each file read whole into memory first, from start to end (requests of
   ``read_bytes``), then its tensors made from that memory (what ``safetensors.torch.load(
   open(f, "rb").read())`` does, without its copy of every tensor);
@@ -119,7 +121,10 @@ def load_mmap(folder: str, torch: Any) -> dict[str, Any]:
     state = {}
     for name, f in order:
         try:
-            state[name] = handles[f].get_tensor(name)
+            tensor = handles[f].get_tensor(name)
+            # torch's are views of the mapped file, read only when touched: copied, as a
+            # model's load_state_dict (or a move to the GPU) copies them (numpy's are copies)
+            state[name] = tensor.clone() if torch is not None else tensor
         except (TypeError, ValueError) as exc:  # numpy has no bfloat16
             raise ValueError(f"{name}: {exc} (bfloat16 needs torch: framework = 'torch')") from None
     return state
