@@ -7,6 +7,7 @@ loader on a tmpfs far faster than any preset."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -315,3 +316,17 @@ def test_the_read_rate_on_a_capped_lab_volume_stays_near_the_cap(tmp_path: Path,
     for c in ("concurrent", "copy-first"):
         assert 0.7 * 50 <= rates[c] <= 1.1 * 50, rates
     assert rates["in-place"] <= 1.1 * 50, rates  # never faster than the link
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+def test_torch_s_tensors_are_read_before_the_clock_stops(tmp_path: Path) -> None:
+    """safe_open's torch tensors are views of the mapped file: the loader copies them, so the
+    time is the reads' (the check, after the clock, would else read them)."""
+    model = weights.generate(tmp_path / "hf", TINY)
+    base = {"folder": str(model.snapshot), "manifest": str(tmp_path / "hf" / weights.MANIFEST),
+            "readers": 3, "read_bytes": 4096 * 7, "framework": "torch"}  # fmt: skip
+    for method in ("mmap", "sequential", "concurrent"):
+        r = _loader("load", {**base, "load": method}, tmp_path / f"{method}.json")
+        assert r.returncode == 0, r.stderr
+        rec = json.loads((tmp_path / f"{method}.json").read_text())
+        assert rec["framework"] == "torch" and rec["torch"] and rec["verified"].startswith("crc32")
