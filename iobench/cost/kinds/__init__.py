@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from iobench.cost.idle import CostOptions, pricing
-from iobench.cost.kinds import checkpoint, dataset, install, standin
+from iobench.cost.kinds import checkpoint, dataset, install, standin, weights
 from iobench.cost.measure import Measure, Pricing
 from iobench.rundir import kinds as rows
 from iobench.rundir.meta import GpuInfo
@@ -20,6 +20,7 @@ QUESTIONS: dict[str, Question] = {
     install.NAME: install.question,
     dataset.NAME: dataset.question,
     checkpoint.NAME: checkpoint.question,
+    weights.NAME: weights.question,
     standin.NAME: standin.question,
 }
 

@@ -24,6 +24,7 @@ from iobench.report.sections import (
     install,
     lifecycle,
     standin,
+    weights,
 )
 
 #: each kind's section, by the kind's name
@@ -31,6 +32,7 @@ KINDS: dict[str, Build] = {
     install.NAME: install.build,
     dataset.NAME: dataset.build,
     checkpoint.NAME: checkpoint.build,
+    weights.NAME: weights.build,
     standin.NAME: standin.build,
 }
 #: the features' sections, in the order the page shows them (each decides whether it applies)

@@ -13,7 +13,7 @@ import functools
 
 from iobench.errors import RunDirError
 from iobench.rundir.kind import Kind
-from iobench.rundir.kinds import checkpoint, dataset, install, standin
+from iobench.rundir.kinds import checkpoint, dataset, install, standin, weights
 from iobench.rundir.records import TrialRow, text_columns
 
 #: every kind, by name, in the order the tables list them
@@ -23,6 +23,7 @@ KINDS: dict[str, Kind] = {
         install.KIND,
         dataset.KIND,
         checkpoint.KIND,
+        weights.KIND,
         standin.KIND,
     )
 }

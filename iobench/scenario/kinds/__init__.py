@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from iobench.errors import ScenarioError
 from iobench.scenario.config import ScenarioKind
-from iobench.scenario.kinds import checkpoint, dataset, install, standin
+from iobench.scenario.kinds import checkpoint, dataset, install, standin, weights
 
 #: every kind's scenario side, by name
 KINDS: dict[str, ScenarioKind] = {
@@ -15,6 +15,7 @@ KINDS: dict[str, ScenarioKind] = {
         install.KIND,
         dataset.KIND,
         checkpoint.KIND,
+        weights.KIND,
         standin.KIND,
     )
 }

@@ -15,7 +15,7 @@ from typing import Any
 
 from iobench.errors import ScenarioError
 from iobench.trial.context import TrialContext, TrialSpec
-from iobench.trial.kinds import checkpoint, dataset, install, standin
+from iobench.trial.kinds import checkpoint, dataset, install, standin, weights
 from iobench.trial.outcome import TrialResult
 from iobench.trial.steps import Trial, Workload
 
@@ -24,12 +24,14 @@ KINDS: dict[str, Callable[[], Workload]] = {
     install.NAME: install.Install,
     dataset.NAME: dataset.Dataset,
     checkpoint.NAME: checkpoint.Checkpoint,
+    weights.NAME: weights.Weights,
     standin.NAME: standin.StandIn,
 }
 #: each kind's checks of its settings on this machine, before anything runs
 _CHECKS: dict[str, Callable[[Mapping[str, Any], Sequence[str], str], None]] = {
     dataset.NAME: dataset.check_here,
     checkpoint.NAME: checkpoint.check_here,
+    weights.NAME: weights.check_here,
 }
 
 
