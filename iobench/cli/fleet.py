@@ -21,6 +21,8 @@ from iobench.errors import UsageError
 from iobench.units import fmt_s
 
 DEFAULT_WORKERS = "1,2,4,8,64,256,1024"
+#: the strategies whose fleet time is all of a worker's start (the others keep something)
+_FIRST = ("reinstall", "fan-out")
 #: the most workers the model is asked about (the bound is linear beyond any real fleet)
 MAX_WORKERS = 100_000
 #: what decides a time, as the table shows it: (word, what it means)
@@ -74,6 +76,10 @@ def register(sub: Any) -> None:
     p.add_argument("--cpus", type=positive_float, metavar="N",
                    help="the workers share N CPUs (emulated hosts on one machine; default: "
                    "each worker has its own, as pods do)")  # fmt: skip
+    p.add_argument("--fast-from", type=Path, metavar="RUN_DIR",
+                   help="the fast part (CPU, local disk) from this run's one-worker trials of "
+                   "a config with every role on tmp, not the recorded one scaled by a CPU "
+                   "sample (a busy machine's CPU sample says little)")  # fmt: skip
     p.add_argument("--pack-method", default="auto", metavar="M",
                    help="fan-out's archive: auto (default), squashfs, tar+zstd, tar")  # fmt: skip
     p.set_defaults(func=handle_fleet)
@@ -89,6 +95,7 @@ class Volume:
     caps: Any  # fleet.Caps
     cpu_s: float | None
     said: list[str]
+    fast_s: dict[str, dict[str, float]] | None = None  # per cache state, measured
 
 
 def handle_fleet(args: argparse.Namespace) -> int:
@@ -103,6 +110,9 @@ def handle_fleet(args: argparse.Namespace) -> int:
         raise UsageError(f"--scenario {scenario.name}: the model predicts installs of a "
                          "wheel profile (such as fleet, smoke, torch-like)")  # fmt: skip
     volume = _volume(args)
+    if args.fast_from is not None:
+        volume = replace(volume, fast_s=fast_from(args.fast_from, scenario))
+        volume.said.append(f"the fast part: {args.fast_from}'s one-worker trials, median")
     for line in fleet_lines(scenario, volume, args.workers, _pack_method(args.pack_method),
                             args.cpus):  # fmt: skip
         print(line)
@@ -202,6 +212,33 @@ def _probe(target: Path, tmp: Path | None) -> tuple[Any, Any, float | None, Any]
     return folders["target"], folders.get("tmp"), float(doc.get("cpu_s") or 0) or None, lab
 
 
+def fast_from(run: Path, scenario: Any) -> dict[str, dict[str, float]]:
+    """Per cache state, the median phase times of ``run``'s ok one-worker trials of a config
+    of ``scenario`` with every role on tmp (its storage part is the fast folder's)."""
+    import statistics
+
+    from iobench.rundir.folder import RunDir
+    from iobench.rundir.records import PHASES
+
+    local = {c.name: c for c in scenario.configs
+             if c.roles() <= {"tmp"} and c.installer == "pip" and c.compile == "on"}  # fmt: skip
+    rows = [r for r in RunDir.open(run).trials(latest_only=True)
+            if r.status == "ok" and r.config in local and (r.fleet_size or 1) == 1]  # fmt: skip
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        state = "warm" if local[row.config].cache_state == "warm" else "cold"
+        if state in out:
+            continue
+        same = [r for r in rows if r.config == row.config]
+        phases = {p: [getattr(r, f"{p}_s") for r in same] for p in PHASES}
+        if all(v is not None for vs in phases.values() for v in vs):
+            out[state] = {p: statistics.median(vs) for p, vs in phases.items()}
+    if not out:
+        raise UsageError(f"--fast-from {run}: no ok one-worker trial of a config with every "
+                         f"role on tmp ({', '.join(local) or 'the scenario has none'})")  # fmt: skip
+    return out
+
+
 def _pack_method(asked: str) -> str:
     from iobench.trial.strategies import StrategyError, choose_method
 
@@ -232,12 +269,13 @@ def predictions(scenario: Any, volume: Volume, sizes: list[int], pack_method: st
             skipped[cfg.name] = why
             continue
         size = model.size_of(cfg, scenario, profile)
+        fast = (volume.fast_s or {}).get("warm" if cfg.cache_state == "warm" else "cold")
         if cfg.strategy == "fan-out":
             out[cfg.name] = fleet.fleet_fan_out(cfg, folders, size, volume.caps, sizes,
-                                                pack_method, cpus, volume.cpu_s)  # fmt: skip
+                                                pack_method, cpus, volume.cpu_s, fast)  # fmt: skip
         else:
             out[cfg.name] = fleet.fleet_install(cfg, folders, size, volume.caps, sizes, cpus,
-                                                volume.cpu_s)  # fmt: skip
+                                                volume.cpu_s, fast)  # fmt: skip
     return out, skipped
 
 
@@ -271,6 +309,12 @@ def fleet_lines(scenario: Any, volume: Volume, sizes: list[int], pack_method: st
         lines.append(f"at {n:,} workers on {volume.name}, {said} (fastest: {best})")
     n = max(sizes)
     lines += ["", "assumptions:", *(f"  - {a}" for a in _assumptions(volume, found, n, cpus))]
+    if any(c.cache_state == "shared" for c in scenario.configs if c.name in found):
+        lines.append("  - a shared cache's workers: each counted with a cold cache of its own")
+    kept = [c.name for c in scenario.configs if c.name in found and c.strategy not in _FIRST]
+    if kept:
+        lines.append(f"  - {', '.join(kept)}: the first start (every worker's restart at once "
+                     "is not predicted)")  # fmt: skip
     lines += [f"  - not predicted: {c} ({w})" for c, w in skipped.items()]
     if "fan-out" in found and n > 1 and volume.caps.iops:
         polls = fleet.polls_per_s(n)
@@ -285,7 +329,8 @@ def _assumptions(
 ) -> list[str]:
     cpu = (f"the workers share {cpus:g} CPUs" if cpus else
            "each worker has CPUs of its own")  # fmt: skip
-    fast = ("the fast part (CPU, local disk) scaled to this machine's CPU sample"
+    fast = ("the fast part (CPU, local disk) as measured" if volume.fast_s else
+            "the fast part (CPU, local disk) scaled to this machine's CPU sample"
             if volume.cpu_s else "the fast part (CPU, local disk) as recorded on the machine "
             "that traced the profile")  # fmt: skip
     return [
@@ -294,7 +339,6 @@ def _assumptions(
         *volume.said,
         f"{fast}; {cpu}",
         "each worker installs from its own package index (no shared index or network cap)",
-        "a shared cache's workers are counted as each with a cold cache of its own",
     ]
 
 

@@ -205,12 +205,14 @@ def bounded(alone_s: float, each: Demand, cpu_s: float, n: int, caps: Caps,
 
 
 def fleet_install(cfg: Any, folders: dict[str, Costs], size: Size, caps: Caps, sizes: Sequence[int],
-                  cpus: float | None = None, cpu_s: float | None = None) -> list[FleetTime]:  # fmt: skip
-    """Every worker installs as ``cfg`` says, all at once."""
+                  cpus: float | None = None, cpu_s: float | None = None,
+                  fast_s: dict[str, float] | None = None) -> list[FleetTime]:  # fmt: skip
+    """Every worker installs as ``cfg`` says, all at once; ``fast_s``: the fast part per
+    phase, measured (else the recorded one, scaled by ``cpu_s``)."""
     opmix = load_opmix(cfg.installer)
     roles = {"venv": folders[cfg.venv], "tmpdir": folders[cfg.tmpdir],
              "cache": folders[cfg.cache] if cfg.cache != "off" else None}  # fmt: skip
-    pred = predict_config(cfg.name, roles, cfg.cache_state, opmix, size, cpu_s=cpu_s)
+    pred = predict_config(cfg.name, roles, cfg.cache_state, opmix, size, fast_s, cpu_s=cpu_s)
     alone = dict(pred.phases)
     if cfg.compile != "on":
         alone["compile"] = 0.0
@@ -226,10 +228,11 @@ def fleet_install(cfg: Any, folders: dict[str, Costs], size: Size, caps: Caps, s
 
 def fleet_fan_out(cfg: Any, folders: dict[str, Costs], size: Size, caps: Caps,
                   sizes: Sequence[int], pack_method: str, cpus: float | None = None,
-                  cpu_s: float | None = None) -> list[FleetTime]:  # fmt: skip
+                  cpu_s: float | None = None,
+                  fast_s: dict[str, float] | None = None) -> list[FleetTime]:  # fmt: skip
     """Rank 0 installs on its local disk and packs onto the volume; the others restore at
     once, then each runs its ready check."""
-    first = fleet_install(cfg, folders, size, caps, [1], cpus, cpu_s)[0]
+    first = fleet_install(cfg, folders, size, caps, [1], cpus, cpu_s, fast_s)[0]
     life = lifecycle.predict_lifecycle(cfg, folders, size, pack_method, cpu_s)
     if life is None:
         return []
@@ -248,15 +251,14 @@ def fleet_fan_out(cfg: Any, folders: dict[str, Costs], size: Size, caps: Caps,
     each = Demand(1 + read_mb * 1e6 / REQUEST_BYTES, read_mb * (1 / 3 if caps.metered else 1.0))
     out = []
     for n in sizes:
-        if n == 1:  # alone, fan-out is packed-venv's first start: install and pack
-            parts = {"install": (install, "alone"), "pack": (pack, "alone"),
-                     "ready": (first.parts["import"][0], "alone")}  # fmt: skip
+        if n == 1:  # alone, rank 0 is ready once installed (its pack follows, untimed)
+            parts = {"install": (install, "alone"), "ready": (first.parts["import"][0], "alone")}
         else:
             parts = {"install": (install, "alone"), "pack": (pack, "alone"),
                      "restore": bounded(restore, each, restore, n - 1, caps, cpus),
                      "ready": bounded(ready, Demand(), ready, n - 1, caps, cpus)}  # fmt: skip
         total = sum(s for s, _ in parts.values())
-        out.append(FleetTime(cfg.name, n, total, install + pack + first.parts["import"][0], parts))
+        out.append(FleetTime(cfg.name, n, total, first.seconds, parts))
     return out
 
 

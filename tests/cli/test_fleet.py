@@ -63,3 +63,31 @@ def test_a_lab_volume_s_probe_and_its_own_caps(
     assert f"caps: the lab volume's own ({vol})" in out
     naive = next(ln for ln in out.splitlines() if ln.startswith("naive"))
     assert naive.endswith("iops")  # 64 installs through 2,000 operations a second
+
+
+def test_the_fast_part_from_a_run_s_one_worker_trials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--fast-from: the all-local config's measured phases stand for F: venv-on-tmp alone is
+    their sum (nothing of it on the volume)."""
+    import statistics
+
+    from helpers.runs import ConfigSpec, make_run_dir
+
+    from iobench.rundir.folder import RunDir
+    from iobench.rundir.records import PHASES
+
+    phases = {"venv": 0.5, "download": 2.0, "install": 1.0, "compile": 0.5, "import": 0.2}
+    run = make_run_dir(tmp_path, configs=(ConfigSpec("venv-on-tmp", venv="tmp", tmpdir="tmp",
+                       cache="tmp", phases=phases, profile="cpu"),), repeats=3)  # fmt: skip
+    rows = RunDir.open(run).trials(latest_only=True)
+    expect = sum(statistics.median(getattr(r, f"{p}_s") for r in rows) for p in PHASES)
+    argv = ["fleet", "--preset", "efs-bursting", "--configs", "venv-on-tmp", "--workers", "1",
+            "--fast-from", str(run)]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("venv-on-tmp"))
+    assert float(row.split()[1]) == pytest.approx(expect, abs=0.06)
+    assert f"the fast part: {run}'s one-worker trials, median" in out
+    assert main([*argv[:-2], "--fast-from", str(tmp_path)]) == 1  # not a run folder: as report
+    assert "is not an iobench run directory" in capsys.readouterr().err
