@@ -104,11 +104,15 @@ class HostSet:
         try:
             data = json.loads((folder / "state.json").read_text())
             hosts = [Host(**h) for h in data.pop("hosts")]
-            return cls(**data, hosts=hosts)
+            hs = cls(**data, hosts=hosts)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise LabError(
                 f"{folder}/state.json cannot be read ({exc}); remove it by hand"
             ) from None
+        inside = all(Path(h.folder).parent == folder for h in hs.hosts)
+        if hs.schema != SCHEMA or Path(hs.folder) != folder or not inside:
+            raise LabError(f"{folder}/state.json is not a record of these hosts; remove it by hand")
+        return hs
 
     def launch_line(self, n: int | None = None) -> str:
         """The mpirun options that launch on these hosts, one rank each."""
@@ -170,7 +174,10 @@ def up(name: str, n: int, volume: Path, cache_s: float = 1.0) -> HostSet:
                     f"hosts {name!r} are up already ({len(old.hosts)}); "
                     f"`iobench lab hosts down {name}` first, or pick another --name"
                 )
-            _teardown(old) if old is not None else _remove_folder(folder)
+            if old is not None:  # a set left half made or by a crash: undo it, go on
+                _teardown(old)
+            else:
+                _remove_folder(folder)
         folder.mkdir(mode=0o700)
         hs = HostSet(name, str(folder), str(_free_subnet()), str(volume.resolve()), cache_s)
         try:
@@ -300,9 +307,11 @@ def _free_subnet() -> ipaddress.IPv4Network:
 
 def down(name: str) -> HostSet:
     """End every process in the set's hosts and undo all it made; what it was."""
+    folder = ROOT / name
+    if not _NAME.match(name) or not folder.is_dir():
+        raise UsageError(f"no hosts named {name!r} (iobench lab hosts status)")
     with _locked():
-        folder = ROOT / name
-        if not _NAME.match(name) or not folder.is_dir():
+        if not folder.is_dir():  # another `down` took it meanwhile
             raise UsageError(f"no hosts named {name!r} (iobench lab hosts status)")
         hs = _load_or_none(folder)
         if hs is None:

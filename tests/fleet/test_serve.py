@@ -64,3 +64,12 @@ def test_bad_input_is_one_line_before_anything_is_made(
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and says in err, err
     assert not os.path.exists(hosts.ROOT / "Bad_Name")
+
+
+def test_taking_down_hosts_that_are_not_there_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["lab", "hosts", "down", "nosuchset"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "iobench: error: no hosts named 'nosuchset' (iobench lab hosts status)"
+    )
