@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
     "cli": {"run", "fleet", "predict", "trial", "lab", "report", "scenario", "wheels", "cost", "system", "rundir"},
     "run": {"fleet", "predict", "trial", "lab", "scenario", "wheels", "cost", "system", "rundir"},
-    "fleet": set(),
+    "fleet": {"system"},
     "predict": {"trial", "scenario", "wheels", "system", "rundir"},
     "trial": {"lab", "scenario", "system", "rundir"},
     "lab": {"system"},

@@ -20,6 +20,7 @@ from iobench.cli.common import (
 )
 from iobench.cli.completion import _add_completion
 from iobench.cli.doctor import _add_doctor
+from iobench.cli.fleet import register as _add_fleet
 from iobench.cli.lab import register as _add_lab
 from iobench.cli.list import _add_list
 from iobench.cli.probe import _add_probe
@@ -52,6 +53,7 @@ REGISTRARS = (
     _add_list,
     _add_probe,
     _add_doctor,
+    _add_fleet,
     _add_lab,
     _add_wheels,
     _add_scenarios,

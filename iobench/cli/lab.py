@@ -11,6 +11,7 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from iobench.cli.hosts import register as add_hosts
 from iobench.errors import UsageError
 from iobench.lab.options import KINDS, VolumeOptions
 
@@ -26,7 +27,7 @@ def register(sub: Any) -> None:
         description="Mount a volume that is slow the way network volumes are slow, to "
         "reproduce slow installs and to test against. Needs root and /dev/fuse.",
     )
-    lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status,flush,presets}")
+    lab_sub = lab.add_subparsers(dest="lab_command", metavar="{up,down,status,flush,presets,hosts}")
     lab_sub.required = True
     _add_up(lab_sub.add_parser("up", help="mount a slow volume and return once it is live"))
 
@@ -47,6 +48,7 @@ def register(sub: Any) -> None:
         "presets", help="the storage people rent, by name: their figures, source and date"
     )
     p.set_defaults(func=handle_presets)
+    add_hosts(lab_sub)
 
 
 def _add_up(p: argparse.ArgumentParser) -> None:

@@ -6,5 +6,8 @@ the start of each trial, and each worker's row and samples back to rank 0. Every
 deadline, so a rank that died or stopped answering is recorded as lost and never hangs the
 others. Where no launcher can reach the workers (serverless endpoints, pods a scheduler
 starts), each one writes its own run folder under a shared ``--fleet-dir`` and measures its
-clock against the volume's file times (``volume``); the report merges them.
+clock against the volume's file times (``volume``); the report merges them. ``hosts``
+makes hosts of their own on one machine (namespaces: ``netns``; the volume over their
+network and the launcher's way in: ``serve``), so a fleet launched by ``mpirun`` meets what
+it meets on real hosts: a client cache, a /tmp, a network path and a clock of its own.
 """

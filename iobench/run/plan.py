@@ -215,7 +215,7 @@ def check(request: RunRequest) -> RunPlan:
     )
     if plan.fleet or plan.fleet_dir:
         plan.probe = False  # one client's model: a fleet's workers probe each other's load
-        plan.notes.append("fleet run: no probe and no predictions (the model is of one client)")
+        plan.notes.append("fleet run: no probe and no trial predictions (a fleet's: iobench fleet)")
     check_machine(plan, req.extra_index_url)
     plan.same_storage = run_roles.same_storage(scenario, roles)
     plan.notes += [run_roles.same_storage_note(group, roles) for group in plan.same_storage]

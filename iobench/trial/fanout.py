@@ -8,8 +8,11 @@ timed interval with the fleet, waits until the archive's manifest appears on the
 ``stat`` every ``POLL_S``, what a start script's ``until [ -e … ]`` loop does), restores it onto
 its own tmp and runs the ready check: its time-to-ready is the builder's install and pack plus
 its own restore. Workers sharing one host restore at their own path, so the restore rewrites
-the venv's absolute path (:func:`iobench.trial.strategies.relocate`); on hosts of their own
-the path is the one it was built at.
+the venv's absolute path (:func:`iobench.trial.strategies.relocate`). On a host of its own
+(where rank 0's run folder on the venv's role is not to be seen: its tmp is its own) a
+worker restores at the path rank 0 built at, as a fleet's start script restores at one
+fixed path on every pod: it makes that folder in its own scratch, marked as its own, and
+removes it when its trial ends.
 
 A builder that fails leaves ``fanout-failed`` beside the store with its error, and the waiters
 stop at once with it instead of waiting out the trial's limit. At the restart every worker
@@ -19,6 +22,9 @@ restores the one archive at once (the same steps as packed-venv's restart). In a
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +32,8 @@ from typing import TYPE_CHECKING
 
 from iobench import files
 from iobench.scenario.vocab import FAN_OUT
+from iobench.system import procfs
+from iobench.system.scratch import OWNER, remove
 from iobench.trial import strategies
 from iobench.trial.outcome import INTERRUPTED, Stop, check
 from iobench.trial.strategies import MANIFEST, StepResult, StrategyError
@@ -63,6 +71,11 @@ class Waiter:
         assert kept is not None
         self.store, self.built = kept, built
         self.restored: StepResult | None = None
+        #: rank 0's run folder, made on this host to restore at rank 0's path (None: this
+        #: worker restores at its own path)
+        self.made = _builders_folder(t, built)
+        if self.made is not None:
+            self.built = self.made / dataclasses.replace(t.spec, rank=0).trial_id / built.name
 
     def wait(self, t: Trial) -> Stop | None:
         """Until the builder's manifest is on the volume, its failure is, or the limit."""
@@ -110,10 +123,38 @@ class Waiter:
         return None
 
     def release(self) -> None:
-        """Unmount a squashfs restore before the trial's folders go (or the restart's)."""
+        """Unmount a squashfs restore before the trial's folders go (or the restart's); at
+        rank 0's path, the restored venv goes too (the restart restores there again)."""
         if self.restored is not None:
             strategies.release(self.restored)
             self.restored = None
+        if self.made is not None and os.path.lexists(self.built):
+            remove(self.built)
+
+    def finish(self) -> None:
+        """Once the trial (and its restart) is done: what it made at rank 0's path goes."""
+        self.release()
+        if self.made is not None:
+            remove(self.made)
+            self.made = None
+
+
+def _builders_folder(t: Trial, built: Path) -> Path | None:
+    """Rank 0's run folder in this worker's scratch of the venv's role, made here (marked as
+    this process's, as a run's own folder is) when that role is this host's own: rank 0's
+    folder is not to be seen, and no other worker of this host made it first. None: the
+    worker restores at its own path."""
+    own_run = built.parent.parent  # <scratch>/<run id>.w<rank>/<trial id>/venv
+    builders = own_run.with_name(f"{own_run.name.rsplit('.', 1)[0]}.w0")
+    if t.spec.rank in (None, 0) or builders == own_run or os.path.lexists(builders):
+        return None
+    try:
+        os.mkdir(builders, 0o700)
+    except FileExistsError:  # another worker of this host restores there
+        return None
+    files.write(builders / OWNER, json.dumps(procfs.ProcessStamp.current().to_dict()) + "\n")
+    (builders / dataclasses.replace(t.spec, rank=0).trial_id).mkdir(0o700)
+    return builders
 
 
 def builder_done(t: Trial) -> None:

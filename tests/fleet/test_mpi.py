@@ -4,13 +4,10 @@ killed mid-trial (docs/fleet.md)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +15,7 @@ import pytest
 from helpers import standin
 from helpers.files import TINY_PROFILE, only_run_dir
 from helpers.lab import volume_factory
+from helpers.mpi import GRACE, in_trial, mpirun, ranks_of, rows
 
 pytestmark = [
     pytest.mark.run,
@@ -28,9 +26,6 @@ pytestmark = [
 ]
 pytest.importorskip("mpi4py", reason="pip install 'iobench[fleet]'")
 
-#: a rank's death ends an Open MPI job this long after it (SIGCONT, wait, SIGTERM, wait, SIGKILL);
-#: the docs say 15, the tests take 10 (rank 0 needs 5 s of it after SIGTERM: comm.py)
-GRACE = 10
 SCENARIO = f"""
 [scenario]
 name = "fleet-lab"
@@ -57,50 +52,6 @@ cache_state = "shared"
 def volume(tmp_path: Path):  # noqa: ANN201
     """Slow volumes under tmp_path, torn down (and checked) afterwards."""
     yield from volume_factory(tmp_path)
-
-
-def mpirun(n: int, argv: list[str], grace: int = GRACE, **kw: object) -> subprocess.Popen[str]:
-    """``grace``: Open MPI waits it twice after any rank's non-zero exit, even when every
-    rank has already ended (a run whose trials failed: 2 x 15 s idle at the end)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TERM": "dumb"}
-    if os.geteuid() == 0:  # Open MPI refuses root without both
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = ["mpirun", "-n", str(n), "--oversubscribe", "--mca", "odls_base_sigkill_timeout",
-           str(grace), sys.executable, "-m", "iobench", *argv]  # fmt: skip
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, **kw)  # type: ignore[call-overload]  # fmt: skip
-
-
-def in_trial(job: subprocess.Popen[str], target: Path, rank: int, wait_s: float = 120) -> None:
-    """Until ``rank``'s first trial folder is on the target (its trial has begun; a busy
-    machine takes its time to get there)."""
-    deadline = time.monotonic() + wait_s
-    while not list(target.glob(f".iobench-scratch/*.w{rank}/*-w{rank}")):
-        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0][-3000:]
-        time.sleep(0.1)
-
-
-def rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def ranks_of(pattern: str) -> dict[int, int]:
-    """rank -> pid of the running ranks (``python -m iobench``, not the forks they make for
-    removals, nor their children) whose command line holds ``pattern``."""
-    found: dict[int, tuple[int, int]] = {}  # pid -> (rank, parent)
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if pattern.encode() in cmd and b"\0-m\0iobench\0" in cmd:
-            for item in env:
-                if item.startswith(b"OMPI_COMM_WORLD_RANK="):
-                    found[int(pid)] = (int(item.split(b"=")[1]), parent)
-    return {rank: pid for pid, (rank, parent) in found.items() if parent not in found}
 
 
 @pytest.mark.lab

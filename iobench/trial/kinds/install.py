@@ -89,8 +89,9 @@ class Install:
         if cfg.pycache == "local":  # every phase's Python writes its bytecode there, as the
             self.pycache = t.dirs[cfg.tmpdir] / "pycache"  # start script's export would
             t.env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
-        if fanout.waits(t):
+        if fanout.waits(t):  # it restores rank 0's venv, at rank 0's path on a host of its own
             self.waiter = fanout.Waiter(t, self.built)
+            self.built = self.waiter.built
         stop = self.prime_cache(t) or self.build_image(t)
         self.used0 = {
             "venv": used_bytes(self.built.parent),
@@ -271,6 +272,8 @@ class Install:
             self.waiter.release()
         if stop is None and t.ctx.lifecycle:
             Restart(t, self).run()
+        if self.waiter is not None:
+            self.waiter.finish()
         fanout.builder_done(t)
         warm, cfg = t.ctx.warm, t.cfg
         if warm is None:
