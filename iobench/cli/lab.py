@@ -248,7 +248,10 @@ def handle_presets(args: argparse.Namespace) -> int:
 
 
 def status_lines(entries: list[manage.LabStatus]) -> list[str]:
-    """One line per volume: mountpoint, kind, options, pid, health and counters."""
+    """One line per volume: mountpoint, kind, options, pid, health and counters; under it,
+    what it delivered since mounting against what its options allow."""
+    from iobench.lab.delivered import deliveries
+
     if not entries:
         return ["no iobench lab volumes"]
     lines = []
@@ -261,4 +264,21 @@ def status_lines(entries: list[manage.LabStatus]) -> list[str]:
                 f"  {e.stats.get('total_ops', 0)} ops, {e.stats.get('delayed_s', 0):.1f} s delayed"
             )
         lines.append(line)
+        preset = str(e.options.get("preset") or "")
+        for d in deliveries(e.stats or {}).values():
+            if d.mb_per_s is not None:
+                lines.append(
+                    f"  {d.direction}s: {delivery_words(d.mb_per_s, d.allowed_mb_per_s, preset)}"
+                )
     return lines
+
+
+def delivery_words(delivered: float, allowed: float | None, preset: str) -> str:
+    """``812 MB/s (the lab gave 812 of the preset's 1,573 MB/s)``, or ``49.9 MB/s of 50 allowed``."""
+    from iobench.units import fmt_mbps, lab_gave
+
+    if short := lab_gave(delivered, allowed, preset):
+        return f"{fmt_mbps(delivered)} while busy ({short})"
+    if allowed is not None:
+        return f"{fmt_mbps(delivered)} while busy, of {fmt_mbps(allowed)} its options allow"
+    return f"{fmt_mbps(delivered)} while busy (no rate limit to hold it to)"

@@ -92,13 +92,15 @@ from pathlib import Path
 from typing import Any
 
 from iobench.lab import libfuse
+from iobench.lab.delivered import DIRECTIONS, Meter
 from iobench.lab.libfuse import mfusepy
 from iobench.lab.options import VolumeOptions
 from iobench.lab.state import REPLY_NAME
 from iobench.system.shaping import ByteLink, TokenBucket, metered
 
-#: 1: ops (count, delayed_s), bytes_read, bytes_written; 2: + credits_history
-STATS_SCHEMA = 2
+#: 1: ops (count, delayed_s), bytes_read, bytes_written; 2: + credits_history; 3: + data
+#: (each direction's meter: iobench.lab.delivered)
+STATS_SCHEMA = 3
 #: the credit history's points at most (then every other one is dropped and the step doubles)
 HISTORY_MAX = 4000
 
@@ -218,8 +220,7 @@ class SlowFS(mfusepy.Operations):
         self._lock = threading.Lock()
         self._counts = [0] * len(OPS)
         self._delayed = [0.0] * len(OPS)
-        self._bytes_read = 0
-        self._bytes_written = 0
+        self._meters = {d: Meter() for d in DIRECTIONS}  # reads, writes: what was delivered
         self._started = time.time()
         self._stats_paths = [Path(p) for p in (stats_path, live_stats_path) if p]
         self._live_path = Path(live_stats_path) if live_stats_path else None
@@ -235,19 +236,21 @@ class SlowFS(mfusepy.Operations):
 
     # ---- delays and counters -------------------------------------------------------------
 
-    def _pay(self, op: int, t0: float, latency: float, nbytes: int = 0) -> None:
+    def _pay(self, op: int, t0: float, latency: float, nbytes: int = 0) -> float:
         """Hold the current request until its deadline, then count it: the IOPS bucket, then
         the byte link (the metered bytes when the volume meters as EFS does: metadata too)
-        and, beside it, the client's own cap on actual bytes."""
+        and, beside it, the client's own cap on actual bytes. Returns the seconds those
+        rate limits spent on its bytes (:mod:`iobench.lab.delivered`)."""
         start = self._bucket.reserve(t0) if self._bucket is not None else t0
-        done = start
+        done, pipe = start, 0.0
         data = _IS_DATA[op]
         if self._link is not None and (data or self._metered):
             amount = metered(nbytes, _IS_WRITE[op], data) if self._metered else nbytes
             if amount:
-                done = self._link.reserve(start, amount)
+                done, pipe = self._link.reserve_span(start, amount)
         if self._client is not None and nbytes:
-            done = max(done, self._client.reserve(start, nbytes))
+            client_done, client_pipe = self._client.reserve_span(start, nbytes)
+            done, pipe = max(done, client_done), max(pipe, client_pipe)
         deadline = done + latency
         slept = 0.0
         now = time.monotonic()
@@ -263,13 +266,15 @@ class SlowFS(mfusepy.Operations):
         with self._lock:
             self._counts[op] += 1
             self._delayed[op] += slept
+        return pipe
 
     def stats(self) -> dict[str, Any]:
         """Counters so far, as the JSON object written to ``--stats``."""
         with self._lock:
             counts = list(self._counts)
             delayed = list(self._delayed)
-            bytes_read, bytes_written = self._bytes_read, self._bytes_written
+        now = time.monotonic()
+        data = {d: meter.to_dict(now) for d, meter in self._meters.items()}
         return {
             "schema": STATS_SCHEMA,
             "backing": self.root,
@@ -283,8 +288,9 @@ class SlowFS(mfusepy.Operations):
             },
             "total_ops": sum(counts),
             "delayed_s": round(sum(delayed), 6),
-            "bytes_read": bytes_read,
-            "bytes_written": bytes_written,
+            "bytes_read": data["read"]["bytes"],
+            "bytes_written": data["write"]["bytes"],
+            "data": data,
             "link_credits_mb": self._credits_mb(),
             "credits_history": [list(p) for p in self._history],
         }
@@ -671,27 +677,29 @@ class SlowFS(mfusepy.Operations):
         """Answer a read with the backing file's descriptor (libfuse moves the bytes after
         the wait: :func:`iobench.lab.libfuse.reply_from_fd`); held for what the reply carries."""
         t0 = time.monotonic()
-        n = 0
+        meter = self._meters["read"]
+        meter.begin(t0)
+        n, pipe = 0, 0.0
         try:
             n = max(0, min(size, os.fstat(fh).st_size - offset))
             libfuse.reply_from_fd(bufpp, fh, offset, n)
             return 0
         finally:
-            with self._lock:
-                self._bytes_read += n
-            self._pay(_READ, t0, self._data_latency, n)
+            pipe = self._pay(_READ, t0, self._data_latency, n)
+            meter.end(t0, time.monotonic(), n, pipe)
 
     def write_buf(self, path: str, buf: Any, offset: int, fh: int) -> int:
         """Copy a write from libfuse's buffer into the backing file, in C (no Python copy)."""
         t0 = time.monotonic()
-        n = 0
+        meter = self._meters["write"]
+        meter.begin(t0)
+        n, pipe = 0, 0.0
         try:
             n = libfuse.copy_to_fd(buf, fh, offset)
             return n
         finally:
-            with self._lock:
-                self._bytes_written += n
-            self._pay(_WRITE, t0, self._write_latency, n)
+            pipe = self._pay(_WRITE, t0, self._write_latency, n)
+            meter.end(t0, time.monotonic(), n, pipe)
 
     def flush(self, path: str, fh: int) -> int:
         t0 = time.monotonic()

@@ -135,4 +135,4 @@ def test_an_efs_bursting_volume_falls_to_its_baseline_when_the_credits_run_out(
     history = json.loads(stats.read_text())["credits_history"]
     assert history[0][1] == pytest.approx(20, abs=0.5)  # the balance it was given, at mount
     assert any(mb < 1 for _, mb in history)  # and it ran out
-    assert json.loads(stats.read_text())["schema"] == 2
+    assert json.loads(stats.read_text())["schema"] == 3
