@@ -16,6 +16,7 @@ from iobench.lab.options import KINDS, VolumeOptions
 
 if TYPE_CHECKING:  # the handlers import it: `iobench --help` must not pay for it
     from iobench.lab import manage
+    from iobench.lab.delivered import Delivery
 
 
 def register(sub: Any) -> None:
@@ -267,18 +268,22 @@ def status_lines(entries: list[manage.LabStatus]) -> list[str]:
         preset = str(e.options.get("preset") or "")
         for d in deliveries(e.stats or {}).values():
             if d.mb_per_s is not None:
-                lines.append(
-                    f"  {d.direction}s: {delivery_words(d.mb_per_s, d.allowed_mb_per_s, preset)}"
-                )
+                lines.append(f"  {d.direction}s: {delivery_words(d, preset)}")
     return lines
 
 
-def delivery_words(delivered: float, allowed: float | None, preset: str) -> str:
-    """``812 MB/s (the lab gave 812 of the preset's 1,573 MB/s)``, or ``49.9 MB/s of 50 allowed``."""
-    from iobench.units import fmt_mbps, lab_gave
+def delivery_words(d: Delivery, preset: str) -> str:
+    """``812 MB/s while busy (the lab gave 812 of the preset's 1,573 MB/s)``, or what its
+    options allow, or why nothing is judged."""
+    from iobench.lab.delivered import MIN_BYTES
+    from iobench.units import fmt_bytes, fmt_mbps, lab_gave
 
-    if short := lab_gave(delivered, allowed, preset):
-        return f"{fmt_mbps(delivered)} while busy ({short})"
+    rate = f"{fmt_mbps(d.mb_per_s)} while busy"
+    allowed = d.allowed_mb_per_s
+    if short := lab_gave(d.mb_per_s, allowed, preset):
+        return f"{rate} ({short})"
     if allowed is not None:
-        return f"{fmt_mbps(delivered)} while busy, of {fmt_mbps(allowed)} its options allow"
-    return f"{fmt_mbps(delivered)} while busy (no rate limit to hold it to)"
+        return f"{rate}, of {fmt_mbps(allowed)} its options allow"
+    if d.pipe_s is None:
+        return f"{rate} (no rate limit to hold it to)"
+    return f"{rate} ({fmt_bytes(d.bytes)} moved: under {fmt_bytes(MIN_BYTES)}, too little to judge)"

@@ -176,6 +176,7 @@ class VolumeDelivery:
     mountpoint: str
     read: Delivery | None
     write: Delivery | None
+    preset: str = ""  # the volume's preset ("" when its options were given by hand)
 
     @property
     def moved(self) -> int:
@@ -217,7 +218,8 @@ class Gauge:
         best = None
         for mp, stats in self.snapshot().items():
             got = deliveries(stats, before.get(mp))
-            vd = VolumeDelivery(mp, got.get("read"), got.get("write"))
+            preset = str((stats.get("options") or {}).get("preset") or "")
+            vd = VolumeDelivery(mp, got.get("read"), got.get("write"), preset)
             if vd.moved and (best is None or vd.moved > best.moved):
                 best = vd
         return best

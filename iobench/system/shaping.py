@@ -126,8 +126,9 @@ class ByteLink:
         with self._lock:
             start = max(now, self._free_at)
             if not self._bursting:
-                self._free_at = start + nbytes / self.baseline_rate
-                return self._free_at, self._free_at - start
+                duration = nbytes / self.baseline_rate
+                self._free_at = start + duration
+                return self._free_at, duration
             credits = self._earned(start)
             # while bursting the balance falls by (1 - M/B) per byte moved (it earns M meanwhile)
             drain = 1.0 - self.baseline_rate / self.burst_rate
