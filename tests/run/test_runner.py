@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 from helpers import standin
 from helpers.files import only_run_dir, read_csv
+from helpers.lab import needs_fuse
 
 from iobench.__main__ import main
 from iobench.cli import build_parser
 from iobench.cli.run import run_request
 from iobench.errors import LockLostError
+from iobench.lab.testing import slow_volume
 from iobench.run import plan as run_plan
 from iobench.run.runner import Runner
 from iobench.rundir.meta import OVERHEAD_CAUSES
@@ -309,3 +311,34 @@ def test_a_full_results_disk_keeps_the_row(tmpfs, tmp_path: Path) -> None:  # no
     assert json.loads((run / "meta.json").read_text())["status"] == "complete", out
     assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]
     assert "No space left on device" not in out or str(results) in out  # it names the file
+
+
+@pytest.mark.lab
+@needs_fuse
+def test_a_run_on_a_lab_volume_says_what_the_lab_delivered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39: a volume whose rate no lab reaches (10^6 MB/s): each row records what the lab
+    delivered to the trial's writes and what the options allow, a note under the trial's line
+    and the report's notes say "the lab gave X of the volume's Y MB/s"."""
+    from iobench.report.build import build_report
+
+    path = tmp_path / "standin.toml"
+    path.write_text(
+        '[scenario]\nname = "standin"\nkind = "standin"\nrepeats = 2\n\n'
+        f"[workload]\nfiles = 24\nkb = 1024\n{standin.NAIVE}"
+    )
+    with slow_volume(tmp_path, "vol", mb_per_s=1e6) as vol:
+        assert main(standin.argv(tmp_path, path, target=vol)) == 0
+        rd = only_run_dir(tmp_path / "results")
+        rows = read_csv(rd / "trials.csv")
+    assert len(rows) == 2
+    for row in rows:
+        assert row["lab_volume"] == str(vol) and row["lab_preset"] == ""
+        assert 0 < float(row["lab_write_mb_s"]) < 2e5
+        assert float(row["lab_write_allowed_mb_s"]) == pytest.approx(1e6, rel=0.01)
+    out = capsys.readouterr().out
+    assert out.count("the lab gave ") == 2 and "of the volume's " in out, out
+    notes = build_report(rd, charts=False).summary.notes
+    said = [n for n in notes if n.startswith("naive: the lab gave ")]
+    assert len(said) == 1 and "to its writes (median of 2 trials)" in said[0], notes
