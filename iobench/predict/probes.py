@@ -214,13 +214,14 @@ def make_read_file(path: str) -> str:
 
 
 def read_latency(path: str, count: int, seconds: float | None, seed: int = 0) -> RateResult:
-    """Cold random 4 KiB reads of the file :func:`make_read_file` made (as ioping reads a
-    folder): before each, the range's cached pages are dropped (``posix_fadvise DONTNEED``,
-    untimed); the ``pread`` alone is timed, so each reaches the storage once. ``count``
-    reads at most."""
+    """Cold random 4 KiB reads of the file :func:`make_read_file` made, as ioping reads a
+    folder: no readahead (``POSIX_FADV_RANDOM``), and before each read the range's cached
+    pages dropped (``POSIX_FADV_DONTNEED``, untimed); the ``pread`` alone is timed, so each
+    reaches the storage once. ``count`` reads at most."""
     fd = os.open(path, os.O_RDONLY)
     try:
         blocks = max(os.fstat(fd).st_size // READ_BLOCK, 1)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no readahead past the 4 KiB (ioping's)
         rng = random.Random(seed)
         deadline = _Deadline(seconds)
         each: list[int] = []
