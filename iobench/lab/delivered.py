@@ -1,26 +1,32 @@
 """What a lab volume delivered, against what its options allow: the one place that says
 whether a figure measured on the lab was set by the emulated volume or by the lab itself.
 
-The daemon keeps a :class:`Meter` per direction (reads, writes): the requests and bytes, the
-time at least one request of that direction was in the daemon (``busy_s``: the union of their
-spans, from the moment the daemon got one to its reply), the sum of those spans
-(``span_s``: divided by ``busy_s``, the requests in flight on average), and the seconds the
-volume's rate limits needed for those bytes (``pipe_s``: each request's time on the shared
-link — metered as the preset meters it — or under the client's cap, whichever is longer;
-no rate limit, no ``pipe_s``). Two snapshots of the live stats give a :class:`Delivery`.
+The daemon keeps a :class:`Meter` per direction (reads, writes): the requests and bytes; the
+time at least one request of that direction was in the daemon (``busy_s``: the union of
+their spans, from the moment the daemon got one to its reply); the sum of those spans
+(``span_s``); the sum of what each span should have been (``intended_s``: from the moment
+the daemon got it to its deadline — the IOPS bucket's wait, the queue on the shared link,
+its bytes at the rate in force, its latency); and the seconds the volume's rate limits
+spent on those bytes (``pipe_s``: each request's time on the link, metered as the preset
+meters, or under the client's cap, whichever is longer; no rate limit, no ``pipe_s``). Two
+snapshots of the live stats give a :class:`Delivery`.
 
-Method. The lab *delivered* ``bytes / busy_s``. What the volume *allows* those requests is
-what a volume with these options and no cost of its own would give them:
+Method. The lab *delivered* ``bytes / busy_s``. Had every request taken exactly the time
+the options intend, the same requests in flight would have moved the same bytes in
+``intended_s / span_s`` of the time, so the volume *allows*
 
-    allowed = min(R, n × s / (L + s / R))
+    allowed = min(R, delivered × span_s / intended_s),    R = bytes / pipe_s
 
-with ``R = bytes / pipe_s`` the rate limit in force (burst or baseline, reads metered at a
-third: the link's own accounting), ``s`` the mean request, ``n`` the requests in flight and
-``L`` the latency each one pays. A single stream of 1 MiB writes at EFS's 2.7 ms is thus
-allowed ~310 MB/s, not Elastic's 1,573 MB/s per client: the preset's latency, not the lab,
-holds it there. When the lab delivers less than 90 % of that (``SHORTFALL``, in
-:func:`iobench.units.lab_gave`), the lab limited the figure, and runs and reports say so.
-Only volumes with a rate limit are judged (a volume with no rate promises none).
+(``R``: the rate limit in force, burst or baseline, reads metered at a third, or the
+client's cap). Whatever holds a figure by the options themselves — a single stream of 1 MiB
+writes at EFS's 2.7 ms, ~310 MB/s under Elastic's 1,573 MB/s per client; requests queued
+behind a Provisioned rate — is in ``intended_s`` and allowed; what the lab adds (Python's
+time per request, a late wake-up, a CPU shared with the workload) is not. When the lab
+delivers less than 90 % of that (``LAB_SHORTFALL``, :func:`iobench.units.lab_gave`), the lab
+limited the figure, and runs, reports and ``lab status`` say so. Time a request spends before
+the daemon sees it (the kernel's queue, libfuse's own copy) is not in any span: the rule can
+miss a lab that is slow there, never blame one that is not. Only volumes with a rate limit
+are judged (a volume with no rate promises none).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class Meter:
         self.bytes = 0
         self.busy_s = 0.0
         self.span_s = 0.0
+        self.intended_s = 0.0
         self.pipe_s = 0.0
         self._in_flight = 0
         self._busy_since = 0.0
@@ -63,8 +70,9 @@ class Meter:
                 self._busy_since = t0
             self._in_flight += 1
 
-    def end(self, t0: float, t1: float, nbytes: int, pipe_s: float) -> None:
-        """It was answered at ``t1``, moving ``nbytes`` in ``pipe_s`` of the rate limits."""
+    def end(self, t0: float, t1: float, nbytes: int, pipe_s: float, intended_s: float) -> None:
+        """It was answered at ``t1``, moving ``nbytes`` in ``pipe_s`` of the rate limits; the
+        options meant it to take ``intended_s``."""
         with self._lock:
             self._in_flight -= 1
             if not self._in_flight:
@@ -72,6 +80,7 @@ class Meter:
             self.requests += 1
             self.bytes += nbytes
             self.span_s += t1 - t0
+            self.intended_s += max(intended_s, 0.0)
             self.pipe_s += pipe_s
 
     def to_dict(self, now: float) -> dict[str, float | int]:
@@ -83,6 +92,7 @@ class Meter:
                 "bytes": self.bytes,
                 "busy_s": round(busy, 6),
                 "span_s": round(self.span_s, 6),
+                "intended_s": round(self.intended_s, 6),
                 "pipe_s": round(self.pipe_s, 9),
             }
 
@@ -96,8 +106,8 @@ class Delivery:
     bytes: int
     busy_s: float
     span_s: float
+    intended_s: float
     pipe_s: float | None  # None: the volume has no rate limit
-    latency_s: float
 
     @property
     def mb_per_s(self) -> float | None:
@@ -108,12 +118,13 @@ class Delivery:
     def allowed_mb_per_s(self) -> float | None:
         """What the volume's options allow these requests, MB/s (module docstring); None
         without a rate limit, or with too little moved to judge."""
-        if self.pipe_s is None or self.pipe_s <= 0 or self.bytes < MIN_BYTES or self.busy_s <= 0:
+        delivered = self.mb_per_s
+        if self.pipe_s is None or self.pipe_s <= 0 or self.bytes < MIN_BYTES or not delivered:
             return None
-        rate = self.bytes / self.pipe_s
-        size = self.bytes / max(self.requests, 1)
-        in_flight = max(self.span_s / self.busy_s, 1.0)
-        return min(rate, in_flight * size / (self.latency_s + size / rate)) / 1e6
+        rate = self.bytes / self.pipe_s / 1e6
+        if self.intended_s <= 0:
+            return rate
+        return min(rate, delivered * max(self.span_s / self.intended_s, 1.0))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,9 +150,6 @@ def deliveries(after: dict[str, Any], before: dict[str, Any] | None = None) -> d
     old = (before or {}).get("data") or {}
     options = after.get("options") or {}
     rated = bool(options.get("mb_per_s") or options.get("client_mb_per_s"))
-    data_ms = float(options.get("data_latency_ms") or 0.0)
-    write_ms = options.get("write_latency_ms")
-    latency = {"read": data_ms, "write": data_ms if write_ms is None else float(write_ms)}
     out = {}
     for d in DIRECTIONS:
         now, then = data.get(d) or {}, old.get(d) or {}
@@ -155,13 +163,13 @@ def deliveries(after: dict[str, Any], before: dict[str, Any] | None = None) -> d
             int(diff["bytes"]),
             diff["busy_s"],
             diff["span_s"],
+            diff["intended_s"],
             diff["pipe_s"] if rated else None,
-            latency[d] / 1000.0,
         )
     return out
 
 
-_KEYS = ("requests", "bytes", "busy_s", "span_s", "pipe_s")
+_KEYS = ("requests", "bytes", "busy_s", "span_s", "intended_s", "pipe_s")
 
 
 def _older(stats: dict[str, Any] | None, than: float) -> bool:

@@ -236,11 +236,15 @@ class SlowFS(mfusepy.Operations):
 
     # ---- delays and counters -------------------------------------------------------------
 
-    def _pay(self, op: int, t0: float, latency: float, nbytes: int = 0) -> float:
-        """Hold the current request until its deadline, then count it: the IOPS bucket, then
-        the byte link (the metered bytes when the volume meters as EFS does: metadata too)
-        and, beside it, the client's own cap on actual bytes. Returns the seconds those
-        rate limits spent on its bytes (:mod:`iobench.lab.delivered`)."""
+    def _pay(self, op: int, t0: float, latency: float, nbytes: int = 0) -> None:
+        """Hold the current request until its deadline (:meth:`_reserve`), then count it."""
+        self._hold(op, self._reserve(op, t0, latency, nbytes)[0])
+
+    def _reserve(self, op: int, t0: float, latency: float, nbytes: int) -> tuple[float, float]:
+        """The request's deadline: the IOPS bucket, then the byte link (the metered bytes when
+        the volume meters as EFS does: metadata too) and, beside it, the client's own cap on
+        actual bytes, then the latency; and the seconds those rate limits spend on its bytes
+        (:mod:`iobench.lab.delivered`)."""
         start = self._bucket.reserve(t0) if self._bucket is not None else t0
         done, pipe = start, 0.0
         data = _IS_DATA[op]
@@ -251,7 +255,10 @@ class SlowFS(mfusepy.Operations):
         if self._client is not None and nbytes:
             client_done, client_pipe = self._client.reserve_span(start, nbytes)
             done, pipe = max(done, client_done), max(pipe, client_pipe)
-        deadline = done + latency
+        return done + latency, pipe
+
+    def _hold(self, op: int, deadline: float) -> None:
+        """Sleep until ``deadline``, then count the request."""
         slept = 0.0
         now = time.monotonic()
         if deadline > now:
@@ -266,7 +273,6 @@ class SlowFS(mfusepy.Operations):
         with self._lock:
             self._counts[op] += 1
             self._delayed[op] += slept
-        return pipe
 
     def stats(self) -> dict[str, Any]:
         """Counters so far, as the JSON object written to ``--stats``."""
@@ -675,31 +681,36 @@ class SlowFS(mfusepy.Operations):
 
     def read_buf(self, path: str, bufpp: Any, size: int, offset: int, fh: int) -> int:
         """Answer a read with the backing file's descriptor (libfuse moves the bytes after
-        the wait: :func:`iobench.lab.libfuse.reply_from_fd`); held for what the reply carries."""
+        the wait: :func:`iobench.lab.libfuse.reply_from_fd`); held for what the reply carries.
+        Its place on the link is taken on arrival, so requests queue there in their order."""
         t0 = time.monotonic()
         meter = self._meters["read"]
         meter.begin(t0)
-        n, pipe = 0, 0.0
+        n, deadline, pipe = 0, t0, 0.0
         try:
             n = max(0, min(size, os.fstat(fh).st_size - offset))
+            deadline, pipe = self._reserve(_READ, t0, self._data_latency, n)
             libfuse.reply_from_fd(bufpp, fh, offset, n)
             return 0
         finally:
-            pipe = self._pay(_READ, t0, self._data_latency, n)
-            meter.end(t0, time.monotonic(), n, pipe)
+            self._hold(_READ, deadline)
+            meter.end(t0, time.monotonic(), n, pipe, deadline - t0)
 
     def write_buf(self, path: str, buf: Any, offset: int, fh: int) -> int:
-        """Copy a write from libfuse's buffer into the backing file, in C (no Python copy)."""
+        """Copy a write from libfuse's buffer into the backing file, in C (no Python copy);
+        its place on the link taken on arrival, as a read's."""
         t0 = time.monotonic()
         meter = self._meters["write"]
         meter.begin(t0)
-        n, pipe = 0, 0.0
+        size = libfuse.size_of(buf)
+        deadline, pipe = self._reserve(_WRITE, t0, self._write_latency, size)
+        n = 0
         try:
             n = libfuse.copy_to_fd(buf, fh, offset)
             return n
         finally:
-            pipe = self._pay(_WRITE, t0, self._write_latency, n)
-            meter.end(t0, time.monotonic(), n, pipe)
+            self._hold(_WRITE, deadline)
+            meter.end(t0, time.monotonic(), n, pipe, deadline - t0)
 
     def flush(self, path: str, fh: int) -> int:
         t0 = time.monotonic()

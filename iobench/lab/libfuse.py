@@ -106,6 +106,11 @@ def reply_from_fd(bufpp: Any, fd: int, offset: int, size: int) -> None:
     bufpp[0] = ctypes.cast(addr, type(bufpp[0]))
 
 
+def size_of(src: Any) -> int:
+    """The bytes a write request carries (libfuse's vector ``src``)."""
+    return int(_lib.fuse_buf_size(ctypes.cast(src, ctypes.c_void_p).value))
+
+
 def copy_to_fd(src: Any, fd: int, offset: int) -> int:
     """Copy a write request's data (libfuse's vector ``src``) into ``fd`` at ``offset``;
     the bytes written (an ``OSError`` on failure)."""

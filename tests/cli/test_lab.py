@@ -164,14 +164,14 @@ def test_cli_up_status_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_status_says_what_each_direction_delivered_against_what_its_options_allow() -> None:
     """Issue 39: under a volume's line, its reads and writes since mounting."""
-    meter = {"requests": 100, "bytes": 100_000_000, "busy_s": 2.0, "span_s": 2.0}
+    meter = {"requests": 100, "bytes": 100_000_000, "busy_s": 2.0, "span_s": 2.0, "intended_s": 1.0}
     stats = {
         "total_ops": 200,
         "delayed_s": 0.0,
         "options": {"mb_per_s": 100.0, "preset": "nfs-lan"},
         "data": {
             "read": {**meter, "pipe_s": 1.0},  # 50 of the 100 MB/s it allows
-            "write": {**meter, "busy_s": 1.02, "pipe_s": 1.0},  # 98: faithful
+            "write": {**meter, "busy_s": 1.02, "span_s": 1.02, "pipe_s": 1.0},  # 98: faithful
         },
     }
     e = manage.LabStatus("/mnt/a", "fuse", 42, {"mb_per_s": 100.0, "preset": "nfs-lan"}, True,

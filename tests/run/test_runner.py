@@ -336,7 +336,7 @@ def test_a_run_on_a_lab_volume_says_what_the_lab_delivered(
     for row in rows:
         assert row["lab_volume"] == str(vol) and row["lab_preset"] == ""
         assert 0 < float(row["lab_write_mb_s"]) < 2e5
-        assert float(row["lab_write_allowed_mb_s"]) == pytest.approx(1e6, rel=0.01)
+        assert float(row["lab_write_allowed_mb_s"]) > 5 * float(row["lab_write_mb_s"])
     out = capsys.readouterr().out
     assert out.count("the lab gave ") == 2 and "of the volume's " in out, out
     notes = build_report(rd, charts=False).summary.notes
