@@ -63,3 +63,13 @@ def test_did_you_mean_prefixes_first_then_near_misses_else_nothing() -> None:
     )
     assert did_you_mean("smkoe", ["smoke", "torch"]) == "did you mean 'smoke'?"
     assert did_you_mean("zzz", ["naive", "tmp-fix"]) == ""
+
+
+def test_the_lab_gave_words_only_below_nine_tenths_of_what_is_allowed() -> None:
+    from iobench.units import lab_gave
+
+    assert lab_gave(812, 1573.0, "efs-elastic") == "the lab gave 812 of the preset's 1,573 MB/s"
+    assert lab_gave(40.0, 100.0) == "the lab gave 40 of the volume's 100 MB/s"
+    assert lab_gave(90.0, 100.0) is None and lab_gave(95.0, 100.0) is None  # faithful enough
+    for unknown in ((None, 100.0), (50.0, None), (math.nan, 1.0), (5.0, 0.0)):
+        assert lab_gave(*unknown) is None

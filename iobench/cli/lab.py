@@ -17,6 +17,7 @@ from iobench.lab.options import KINDS, VolumeOptions
 
 if TYPE_CHECKING:  # the handlers import it: `iobench --help` must not pay for it
     from iobench.lab import manage
+    from iobench.lab.delivered import Delivery
 
 
 def register(sub: Any) -> None:
@@ -250,7 +251,10 @@ def handle_presets(args: argparse.Namespace) -> int:
 
 
 def status_lines(entries: list[manage.LabStatus]) -> list[str]:
-    """One line per volume: mountpoint, kind, options, pid, health and counters."""
+    """One line per volume: mountpoint, kind, options, pid, health and counters; under it,
+    what it delivered since mounting against what its options allow."""
+    from iobench.lab.delivered import deliveries
+
     if not entries:
         return ["no iobench lab volumes"]
     lines = []
@@ -263,4 +267,25 @@ def status_lines(entries: list[manage.LabStatus]) -> list[str]:
                 f"  {e.stats.get('total_ops', 0)} ops, {e.stats.get('delayed_s', 0):.1f} s delayed"
             )
         lines.append(line)
+        preset = str(e.options.get("preset") or "")
+        for d in deliveries(e.stats or {}).values():
+            if d.mb_per_s is not None:
+                lines.append(f"  {d.direction}s: {delivery_words(d, preset)}")
     return lines
+
+
+def delivery_words(d: Delivery, preset: str) -> str:
+    """``812 MB/s while busy (the lab gave 812 of the preset's 1,573 MB/s)``, or what its
+    options allow, or why nothing is judged."""
+    from iobench.lab.delivered import MIN_BYTES
+    from iobench.units import fmt_bytes, fmt_mbps, lab_gave
+
+    rate = f"{fmt_mbps(d.mb_per_s)} while busy"
+    allowed = d.allowed_mb_per_s
+    if short := lab_gave(d.mb_per_s, allowed, preset):
+        return f"{rate} ({short})"
+    if allowed is not None:
+        return f"{rate}, of {fmt_mbps(allowed)} its options allow"
+    if d.pipe_s is None:
+        return f"{rate} (no rate limit to hold it to)"
+    return f"{rate} ({fmt_bytes(d.bytes)} moved: under {fmt_bytes(MIN_BYTES)}, too little to judge)"

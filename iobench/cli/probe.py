@@ -14,7 +14,12 @@ from iobench.cli.common import positive_int
 from iobench.errors import UsageError
 
 if TYPE_CHECKING:  # imported by the handler: `iobench --help` must not pay for it
+    from iobench.predict.latency import Latency
     from iobench.predict.probe import ProbeResult
+    from iobench.predict.tree import TreeResult
+
+#: the latency percentiles printed (iobench.predict.latency.PERCENTILES, without its import)
+PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 
 
 # ---------------------------------------------------------------- probe
@@ -23,9 +28,11 @@ def _add_probe(sub: argparse._SubParsersAction) -> None:
         "probe",
         help="storage probe of folders: ms per create/stat/open/rename/unlink/mkdir, fsync, MB/s, locks",
         description="Measure what a venv install pays per operation in each folder: small-file create, "
-        "stat, cold open+read, chmod, rename, unlink, mkdir (each for at most --seconds), fsync p50/p99, "
+        "stat, cold open+read, cold random 4 KiB read, chmod, rename, unlink, mkdir (each for at most "
+        "--seconds), fsync, each with its latency percentiles (p50, p95, p99, p99.9, max); "
         "sequential write over time and cold read, whether flock and fcntl locks exclude a second "
-        "process, and free space and inodes.",
+        "process, and free space and inodes; with --tree, mdtest's phase rates over a tree of that "
+        "shape by --streams parallel streams. --format json uses fio's field names.",
     )
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
     p.add_argument(
@@ -59,41 +66,74 @@ def _add_probe(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeline", action="store_true", help="print the write rate of every 0.1 s bucket"
     )
+    _add_tree(p)
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default text)"
     )
     p.set_defaults(func=cmd_probe)
 
 
-def _ms(result: ProbeResult, op: str) -> str:
-    r = getattr(result, op)
-    if r is None or not r.count:
-        return "   not measured"
-    return f"{r.ms_each:8.3f} ms   ({r.per_s:9.0f}/s, {r.count} in {r.seconds:.2f} s)"
+def _add_tree(p: argparse.ArgumentParser) -> None:
+    """mdtest's phases over a tree, and the streams that run them."""
+    p.add_argument(
+        "--tree",
+        metavar="DEPTH,BRANCH,FILES",
+        help="also run mdtest's phases (folder create, file create, stat, read, remove, folder "
+        "remove) over a tree: DEPTH levels of BRANCH folders, FILES files in every folder "
+        "(e.g. 2,3,100); each phase for at most --seconds",
+    )
+    p.add_argument(
+        "--streams",
+        type=positive_int,
+        default=1,
+        help="parallel streams (processes) for --tree, each in a tree of its own (default 1)",
+    )
+    p.add_argument(
+        "--tree-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="bytes written into each tree file, and read back (default 0, as mdtest's -w)",
+    )
+
+
+#: what each timed operation is, as the text output names it
+OP_WORDS = {
+    "create": "create+write+close",
+    "stat": "stat",
+    "stat_miss": "stat of a missing name",
+    "open_read": "cold open+read+close",
+    "read4k": "cold random 4 KiB read",
+    "chmod": "chmod",
+    "rename": "rename",
+    "unlink": "unlink",
+    "mkdir": "mkdir",
+}
+_HEAD = (f"  {'operation':<24} {'ops/s':>9} {'p50':>8} {'p95':>8} {'p99':>8} {'p99.9':>8} "
+         f"{'max':>8} {'count':>7}   (ms)")  # fmt: skip
+
+
+def _row(label: str, per_s: float | None, lat: Latency | None) -> str:
+    rate = f"{per_s:9,.0f}" if per_s is not None else f"{'-':>9}"
+    if lat is None or not lat.count:
+        return f"  {label:<24} {rate}   not measured"
+    cells = " ".join(f"{lat.ms(q):8.3f}" for q in PERCENTILES)
+    return f"  {label:<24} {rate} {cells} {lat.max_ms:8.3f} {lat.count:7,}"
 
 
 def probe_lines(result: ProbeResult) -> list[str]:
-    """Lines describing one probe result (returned, not printed)."""
-    lines = [
-        f"{result.path}:",
-        f"  create  {result.create.per_s:9.0f} files/s   ({result.create.ms_each:.3f} ms per "
-        f"create+write+close of {result.file_bytes} B)",
-        f"  stat    {result.stat.per_s:9.0f} stats/s   ({result.stat.ms_each:.3f} ms each)",
-    ]
-    for op, label in (
-        ("stat_miss", "stat of a missing name"),
-        ("open_read", "cold open+read+close"),
-        ("chmod", "chmod"),
-        ("rename", "rename"),
-        ("unlink", "unlink"),
-        ("mkdir", "mkdir"),
-    ):
-        lines.append(f"  {label:<22} {_ms(result, op)}")
+    """Lines describing one probe result (returned, not printed): a table of the timed
+    operations (rate and latency percentiles), then the rest."""
+    lines = [f"{result.path}:", _HEAD]
+    for op, label in OP_WORDS.items():
+        r = getattr(result, op)
+        if op == "create" and r is not None:
+            label = f"create of {result.file_bytes} B"
+        lines.append(_row(label, r.per_s if r and r.count else None, r.latency if r else None))
     if result.fsync and result.fsync.count:
-        f = result.fsync
-        lines.append(
-            f"  fsync of 4 KiB         p50 {f.p50_ms:.3f} ms, p99 {f.p99_ms:.3f} ms ({f.count} fsyncs)"
-        )
+        lines.append(_row("fsync of 4 KiB", None, result.fsync))
+    if result.tree is not None:
+        lines += tree_lines(result.tree)
     w = result.write
     if w is not None:
         rates = [pt.mbps for pt in w.timeline]
@@ -119,6 +159,15 @@ def probe_lines(result: ProbeResult) -> list[str]:
         lines.append(
             f"  HUNG: the {result.hung} probe did not return; later probes skipped, scratch left"
         )
+    return lines
+
+
+def tree_lines(tree: TreeResult) -> list[str]:
+    """mdtest's table: each phase's rate over every stream (the slowest's time), latency."""
+    streams = f"{tree.streams} stream{'' if tree.streams == 1 else 's'}"
+    lines = [f"  tree: {tree.shape.describe()}, {streams}, files of {tree.file_bytes} B", _HEAD]
+    for name, phase in tree.phases.items():
+        lines.append(_row(name.replace("_", " "), phase.per_s, phase.latency))
     return lines
 
 
@@ -150,14 +199,19 @@ def _what_it_writes(
         if write_mb
         else "no sequential write"
     )
+    tree = ""
+    if args.tree:
+        streams = f"{args.streams} stream{'' if args.streams == 1 else 's'}"
+        tree = f", a tree {args.tree} (depth, branch, files a folder) by {streams}"
     return (
         f"up to {files:,} small files of {size} B per operation (at most {args.seconds:g} s "
-        f"each), {write}; all removed afterwards"
+        f"each), {write}{tree}; all removed afterwards"
     )
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from iobench.predict.probe import median_file_bytes, probe, results_to_dict
+    from iobench.predict.tree import MAX_STREAMS, TreeShape
     from iobench.system.scratch import check_role_dir
 
     for flag, value, ok, what in (
@@ -172,6 +226,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
     ):
         if not (math.isfinite(value) and ok):
             raise UsageError(f"{flag} {value:g}: expected a number {what}")
+    if not 0 <= args.tree_bytes <= 1 << 30:
+        raise UsageError(f"--tree-bytes {args.tree_bytes}: expected 0 to {1 << 30:,}")
+    shape = TreeShape.parse(args.tree) if args.tree else None
+    if args.streams > MAX_STREAMS or (args.streams > 1 and shape is None):
+        raise UsageError(f"--streams {args.streams}: from 1 to {MAX_STREAMS}, with --tree")
     for d in args.dirs:
         check_role_dir("probe", d)
     size = median_file_bytes(args.profile)
@@ -187,6 +246,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
             file_bytes=size,
             write_seconds=args.write_seconds,
             bucket_s=0.1,
+            tree=shape,
+            streams=args.streams,
+            tree_bytes=args.tree_bytes,
         )
         results.append(res)
         if args.format == "text":

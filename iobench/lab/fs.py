@@ -9,7 +9,11 @@ where ``start`` is when the daemon received it, or later when the ``--iops`` tok
 bytes need on the shared byte link (:class:`~iobench.system.shaping.ByteLink`, ``--mb-per-s`` with
 optional EFS-Bursting credits; reads and writes only); and ``latency`` is ``latency_ms`` for
 metadata requests and ``data_latency_ms`` for read/write. The backing call itself runs
-before the wait, so failing requests (a negative lookup) pay the round trip too.
+before the wait, so failing requests (a negative lookup) pay the round trip too. Data never
+passes through Python: a read is answered with the backing file's descriptor, which libfuse
+splices into ``/dev/fuse`` after the wait, and a write is copied by libfuse from its request
+buffer into the backing file (:mod:`iobench.lab.libfuse`, which says why: ~0.8-1.1 GB/s with
+four streams before, against ~2 GB/s now on a 2-core VM; docs/lab.md).
 
 Choices, and why:
 - The wait is a ``time.sleep`` in the FUSE worker thread that serves the request, not a
@@ -38,8 +42,8 @@ Choices, and why:
   folder listed, then stat'ed, still took 2,830 lookups). Cost: ~12 µs of daemon CPU per
   listed entry (an ``lstat``), against ~4 µs for a name. mfusepy sends names and types
   only, and libfuse 3.14 drops attributes given without offsets (fixed in 3.17), so
-  ``_LabFUSE`` lists with offsets itself; libfuse then keeps one node too many per reply
-  (it looks up the entry that no longer fits), memory only. With ``cache_s=0`` listings
+  ``LabFUSE`` (:mod:`iobench.lab.libfuse`) lists with offsets itself; libfuse then keeps
+  one node too many per reply (it looks up the entry that no longer fits), memory only. With ``cache_s=0`` listings
   carry names and types only, as before.
 - A create's reply carries the new file's attributes in real protocols (NFS post-op
   attributes), but libfuse's high-level API asks for them with a second getattr; that one
@@ -87,18 +91,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-if "FUSE_LIBRARY_PATH" not in os.environ:
-    # mfusepy prefers libfuse2 when installed; this project needs libfuse3.
-    os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
+from iobench.lab import libfuse
+from iobench.lab.delivered import DIRECTIONS, Meter
+from iobench.lab.libfuse import mfusepy
+from iobench.lab.options import VolumeOptions
+from iobench.lab.state import REPLY_NAME
+from iobench.system.shaping import ByteLink, TokenBucket, metered
 
-import mfusepy  # noqa: E402
-
-from iobench.lab.options import VolumeOptions  # noqa: E402
-from iobench.lab.state import REPLY_NAME  # noqa: E402
-from iobench.system.shaping import ByteLink, TokenBucket, metered  # noqa: E402
-
-#: 1: ops (count, delayed_s), bytes_read, bytes_written; 2: + credits_history
-STATS_SCHEMA = 2
+#: 1: ops (count, delayed_s), bytes_read, bytes_written; 2: + credits_history; 3: + data
+#: (each direction's meter: iobench.lab.delivered)
+STATS_SCHEMA = 3
 #: the credit history's points at most (then every other one is dropped and the step doubles)
 HISTORY_MAX = 4000
 
@@ -142,10 +144,8 @@ _OP = {name: i for i, name in enumerate(OPS)}
 _IS_WRITE = [name in WRITE_OPS for name in OPS]
 _IS_DATA = [name in DATA_OPS for name in OPS]
 _ENTRY_GETATTR = _OP["entry_getattr"]
+_READ, _WRITE = _OP["read"], _OP["write"]
 
-_FUSE_CAP_READDIRPLUS_AUTO = 1 << 14  # fuse_common.h: the kernel's adaptive READDIRPLUS
-_FUSE_READDIR_PLUS = 1  # enum fuse_readdir_flags: the kernel asked for READDIRPLUS
-_FUSE_FILL_DIR_PLUS = 2  # enum fuse_fill_dir_flags: this entry's attributes are complete
 _MAX_EARLY = 0.0003
 _FUSE_ROOT_ID = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -174,17 +174,6 @@ def _attrs(st: os.stat_result) -> dict[str, int]:
         "st_mtime": st.st_mtime_ns,
         "st_ctime": st.st_ctime_ns,
     }
-
-
-def _fill_stat(st: Any, s: os.stat_result) -> None:
-    """Set every field of mfusepy's ``c_stat`` that libfuse passes on as getattr's reply
-    would (``_attrs`` through mfusepy), without its per-field dict loop (~2x faster)."""
-    st.st_mode, st.st_ino, st.st_nlink = s.st_mode, s.st_ino, s.st_nlink
-    st.st_uid, st.st_gid, st.st_rdev = s.st_uid, s.st_gid, s.st_rdev
-    st.st_size, st.st_blocks, st.st_blksize = s.st_size, s.st_blocks, s.st_blksize
-    st.st_atimespec.tv_sec, st.st_atimespec.tv_nsec = divmod(s.st_atime_ns, 1_000_000_000)
-    st.st_mtimespec.tv_sec, st.st_mtimespec.tv_nsec = divmod(s.st_mtime_ns, 1_000_000_000)
-    st.st_ctimespec.tv_sec, st.st_ctimespec.tv_nsec = divmod(s.st_ctime_ns, 1_000_000_000)
 
 
 class SlowFS(mfusepy.Operations):
@@ -231,8 +220,7 @@ class SlowFS(mfusepy.Operations):
         self._lock = threading.Lock()
         self._counts = [0] * len(OPS)
         self._delayed = [0.0] * len(OPS)
-        self._bytes_read = 0
-        self._bytes_written = 0
+        self._meters = {d: Meter() for d in DIRECTIONS}  # reads, writes: what was delivered
         self._started = time.time()
         self._stats_paths = [Path(p) for p in (stats_path, live_stats_path) if p]
         self._live_path = Path(live_stats_path) if live_stats_path else None
@@ -249,19 +237,28 @@ class SlowFS(mfusepy.Operations):
     # ---- delays and counters -------------------------------------------------------------
 
     def _pay(self, op: int, t0: float, latency: float, nbytes: int = 0) -> None:
-        """Hold the current request until its deadline, then count it: the IOPS bucket, then
-        the byte link (the metered bytes when the volume meters as EFS does: metadata too)
-        and, beside it, the client's own cap on actual bytes."""
+        """Hold the current request until its deadline (:meth:`_reserve`), then count it."""
+        self._hold(op, self._reserve(op, t0, latency, nbytes)[0])
+
+    def _reserve(self, op: int, t0: float, latency: float, nbytes: int) -> tuple[float, float]:
+        """The request's deadline: the IOPS bucket, then the byte link (the metered bytes when
+        the volume meters as EFS does: metadata too) and, beside it, the client's own cap on
+        actual bytes, then the latency; and the seconds those rate limits spend on its bytes
+        (:mod:`iobench.lab.delivered`)."""
         start = self._bucket.reserve(t0) if self._bucket is not None else t0
-        done = start
+        done, pipe = start, 0.0
         data = _IS_DATA[op]
         if self._link is not None and (data or self._metered):
             amount = metered(nbytes, _IS_WRITE[op], data) if self._metered else nbytes
             if amount:
-                done = self._link.reserve(start, amount)
+                done, pipe = self._link.reserve_span(start, amount)
         if self._client is not None and nbytes:
-            done = max(done, self._client.reserve(start, nbytes))
-        deadline = done + latency
+            client_done, client_pipe = self._client.reserve_span(start, nbytes)
+            done, pipe = max(done, client_done), max(pipe, client_pipe)
+        return done + latency, pipe
+
+    def _hold(self, op: int, deadline: float) -> None:
+        """Sleep until ``deadline``, then count the request."""
         slept = 0.0
         now = time.monotonic()
         if deadline > now:
@@ -282,7 +279,8 @@ class SlowFS(mfusepy.Operations):
         with self._lock:
             counts = list(self._counts)
             delayed = list(self._delayed)
-            bytes_read, bytes_written = self._bytes_read, self._bytes_written
+        now = time.monotonic()
+        data = {d: meter.to_dict(now) for d, meter in self._meters.items()}
         return {
             "schema": STATS_SCHEMA,
             "backing": self.root,
@@ -296,8 +294,9 @@ class SlowFS(mfusepy.Operations):
             },
             "total_ops": sum(counts),
             "delayed_s": round(sum(delayed), 6),
-            "bytes_read": bytes_read,
-            "bytes_written": bytes_written,
+            "bytes_read": data["read"]["bytes"],
+            "bytes_written": data["write"]["bytes"],
+            "data": data,
             "link_credits_mb": self._credits_mb(),
             "credits_history": [list(p) for p in self._history],
         }
@@ -346,7 +345,7 @@ class SlowFS(mfusepy.Operations):
         self._record_credits()  # the history starts with the balance the volume was given
         if self._live_path is not None:
             threading.Thread(target=self._stats_loop, name="stats", daemon=True).start()
-        self._session = _current_session()
+        self._session = libfuse.current_session()
         if self._control is not None:
             threading.Thread(target=self._control_loop, name="control", daemon=True).start()
 
@@ -358,7 +357,7 @@ class SlowFS(mfusepy.Operations):
         t0 = time.monotonic()
         if self._session is None:
             return {"ok": False, "error": "no libfuse session (fuse_get_session unavailable)"}
-        lib = _notify_lib()
+        lib = libfuse.notify_lib()
         names = os.listdir(self.root)
         dropped = 0
         for name in names:
@@ -641,7 +640,7 @@ class SlowFS(mfusepy.Operations):
 
     def readdir(self, path: str, fh: int) -> list[Any]:
         """mfusepy's plain listing (names with type and inode). Its presence is what makes
-        mfusepy register the readdir callback, which ``_LabFUSE.readdir_fuse_3`` answers with
+        mfusepy register the readdir callback, which ``LabFUSE.readdir_fuse_3`` answers with
         offsets instead (see ``listing``); a plain ``mfusepy.FUSE`` would call this."""
         return [
             e
@@ -680,27 +679,38 @@ class SlowFS(mfusepy.Operations):
         finally:
             self._pay(_OP["open"], t0, self._latency)
 
-    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+    def read_buf(self, path: str, bufpp: Any, size: int, offset: int, fh: int) -> int:
+        """Answer a read with the backing file's descriptor (libfuse moves the bytes after
+        the wait: :func:`iobench.lab.libfuse.reply_from_fd`); held for what the reply carries.
+        Its place on the link is taken on arrival, so requests queue there in their order."""
         t0 = time.monotonic()
-        data = b""
+        meter = self._meters["read"]
+        meter.begin(t0)
+        n, deadline, pipe = 0, t0, 0.0
         try:
-            data = os.pread(fh, size, offset)
-            return data
+            n = max(0, min(size, os.fstat(fh).st_size - offset))
+            deadline, pipe = self._reserve(_READ, t0, self._data_latency, n)
+            libfuse.reply_from_fd(bufpp, fh, offset, n)
+            return 0
         finally:
-            with self._lock:
-                self._bytes_read += len(data)
-            self._pay(13, t0, self._data_latency, len(data))
+            self._hold(_READ, deadline)
+            meter.end(t0, time.monotonic(), n, pipe, deadline - t0)
 
-    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+    def write_buf(self, path: str, buf: Any, offset: int, fh: int) -> int:
+        """Copy a write from libfuse's buffer into the backing file, in C (no Python copy);
+        its place on the link taken on arrival, as a read's."""
         t0 = time.monotonic()
+        meter = self._meters["write"]
+        meter.begin(t0)
+        size = libfuse.size_of(buf)
+        deadline, pipe = self._reserve(_WRITE, t0, self._write_latency, size)
         n = 0
         try:
-            n = os.pwrite(fh, data, offset)
+            n = libfuse.copy_to_fd(buf, fh, offset)
             return n
         finally:
-            with self._lock:
-                self._bytes_written += n
-            self._pay(14, t0, self._write_latency, n)
+            self._hold(_WRITE, deadline)
+            meter.end(t0, time.monotonic(), n, pipe, deadline - t0)
 
     def flush(self, path: str, fh: int) -> int:
         t0 = time.monotonic()
@@ -737,41 +747,6 @@ class SlowFS(mfusepy.Operations):
             self._pay(_OP["fallocate"], t0, self._latency)
 
 
-assert OPS[0] == "getattr" and OPS[13] == "read" and OPS[14] == "write"
-
-
-def _notify_lib() -> ctypes.CDLL:
-    """libfuse3 with the argument types of the calls the flush uses (mfusepy leaves them out)."""
-    lib = mfusepy._libfuse
-    lib.fuse_get_session.restype = ctypes.c_void_p
-    lib.fuse_get_session.argtypes = [ctypes.c_void_p]
-    lib.fuse_lowlevel_notify_inval_entry.restype = ctypes.c_int
-    lib.fuse_lowlevel_notify_inval_entry.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_uint64,
-        ctypes.c_char_p,
-        ctypes.c_size_t,
-    ]
-    lib.fuse_lowlevel_notify_inval_inode.restype = ctypes.c_int
-    lib.fuse_lowlevel_notify_inval_inode.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_uint64,
-        ctypes.c_int64,
-        ctypes.c_int64,
-    ]
-    return lib
-
-
-def _current_session() -> int | None:
-    """The libfuse session of the filesystem whose callback is running (call from ``init``)."""
-    try:
-        lib = _notify_lib()
-        fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
-        return lib.fuse_get_session(fuse_ptr) if fuse_ptr else None
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def make_control_fifo(path: str | Path) -> Path:
     """Create the flush control FIFO (replacing a stale one of ours); return its path."""
     path = Path(path)
@@ -779,61 +754,6 @@ def make_control_fifo(path: str | Path) -> Path:
         path.unlink()
     os.mkfifo(path, 0o600)
     return path
-
-
-class _LabFUSE(mfusepy.FUSE):
-    """mfusepy's FUSE with ``renameat2`` flags passed on (mfusepy drops them), a create
-    without mfusepy's per-call ``inspect.signature``, and READDIRPLUS answered with
-    attributes (mfusepy sends only names and types)."""
-
-    def create(self, path: bytes, mode: int, fip: Any) -> int:
-        fi = fip.contents
-        fi.fh = self.operations.create(path.decode(self.encoding, self.errors), mode, fi.flags)
-        return 0
-
-    def init_fuse_3(self, conn: Any, config: Any) -> None:
-        if conn and self.operations.readdir_plus:
-            # READDIRPLUS for every part of a listing, not only its first (see module docstring)
-            conn.contents.want &= ~_FUSE_CAP_READDIRPLUS_AUTO
-        super().init_fuse_3(conn, config)
-
-    def readdir_fuse_3(
-        self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int
-    ) -> int:
-        """List from ``offset`` on, each entry with its position, until the kernel's buffer is
-        full; for READDIRPLUS with full attributes (see the module docstring)."""
-        ops = self.operations
-        decoded = "" if path is None else path.decode(self.encoding, self.errors)
-        entries = ops.listing(decoded, fip.contents.fh, offset)
-        plus = bool(flags & _FUSE_READDIR_PLUS) and ops.readdir_plus
-        st = mfusepy.c_stat()
-        for index in range(offset, len(entries)):
-            entry = entries[index]
-            fill = 0
-            full = None
-            if isinstance(entry, str):  # "." and "..": no attributes, as mfusepy sends them
-                name = entry
-            else:
-                name = entry.name
-                if plus:
-                    with contextlib.suppress(OSError):  # gone since the listing: type only
-                        full = os.lstat(entry.path)  # now, not cached in the DirEntry
-            if full is not None:
-                _fill_stat(st, full)
-                fill = _FUSE_FILL_DIR_PLUS
-            else:
-                ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
-                if not isinstance(entry, str):
-                    st.st_mode = ops.entry_type(entry)
-                    st.st_ino = entry.inode()
-            if filler(buf, name.encode(self.encoding, self.errors), st, index + 1, fill):
-                break  # the reply is full; the kernel asks again from this entry's offset
-        return 0
-
-    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
-        return self.operations.rename(
-            old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
-        )
 
 
 def serve(
@@ -866,7 +786,7 @@ def serve(
         readdir_plus=cache_timeout_s > 0,
     )
     try:
-        _LabFUSE(
+        libfuse.LabFUSE(
             ops,
             str(mountpoint),
             foreground=True,

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from iobench.lab.state import (
 )
 from iobench.system import procfs
 from iobench.system.scratch import dangerous_folder
+from iobench.system.trust import strict_modes_problem
 
 FUSE_TYPE = FUSE.fstype
 
@@ -163,7 +166,15 @@ def _check_stats_file(stats: str | os.PathLike[str] | None) -> str | None:
     return path
 
 
+#: the system's own state below /var: never a lab's backing folder itself (a sub-folder is
+#: yours to give)
+_VAR_SYSTEM = ("backups", "cache", "lib", "local", "lock", "log", "mail", "opt", "run", "spool")
+
+
 def _check_backing(backing: str | os.PathLike[str] | None, mp: str) -> str | None:
+    """The backing folder, resolved; refused when the volume would write into a system
+    folder, or into a folder other users can change (the daemon runs as root, so what they
+    plant or swap there it would serve and write through)."""
     if backing is None:
         return None
     path = os.path.realpath(os.fspath(backing))
@@ -172,6 +183,17 @@ def _check_backing(backing: str | os.PathLike[str] | None, mp: str) -> str | Non
     if procfs.is_within(path, mp) or procfs.is_within(mp, path):  # also --backing /
         raise LabError(f"--backing {backing} and the mountpoint {mp} must not contain each other")
     if problem := dangerous_folder(Path(path)):  # the volume writes into it: not /etc, /usr
+        raise LabError(f"--backing: {problem}")
+    if os.path.dirname(path) == "/var" and os.path.basename(path) in _VAR_SYSTEM:
+        raise LabError(f"--backing: refusing the system folder {path} (give a folder of your own)")
+    mode = os.stat(path).st_mode
+    if mode & 0o022:
+        raise LabError(
+            f"--backing {backing}: other users can write in {path} (mode "
+            f"{stat.S_IMODE(mode):04o}), and the volume would serve what they put there; "
+            f"give a folder of your own inside it (mkdir -m 0700 {shlex.quote(path)}/backing)"
+        )
+    if problem := strict_modes_problem(Path(path), "the volume's files"):
         raise LabError(f"--backing: {problem}")
     return path
 

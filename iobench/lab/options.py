@@ -20,6 +20,17 @@ _MAX = {
     "--burst-cap-mb": 1e10,
     "--client-mb-per-s": 1e6,
 }
+# lower bounds: the slowest request stays a finite wait (one operation a second; a 1 MiB
+# request at 1 kB/s waits ~17 minutes); below them every request failed with EINVAL (a
+# wait too long for the clock). Credits may start at 0 (a Bursting volume at its baseline).
+_MIN = {
+    "--iops": 1.0,
+    "--mb-per-s": 0.001,
+    "--burst-mb-per-s": 0.001,
+    "--burst-credits-mb": 0.0,
+    "--burst-cap-mb": 0.001,
+    "--client-mb-per-s": 0.001,
+}
 # state files written before the units were named (the numbers meant the same)
 _OLD_NAMES = {"mbps": "mb_per_s", "burst_mbps": "burst_mb_per_s"}
 
@@ -77,9 +88,9 @@ class VolumeOptions:
         if not _finite(self.cache_s) or not 0 <= self.cache_s <= 3600:
             raise UsageError(f"--cache-s must be a number from 0 to 3600, not {self.cache_s}")
         for flag, rate in self._rates():
-            if rate is not None and (not _finite(rate) or not 0 < rate <= _MAX[flag]):
+            if rate is not None and (not _finite(rate) or not _MIN[flag] <= rate <= _MAX[flag]):
                 raise UsageError(
-                    f"{flag} must be a positive number up to {_MAX[flag]:g}, not {rate}"
+                    f"{flag} must be a number from {_MIN[flag]:g} to {_MAX[flag]:g}, not {rate}"
                 )
         if (self.burst_mb_per_s is None) != (self.burst_credits_mb is None):
             raise UsageError(

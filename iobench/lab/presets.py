@@ -13,6 +13,7 @@ and the lab MB/s (10^6 bytes/s): the conversion is exact here, and both are show
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from iobench.errors import UsageError
@@ -28,8 +29,12 @@ CREDIT_CAP_TIB_PER_TIB = 2.1
 #: the stored size a Bursting preset assumes unless --size-gib says (the 500 GB of the team
 #: whose job took 142 minutes instead of 35: a 25 MiB/s baseline)
 DEFAULT_SIZE_GIB = 500.0
-#: Provisioned's rate unless --throughput-mib-s says
+#: Provisioned's rate unless --throughput-mib-s says, and the rates AWS sells
 DEFAULT_PROVISIONED_MIB_S = 100.0
+PROVISIONED_MIB_S = (1.0, 3414.0)
+#: the largest stored size a Bursting preset takes (~3.8 PiB): its credit cap, 2.1 TiB per
+#: TiB stored, stays within what the lab's options hold (10^10 MB)
+MAX_SIZE_GIB = 4_000_000.0
 
 
 @dataclass(frozen=True)
@@ -149,18 +154,29 @@ def preset_options(
         )
     options = preset.options
     if name == "efs-bursting":
-        baseline, burst, cap_gib = bursting_figures(size_gib or DEFAULT_SIZE_GIB)
+        size = DEFAULT_SIZE_GIB if size_gib is None else size_gib
+        if not (math.isfinite(size) and 0 < size <= MAX_SIZE_GIB):
+            raise UsageError(
+                f"--size-gib must be a number above 0 and at most {MAX_SIZE_GIB:,.0f}, not {size:g}"
+            )
+        baseline, burst, cap_gib = bursting_figures(size)
         credits = cap_gib if credits_gib is None else credits_gib
-        if credits < 0:
-            raise UsageError(f"--credits-gib must be 0 or more, not {credits_gib:g}")
+        if not (math.isfinite(credits) and 0 <= credits <= cap_gib):
+            raise UsageError(
+                f"--credits-gib must be from 0 to {cap_gib:,.1f} (the credit cap of a {size:g} GiB "
+                f"volume), not {credits:g}"
+            )
         options = replace(options, mb_per_s=baseline * MIB, burst_mb_per_s=burst * MIB,
-                          burst_credits_mb=min(credits, cap_gib) * GIB_MB,
+                          burst_credits_mb=credits * GIB_MB,
                           burst_cap_mb=cap_gib * GIB_MB)  # fmt: skip
     elif size_gib is not None or credits_gib is not None:
         raise UsageError(f"--size-gib and --credits-gib are efs-bursting's; {name} has no credits")
     if name == "efs-provisioned" and throughput_mib_s is not None:
-        if not 0 < throughput_mib_s <= 3414:  # AWS's highest provisioned rate
-            raise UsageError(f"--throughput-mib-s must be from 1 to 3414, not {throughput_mib_s:g}")
+        low, high = PROVISIONED_MIB_S
+        if not (math.isfinite(throughput_mib_s) and low <= throughput_mib_s <= high):
+            raise UsageError(
+                f"--throughput-mib-s must be from {low:g} to {high:g}, not {throughput_mib_s:g}"
+            )
         options = replace(options, mb_per_s=throughput_mib_s * MIB)
     elif throughput_mib_s is not None:
         raise UsageError(f"--throughput-mib-s is efs-provisioned's, not {name}'s")

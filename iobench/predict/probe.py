@@ -46,8 +46,8 @@ from typing import Any
 
 import psutil
 
+from iobench.predict.latency import Latency
 from iobench.predict.probes import (
-    LatencyResult,
     RateResult,
     Space,
     WriteResult,
@@ -56,16 +56,22 @@ from iobench.predict.probes import (
     each_in,
     fsync_latency,
     lock_works,
+    make_read_file,
     open_read_files_in,
+    read_latency,
     scratch_folder,
     space_of,
     stat_files_in,
     write_file,
 )
+from iobench.predict.tree import PHASES, TreeResult, TreeShape, tree_probe
 from iobench.wheels.profile import load_profile
 
 #: version of :func:`result_to_dict`'s JSON; bump on any change of keys or meaning
-SCHEMA_VERSION = 1
+#: 2: every timed operation's latency in fio's words (``total_ios``, ``runtime`` ms, ``iops``,
+#:    ``clat_ns`` with p50/p95/p99/p99.9, min, max, mean, stddev, N), ``read4k`` (cold random
+#:    4 KiB reads), ``tree`` (mdtest's phases); fsync's ``p50_ms``/``p99_ms`` kept
+SCHEMA_VERSION = 2
 #: how long past its deadline one operation may take before the folder counts as hung
 HANG_GRACE_S = 10.0
 
@@ -84,8 +90,10 @@ class ProbeResult:
     unlink: RateResult | None = None
     mkdir: RateResult | None = None
     chmod: RateResult | None = None
-    fsync: LatencyResult | None = None
+    fsync: Latency | None = None
     read: RateResult | None = None  # count = bytes read cold, so per_s / 1e6 = MB/s
+    read4k: RateResult | None = None  # cold random 4 KiB reads, each timed (as ioping's)
+    tree: TreeResult | None = None  # mdtest's phases over a tree, when asked for
     locks: dict[str, str] = field(default_factory=dict)
     space: Space | None = None
     file_bytes: int = 128
@@ -141,6 +149,7 @@ def _steps(
         ("stat", lambda: stat_files_in(scratch, made["n"], seconds)),
         ("stat_miss", lambda: stat_files_in(scratch, files, seconds, prefix="missing")),
         ("open_read", lambda: open_read_files_in(scratch, made["n"], seconds)),
+        ("read4k", lambda: read_latency(make_read_file(f"{scratch}/read4k.bin"), files, seconds)),
         (
             "chmod",
             lambda: each_in(
@@ -165,6 +174,19 @@ def _steps(
         lock_file = os.path.join(scratch, "lock")
         steps.append(("locks", lambda: {k: lock_works(lock_file, k) for k in ("flock", "fcntl")}))
     return steps
+
+
+def _limits(per_step: float, write_seconds: float | None) -> Callable[[str], float]:
+    """How long each step may take before the folder counts as hung."""
+
+    def limit(name: str) -> float:
+        if name in ("write", "read"):
+            return (write_seconds if write_seconds is not None else 600.0) + HANG_GRACE_S
+        if name == "tree":  # its phases, and the streams' start
+            return per_step * (len(PHASES) + 1)
+        return 2 * per_step if name == "open_read" else per_step
+
+    return limit
 
 
 def _unlink_either(i: int, dfd: int) -> None:
@@ -210,9 +232,14 @@ def probe(
     bucket_s: float = 0.25,
     locks: bool = True,
     fsyncs: int = 2000,
+    tree: TreeShape | None = None,
+    streams: int = 1,
+    tree_bytes: int = 0,
 ) -> ProbeResult:
     """Run every probe on ``directory``: each on up to ``files`` items (``fsyncs`` fsyncs)
-    or for ``seconds``, whichever comes first.
+    or for ``seconds``, whichever comes first; with ``tree``, mdtest's phases over a tree of
+    that shape by ``streams`` parallel streams (:mod:`iobench.predict.tree`), files of
+    ``tree_bytes``.
 
     The sequential write is skipped when ``write_mb`` is falsy; it never takes more than a
     quarter of the free space.
@@ -225,13 +252,10 @@ def probe(
         scratch, files, file_bytes, seconds, write_mb, write_seconds, bucket_s, locks, fsyncs
     )
     per_step = (seconds if seconds is not None else 60.0) + HANG_GRACE_S
-
-    def limit(name: str) -> float:
-        if name in ("write", "read"):
-            return (write_seconds if write_seconds is not None else 600.0) + HANG_GRACE_S
-        return 2 * per_step if name == "open_read" else per_step
-
-    out, hung = _run_steps(steps, limit)
+    if tree is not None:
+        steps.append(("tree", lambda: tree_probe(scratch, tree, streams, seconds, tree_bytes,
+                                                 timeout_s=per_step * len(PHASES))))  # fmt: skip
+    out, hung = _run_steps(steps, _limits(per_step, write_seconds))
     if hung is None:
         shutil.rmtree(scratch, ignore_errors=True)
     errors = {k: f"error: {v.strerror or v}" for k, v in out.items() if isinstance(v, OSError)}
@@ -382,6 +406,22 @@ def median_file_bytes(profile_name: str) -> int:
 # --------------------------------------------------------------------------- JSON
 
 
+#: the timed operations of a probe, in the order they run and print
+OPS = ("create", "stat", "stat_miss", "open_read", "read4k", "chmod", "rename", "unlink", "mkdir")
+
+
+def op_to_dict(r: RateResult | None) -> dict[str, Any] | None:
+    """One operation: its count, time and mean (``ms_each``, which the model reads) and, in
+    fio's words, ``total_ios``, ``runtime`` (ms), ``iops`` and ``clat_ns`` (percentiles)."""
+    if r is None:
+        return None
+    out: dict[str, Any] = {"count": r.count, "seconds": r.seconds, "ms_each": r.ms_each}
+    out.update(total_ios=r.count, runtime=round(r.seconds * 1000, 3), iops=round(r.per_s, 1))
+    if r.latency is not None:
+        out["clat_ns"] = r.latency.clat_ns()
+    return out
+
+
 def result_to_dict(result: ProbeResult) -> dict[str, Any]:
     """One folder's probe as plain data, with derived rates (ms each, MB/s)."""
     out: dict[str, Any] = {
@@ -390,12 +430,14 @@ def result_to_dict(result: ProbeResult) -> dict[str, Any]:
         "seconds_per_probe": result.seconds,
         "hung": result.hung,
     }
-    for op in ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir"):
-        r = getattr(result, op)
-        out[op] = (
-            None if r is None else {"count": r.count, "seconds": r.seconds, "ms_each": r.ms_each}
-        )
-    out["fsync"] = asdict(result.fsync) if result.fsync else None
+    for op in OPS:
+        out[op] = op_to_dict(getattr(result, op))
+    f = result.fsync
+    out["fsync"] = (
+        None
+        if f is None
+        else {"count": f.count, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms, "clat_ns": f.clat_ns()}
+    )
     w = result.write
     out["write"] = (
         None
@@ -416,6 +458,7 @@ def result_to_dict(result: ProbeResult) -> dict[str, Any]:
             "mbps": result.read_mbps,
         }
     )
+    out["tree"] = result.tree.to_dict() if result.tree is not None else None
     out["locks"] = dict(result.locks)
     out["space"] = asdict(result.space) if result.space else None
     return out

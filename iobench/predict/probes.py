@@ -6,8 +6,8 @@ operation, an fsync, a megabyte and a lock cost there (the method is in
 from __future__ import annotations
 
 import os
+import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -16,15 +16,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from iobench.predict.latency import Latency
+
 _FSYNC_BYTES = 4096
+#: the cold random read: 4 KiB requests in a 1 MiB file, each range's cached pages dropped
+#: first (what ioping does by default: its -s 4k and -S 1m)
+READ_BLOCK, READ_FILE = 4096, 1 << 20
 
 
 @dataclass(frozen=True)
 class RateResult:
-    """``count`` operations took ``seconds``."""
+    """``count`` operations took ``seconds``; ``latency``: each one's time, where timed."""
 
     count: int
     seconds: float
+    latency: Latency | None = None
 
     @property
     def per_s(self) -> float:
@@ -33,15 +39,6 @@ class RateResult:
     @property
     def ms_each(self) -> float:
         return self.seconds / self.count * 1000.0 if self.count else 0.0
-
-
-@dataclass(frozen=True)
-class LatencyResult:
-    """``count`` timed operations: their median and 99th percentile in milliseconds."""
-
-    count: int
-    p50_ms: float
-    p99_ms: float
 
 
 @dataclass(frozen=True)
@@ -89,16 +86,18 @@ class _Deadline:
 def _timed_loop(
     names: Iterable[Any], op: Callable[[Any], object], seconds: float | None
 ) -> RateResult:
-    """Apply ``op`` to each name until the names or ``seconds`` run out."""
+    """Apply ``op`` to each name until the names or ``seconds`` run out; each call timed."""
     deadline = _Deadline(seconds)
-    n = 0
+    each: list[int] = []
+    clock = time.perf_counter_ns
     t0 = time.perf_counter()
     for name in names:
         if deadline.passed():
             break
+        start = clock()
         op(name)
-        n += 1
-    return RateResult(n, time.perf_counter() - t0)
+        each.append(clock() - start)
+    return RateResult(len(each), time.perf_counter() - t0, Latency.of(each))
 
 
 def _dir_fd(folder: str | os.PathLike[str]) -> int:
@@ -186,25 +185,57 @@ def each_in(
         os.close(dfd)
 
 
-def fsync_latency(path: str, seconds: float, max_count: int = 2000) -> LatencyResult:
-    """Write 4 KiB and fsync, repeatedly, until ``seconds`` or ``max_count``."""
+def fsync_latency(path: str, seconds: float, max_count: int = 2000) -> Latency:
+    """Write 4 KiB and fsync, repeatedly, until ``seconds`` or ``max_count``; the fsyncs timed."""
     block = os.urandom(_FSYNC_BYTES)
-    times: list[float] = []
+    times: list[int] = []
     deadline = _Deadline(seconds)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         while len(times) < max_count and not deadline.passed():
             os.write(fd, block)
-            t0 = time.perf_counter()
+            t0 = time.perf_counter_ns()
             os.fsync(fd)
-            times.append((time.perf_counter() - t0) * 1000.0)
+            times.append(time.perf_counter_ns() - t0)
     finally:
         os.close(fd)
-    if not times:
-        return LatencyResult(0, 0.0, 0.0)
-    times.sort()
-    p99 = times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))]
-    return LatencyResult(len(times), statistics.median(times), p99)
+    return Latency.of(times)
+
+
+def make_read_file(path: str) -> str:
+    """The 1 MiB file the cold random reads read (written and synced); its path."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, os.urandom(READ_FILE))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def read_latency(path: str, count: int, seconds: float | None, seed: int = 0) -> RateResult:
+    """Cold random 4 KiB reads of the file :func:`make_read_file` made, as ioping reads a
+    folder: no readahead (``POSIX_FADV_RANDOM``), and before each read the range's cached
+    pages dropped (``POSIX_FADV_DONTNEED``, untimed); the ``pread`` alone is timed, so each
+    reaches the storage once. ``count`` reads at most."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        blocks = max(os.fstat(fd).st_size // READ_BLOCK, 1)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no readahead past the 4 KiB (ioping's)
+        rng = random.Random(seed)
+        deadline = _Deadline(seconds)
+        each: list[int] = []
+        t0 = time.perf_counter()
+        while len(each) < count and not deadline.passed():
+            offset = rng.randrange(blocks) * READ_BLOCK
+            os.posix_fadvise(fd, offset, READ_BLOCK, os.POSIX_FADV_DONTNEED)
+            start = time.perf_counter_ns()
+            if len(os.pread(fd, READ_BLOCK, offset)) != READ_BLOCK:
+                raise OSError(f"{path}: short read at {offset}")
+            each.append(time.perf_counter_ns() - start)
+        return RateResult(len(each), time.perf_counter() - t0, Latency.of(each))
+    finally:
+        os.close(fd)
 
 
 def scratch_folder(directory: str | os.PathLike[str]) -> str:

@@ -151,6 +151,7 @@ def build_report(
     judged, pricing, _ = measure_of(run, options)
     summary = summarize(run, price, options, samples, judged)
     summary.notes[:0] = price_notes + run.notes
+    summary.notes += formats.lab_notes(run.trials)  # where the lab, not its volume, set a rate
     if cost_line := formats.overhead_line(run.info.overhead):  # iobench's own cost
         summary.notes.append(cost_line)
     meta = run.info

@@ -29,7 +29,7 @@ from iobench.rundir.meta import (
     overhead_figure,
     overhead_ratio,
 )
-from iobench.units import fmt_median, fmt_s, fmt_s_range, noise_known, noise_word
+from iobench.units import fmt_median, fmt_s, fmt_s_range, lab_gave, noise_known, noise_word
 
 SUMMARY_FORMAT = "iobench-summary"
 #: 1: first version (configs = summary.csv rows; cost; recommendation).
@@ -290,6 +290,29 @@ def answer_lines(
     if notes:
         lines += note_lines(summary)
     return lines
+
+
+def lab_notes(trials: pd.DataFrame) -> list[str]:
+    """Per config and direction where an iobench lab volume delivered less than its options
+    allow (medians of the ok trials' ``lab_*`` columns, judged by ``units.lab_gave``): the
+    run's figures there were set by the lab, not by the volume it emulates."""
+    if "lab_volume" not in trials or trials["lab_volume"].isna().all():
+        return []
+    out = []
+    ok = trials[trials["status"] == "ok"]
+    for config, group in ok.groupby("config", sort=False):
+        preset = next((str(p) for p in group["lab_preset"].dropna() if str(p)), "")
+        for d in ("read", "write"):
+            said = lab_gave(
+                group[f"lab_{d}_mb_s"].median(), group[f"lab_{d}_allowed_mb_s"].median(), preset
+            )
+            if said:
+                out.append(
+                    f"{config}: {said} to its {d}s (median of {len(group)} "
+                    f"trial{'' if len(group) == 1 else 's'}), so its "
+                    f"{d} figures are the lab's, not the {'preset' if preset else 'volume'}'s"
+                )
+    return out
 
 
 def note_lines(summary: Summary) -> list[str]:

@@ -24,12 +24,14 @@ from pathlib import Path
 
 from iobench.errors import IOBenchError, LockLostError, VolumeHungError
 from iobench.fleet.comm import Fleet, FleetLost
+from iobench.lab.delivered import Gauge
 from iobench.run import overhead, start
 from iobench.run.fleet import FleetRun
 from iobench.run.plan import RunPlan
 from iobench.run.policy import RunTrials
 from iobench.run.tidy import Tidy
 from iobench.rundir.folder import RunDir, new_run_id, utcnow
+from iobench.rundir.records import TrialRow
 from iobench.system import signals
 from iobench.system.lock import TargetLock
 from iobench.system.removal import Reaper, Remover
@@ -42,6 +44,7 @@ from iobench.trial.outcome import TrialResult
 from iobench.trial.progress import PlainProgress, Progress
 from iobench.trial.sampler import stall_dicts
 from iobench.trial.warmcache import WarmCaches, wanted
+from iobench.units import lab_gave
 
 
 class Runner:
@@ -64,6 +67,7 @@ class Runner:
         self.tidy = Tidy(self.remover, self.progress)  # iobench.run.tidy: removals, said
         self.clock = overhead.Clock()
         self.warm: WarmCaches | None = None
+        self.gauge = Gauge(list(plan.roles.values()))  # the lab volumes among the roles
 
     def run(self) -> RunDir:
         """Run every planned trial not yet done; the run directory is complete, or says why not."""
@@ -160,7 +164,10 @@ class Runner:
         if not self.fleet.start(spec):  # a smaller fleet's trial: this rank waits it out
             return
         t = time.monotonic()
+        before = self.gauge.snapshot() if self.gauge.mounts else None
         result = self.trials.run(ctx, spec)  # under --give-up-after; predicted_s (runpolicy)
+        if before is not None:
+            self._lab_delivered(result.row, before)
         self.fleet.stamp(result.row, spec)
         self.clock.trial(result.row, result.priming_s, time.monotonic() - t)
         with self.clock.part("records"):
@@ -199,6 +206,27 @@ class Runner:
             raise LockLostError(
                 f"{self.lock.lost}; the run stopped after trial {spec.trial_id} (rows kept)"
             )
+
+    def _lab_delivered(self, row: TrialRow, before: dict) -> None:
+        """What the trial's lab volume delivered, against what its options allow
+        (iobench.lab.delivered), on its row; where the lab held a rate below them, a note
+        under the trial's line says so."""
+        got = self.gauge.since(before)
+        if got is None:
+            return
+        row.lab_volume, row.lab_preset = got.mountpoint, got.preset
+        for d in (got.read, got.write):
+            if d is None or d.mb_per_s is None:
+                continue
+            allowed = d.allowed_mb_per_s
+            setattr(row, f"lab_{d.direction}_mb_s", round(d.mb_per_s, 1))
+            setattr(
+                row,
+                f"lab_{d.direction}_allowed_mb_s",
+                None if allowed is None else round(allowed, 1),
+            )
+            if said := lab_gave(d.mb_per_s, allowed, got.preset):
+                self.progress.message(f"  {row.trial_id}: {said} to its {d.direction}s")
 
     def _account(self) -> dict:
         """meta.json's ``overhead`` (iobench.run.overhead)."""

@@ -159,6 +159,20 @@ class TrialRow:
     stall_longest_s: float | None = column("the longest of those stalls", "s")
     contended: str = text("other processes doing disk I/O meanwhile (`name:MB;...`)")
     sampler_cpu_s: float | None = column("CPU time of iobench's own sampler during the trial", "s")
+    lab_volume: str = text(
+        "the iobench lab volume that moved the most bytes during the trial (empty off the lab)"
+    )
+    lab_preset: str = text("that volume's preset (empty: its options were given by hand)")
+    lab_read_mb_s: float | None = column(
+        "what that volume delivered to reads while they were in it (iobench.lab.delivered)", "MB/s"
+    )
+    lab_read_allowed_mb_s: float | None = column(
+        "what its options allow those reads: rate limit, latency, requests in flight (empty: "
+        "no rate limit)",
+        "MB/s",
+    )
+    lab_write_mb_s: float | None = column("what that volume delivered to writes", "MB/s")
+    lab_write_allowed_mb_s: float | None = column("what its options allow those writes", "MB/s")
     cache_mode: str = text("`cold` or `warm`: how the restart found the caches (`--cache-mode`)")
     cold_method: str = text(
         "how the caches were dropped before the restart: `lab-flush`, `drop_caches`, `fadvise`, "

@@ -117,11 +117,18 @@ class ByteLink:
 
     def reserve(self, now: float, nbytes: float) -> float:
         """Queue ``nbytes`` on the link; return the monotonic time at which they have moved."""
+        return self.reserve_span(now, nbytes)[0]
+
+    def reserve_span(self, now: float, nbytes: float) -> tuple[float, float]:
+        """:meth:`reserve`, and the seconds the pipe itself spends on these bytes (at the rate
+        in force, waiting behind earlier ones left out): the lab's account of what its rate
+        limits allow (:mod:`iobench.lab.delivered`)."""
         with self._lock:
             start = max(now, self._free_at)
             if not self._bursting:
-                self._free_at = start + nbytes / self.baseline_rate
-                return self._free_at
+                duration = nbytes / self.baseline_rate
+                self._free_at = start + duration
+                return self._free_at, duration
             credits = self._earned(start)
             # while bursting the balance falls by (1 - M/B) per byte moved (it earns M meanwhile)
             drain = 1.0 - self.baseline_rate / self.burst_rate
@@ -130,4 +137,4 @@ class ByteLink:
             # at the baseline the balance earns what it spends: it stays where the burst left it
             self._credits = max(0.0, credits - at_burst * drain)
             self._free_at = self._stamp = start + duration
-            return self._free_at
+            return self._free_at, duration

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,28 @@ def test_cli_up_status_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert (backing / "hello").exists()  # a given backing folder is left alone
     assert_nothing_left(mnt)
     assert not list(state.state_root().glob(f"{state.mount_id(manage.mount_path(mnt))}*"))
+
+
+def test_status_says_what_each_direction_delivered_against_what_its_options_allow() -> None:
+    """Issue 39: under a volume's line, its reads and writes since mounting."""
+    meter = {"requests": 100, "bytes": 100_000_000, "busy_s": 2.0, "span_s": 2.0, "intended_s": 1.0}
+    stats = {
+        "total_ops": 200,
+        "delayed_s": 0.0,
+        "options": {"mb_per_s": 100.0, "preset": "nfs-lan"},
+        "data": {
+            "read": {**meter, "pipe_s": 1.0},  # 50 of the 100 MB/s it allows
+            "write": {**meter, "busy_s": 1.02, "span_s": 1.02, "pipe_s": 1.0},  # 98: faithful
+        },
+    }
+    e = manage.LabStatus("/mnt/a", "fuse", 42, {"mb_per_s": 100.0, "preset": "nfs-lan"}, True,
+                         True, None, stats)  # fmt: skip
+    lines = lab_cli.status_lines([e])
+    assert lines[1:] == [
+        "  reads: 50 MB/s while busy (the lab gave 50 of the preset's 100 MB/s)",
+        "  writes: 98 MB/s while busy, of 100 MB/s its options allow",
+    ]
+    small = {**stats, "data": {"read": {**meter, "bytes": 10**6, "pipe_s": 0.01}}}
+    assert lab_cli.status_lines([dataclasses.replace(e, stats=small)])[1] == (
+        "  reads: 0.5 MB/s while busy (1.0 MB moved: under 8.0 MB, too little to judge)"
+    )

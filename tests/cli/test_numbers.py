@@ -30,6 +30,15 @@ from iobench.__main__ import main
         ["probe", "{tmp}", "--write-seconds", "0"],
         ["probe", "{tmp}", "--write-mb", "nan"],
         ["probe", "{tmp}", "--write-mb", "-1"],
+        # issue 35 (low): accepted silently, or mounted a volume whose every create failed
+        # with "Invalid argument" (a wait too long for the clock)
+        ["lab", "up", "{tmp}/m", "--preset", "efs-bursting", "--size-gib", "nan"],
+        ["lab", "up", "{tmp}/m", "--preset", "efs-bursting", "--size-gib", "-1"],
+        ["lab", "up", "{tmp}/m", "--preset", "efs-bursting", "--size-gib", "0"],
+        ["lab", "up", "{tmp}/m", "--preset", "efs-bursting", "--credits-gib", "1e308"],
+        ["lab", "up", "{tmp}/m", "--preset", "efs-provisioned", "--throughput-mib-s", "1e-300"],
+        ["lab", "up", "{tmp}/m", "--iops", "1e-300"],
+        ["lab", "up", "{tmp}/m", "--mb-per-s", "1e-300"],
     ],
 )
 def test_bad_numbers_are_one_line_and_exit_2(
@@ -41,3 +50,6 @@ def test_bad_numbers_are_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.startswith("iobench: error: ") and "Traceback" not in err
     assert not results.exists()  # refused before anything was created
+    if argv[0] == "lab":  # the flag it refused, in one line; nothing mounted or made
+        assert len(err.splitlines()) == 1 and argv[-2] in err, err
+        assert not (tmp_path / "m").exists()

@@ -29,7 +29,15 @@ from iobench.lab.options import DEFAULT_CACHE_S, VolumeOptions
         ({"cache_s": -1.0}, "fuse", "--cache-s"),
         # every number finite and sane (before: inf rates and 1e300 credits were accepted)
         ({"iops": float("inf")}, "fuse", "--iops"),
-        ({"mb_per_s": 1e300}, "fuse", "--mb-per-s must be a positive number up to"),
+        # issue 35 (low): a rate this small made every request's wait overflow (EINVAL)
+        ({"iops": 1e-300}, "fuse", "--iops must be a number from 1 to"),
+        ({"mb_per_s": 1e-300}, "fuse", "--mb-per-s must be a number from 0.001 to"),
+        (
+            {"mb_per_s": 1.0, "client_mb_per_s": 1e-9},
+            "fuse",
+            "--client-mb-per-s must be a number from 0.001",
+        ),
+        ({"mb_per_s": 1e300}, "fuse", "--mb-per-s must be a number from 0.001 to"),
         (
             {"mb_per_s": 10.0, "burst_mb_per_s": 20.0, "burst_credits_mb": float("inf")},
             "fuse",
@@ -75,10 +83,34 @@ def test_the_daemon_reads_the_options_the_kind_writes(tmp_path: Path) -> None:
     assert main([]) == 2 and main([str(tmp_path / "missing.json")]) == 2
 
 
-@pytest.mark.parametrize("folder", ["/etc", "/usr", "/usr/local", "/boot"])
+@pytest.mark.parametrize("folder", ["/etc", "/usr", "/usr/local", "/boot", "/var/lib", "/var/log"])
 def test_a_system_folder_is_never_a_lab_backing(folder: str, tmp_path: Path) -> None:
-    """Issue 23 (low): `lab up --backing /etc` was accepted; the volume writes into it."""
+    """Issue 23 (low): `lab up --backing /etc` was accepted; the volume writes into it.
+    Issue 35 (low): `/var/lib` still was."""
     from iobench.lab import manage
 
     with pytest.raises(LabError, match="refusing the (system|root) folder"):
         manage._check_backing(folder, str(tmp_path / "mnt"))
+
+
+def test_a_folder_other_users_can_write_is_never_a_lab_backing(tmp_path: Path) -> None:
+    """Issue 35 (low): `lab up --backing /tmp` was accepted: the daemon, as root, would serve
+    and write through whatever another user planted there. Sticky or not, a folder others can
+    write is refused; one of your own inside it is not."""
+    from iobench.lab import manage
+
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    below = tmp_path / "open" / "inner"  # a folder of one's own below a non-sticky 0777 one
+    below.mkdir(parents=True, mode=0o700)
+    (tmp_path / "open").chmod(0o777)
+    mnt = "/mnt/iobench-test-never-mounted"  # a name only: beside /tmp, not inside it
+    assert manage._check_backing(mine, mnt) == str(mine)
+    for folder in (shared, "/tmp"):
+        with pytest.raises(LabError, match=r"other users can write in .* \(mode 1777\)"):
+            manage._check_backing(folder, mnt)
+    with pytest.raises(LabError, match="writable by other users and not sticky"):
+        manage._check_backing(below, mnt)

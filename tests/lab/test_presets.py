@@ -52,6 +52,41 @@ def test_every_preset_validates_and_says_what_is_estimated() -> None:
         preset_options("efs-provisioned", throughput_mib_s=5000)
 
 
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [  # issue 35 (low): each was accepted (the default volume, or a capped balance)
+        ({"size_gib": float("nan")}, "--size-gib must be a number above 0"),
+        ({"size_gib": -1.0}, "--size-gib must be a number above 0"),
+        ({"size_gib": 0.0}, "--size-gib must be a number above 0"),
+        ({"size_gib": 5e6}, "at most 4,000,000"),
+        ({"credits_gib": 1e308}, r"--credits-gib must be from 0 to 2,150.4 \(the credit cap"),
+        ({"credits_gib": float("nan")}, "--credits-gib must be from 0"),
+        ({"credits_gib": -0.5}, "--credits-gib must be from 0"),
+    ],
+)
+def test_a_bursting_volume_s_size_and_credits_are_finite_and_bounded(
+    kwargs: dict[str, float], says: str
+) -> None:
+    with pytest.raises(UsageError, match=says):
+        preset_options("efs-bursting", **kwargs)
+
+
+def test_a_provisioned_rate_is_one_aws_sells() -> None:
+    """Issue 35 (low): 1e-300 MiB/s mounted a volume where every create failed with EINVAL."""
+    for bad in (1e-300, 0.5, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="--throughput-mib-s must be from 1 to 3414"):
+            preset_options("efs-provisioned", throughput_mib_s=bad)
+
+
+def test_a_bursting_volume_may_start_with_no_credit() -> None:
+    """At its baseline from the first byte: a valid volume (before, 0 credits failed validation
+    with a message about --burst-credits-mb, a flag not given)."""
+    options = preset_options("efs-bursting", size_gib=100, credits_gib=0).validate()
+    assert options.burst_credits_mb == 0 and options.burst_cap_mb == pytest.approx(
+        2.1 * 2**40 / 1e6
+    )
+
+
 def test_the_rented_presets_have_price_presets_of_the_same_name() -> None:
     """`iobench run --storage NAME` and `iobench lab up --preset NAME` name one product."""
     for name, p in PRESETS.items():
@@ -100,4 +135,4 @@ def test_an_efs_bursting_volume_falls_to_its_baseline_when_the_credits_run_out(
     history = json.loads(stats.read_text())["credits_history"]
     assert history[0][1] == pytest.approx(20, abs=0.5)  # the balance it was given, at mount
     assert any(mb < 1 for _, mb in history)  # and it ran out
-    assert json.loads(stats.read_text())["schema"] == 2
+    assert json.loads(stats.read_text())["schema"] == 3

@@ -415,3 +415,30 @@ def test_ext4_without_a_journal_is_told_by_its_journal_thread(tmp_path: Path) ->
     (device / "journal_task").write_text("jbd2/vda-8\n")
     assert not traps.ext4_without_journal(tmp_path, sysfs=str(tmp_path / "sys"))
     assert not traps.ext4_without_journal(tmp_path, sysfs=str(tmp_path / "nothing"))
+
+
+def test_the_create_finding_reads_the_tail_not_only_the_mean() -> None:
+    """Issue 39: the doctor read each folder's mean create alone; a target whose creates are
+    as fast as tmp's on the median but whose 1 % slowest take 10x longer is worth a line."""
+    from iobench.predict.latency import Latency
+
+    def folder(path: str, ms_each: float, samples_ms: list[float]) -> dict[str, object]:
+        lat = Latency.of(int(x * 1e6) for x in samples_ms)
+        return {"path": path, "hung": None, "locks": {"flock": "works", "fcntl": "works"},
+                "create": {"count": lat.count, "ms_each": ms_each, "clat_ns": lat.clat_ns()}}  # fmt: skip
+
+    def finding(target: dict[str, object]) -> doctor.Finding:
+        tmp = folder("/tmp", 0.1, [0.1] * 200)
+        doc = {"roles": {"target": "/mnt/t", "tmp": "/tmp"}, "paths": [target, tmp]}
+        (f,) = [f for f in doctor._probe_findings(doc, "/mnt/t", "/tmp") if "create" in f.message]
+        return f
+
+    even = finding(folder("/mnt/t", 0.2, [0.2] * 200))
+    assert (
+        even.level == "ok" and "(p99 0.200 ms)" in even.message and "(p99 0.100 ms)" in even.message
+    )
+    tail = finding(folder("/mnt/t", 0.2, [0.1] * 190 + [30.0] * 10))  # 5 % of creates at 30 ms
+    assert tail.level == "info" and "(p99 30.000 ms)" in tail.message, tail.message
+    old = folder("/mnt/t", 0.2, [0.2])
+    del old["create"]["clat_ns"]  # type: ignore[attr-defined]  # a probe of schema 1
+    assert "p99" not in finding(old).message.split("/tmp")[0]

@@ -13,7 +13,7 @@ import pytest
 from iobench.__main__ import main
 from iobench.predict import probe, probes
 
-RATES = ("create", "stat", "stat_miss", "open_read", "chmod", "rename", "unlink", "mkdir")
+RATES = ("create", "stat", "stat_miss", "open_read", "read4k", "chmod", "rename", "unlink", "mkdir")
 
 
 def test_every_probe_on_a_local_folder(tmp_path: Path) -> None:
@@ -23,6 +23,12 @@ def test_every_probe_on_a_local_folder(tmp_path: Path) -> None:
     for op in RATES:
         got = getattr(r, op)
         assert got is not None and got.count == 300 and got.seconds > 0, op
+        lat = got.latency  # each operation timed: its distribution, in order
+        assert lat is not None and lat.count == 300, op
+        assert 0 < lat.min_ns <= lat.percentiles_ns[0] <= lat.percentiles_ns[-1] <= lat.max_ns
+        assert list(lat.percentiles_ns) == sorted(lat.percentiles_ns), op
+        # the timed calls are the op's whole time, less the loop's own
+        assert lat.mean_ns * lat.count <= got.seconds * 1e9, op
     assert r.fsync is not None and r.fsync.count > 0 and r.fsync.p99_ms >= r.fsync.p50_ms > 0
     assert r.write is not None and r.write.total_mb == pytest.approx(8.0)
     assert r.read is not None and r.read.count == 8_000_000 and r.read_mbps and r.read_mbps > 0
@@ -108,7 +114,7 @@ def test_cli_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     ]
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == "iobench-probe" and doc["schema_version"] == probe.SCHEMA_VERSION == 1
+    assert doc["schema"] == "iobench-probe" and doc["schema_version"] == probe.SCHEMA_VERSION == 2
     assert [p["path"] for p in doc["paths"]] == [str(tmp_path / "a"), str(tmp_path / "b")]
     one = doc["paths"][0]
     expected = {
@@ -120,13 +126,22 @@ def test_cli_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         "fsync",
         "write",
         "read",
+        "tree",
         "locks",
         "space",
     }
-    assert set(one) == expected
+    assert set(one) == expected and one["tree"] is None  # no --tree asked
+    fio_keys = {"total_ios", "runtime", "iops", "clat_ns"}  # fio's JSON names, beside the old
+    clat = {"min", "max", "mean", "stddev", "N", "percentile"}
     for op in RATES:
-        assert set(one[op]) == {"count", "seconds", "ms_each"} and one[op]["count"] > 0
-    assert set(one["fsync"]) == {"count", "p50_ms", "p99_ms"}
+        assert set(one[op]) == {"count", "seconds", "ms_each", *fio_keys} and one[op]["count"] > 0
+        assert set(one[op]["clat_ns"]) == clat and one[op]["clat_ns"]["N"] == one[op]["count"]
+        assert set(one[op]["clat_ns"]["percentile"]) == {
+            "50.000000", "95.000000", "99.000000", "99.900000"
+        }  # fmt: skip
+        assert one[op]["total_ios"] == one[op]["count"]
+        assert one[op]["iops"] == pytest.approx(one[op]["count"] / one[op]["seconds"], rel=1e-3)
+    assert set(one["fsync"]) == {"count", "p50_ms", "p99_ms", "clat_ns"}
     assert one["write"]["timeline"] and all(len(pt) == 2 for pt in one["write"]["timeline"])
     assert set(one["space"]) == {"free_bytes", "total_bytes", "free_inodes", "total_inodes"}
     assert one["locks"] == {"flock": "works", "fcntl": "works"}
@@ -139,6 +154,8 @@ def test_cli_text_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "create",
         "stat of a missing name",
         "cold open+read+close",
+        "cold random 4 KiB read",
+        "p99.9",
         "rename",
         "unlink",
         "mkdir",
@@ -152,8 +169,13 @@ def test_cli_text_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
         assert word in out, word
     assert main(["probe", str(tmp_path), "--seconds", "0"]) == 2
     assert main(["probe", str(tmp_path / "missing")]) == 2
+    assert main(["probe", str(tmp_path), "--tree", "2,x,3"]) == 2
+    assert main(["probe", str(tmp_path), "--tree", "2,0,3"]) == 2  # levels of no folders
+    assert main(["probe", str(tmp_path), "--tree", "5,20,10"]) == 2  # 3.4 M folders
+    assert main(["probe", str(tmp_path), "--streams", "4"]) == 2  # streams of what?
+    assert main(["probe", str(tmp_path), "--tree", "1,2,3", "--tree-bytes", "-1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") >= 2 and "iobench" in err
+    assert err.count("\n") >= 7 and "iobench" in err and "DEPTH,BRANCH,FILES" in err
 
 
 def test_probe_roles_probes_a_shared_folder_once(tmp_path: Path) -> None:
@@ -189,7 +211,7 @@ def slow(tmp_path: Path):  # noqa: ANN201 - a generator fixture
     if reason:
         pytest.skip(reason)
     # a 200 MB/s cap: the 64 MB write spans several buckets however fast the backing tmpfs is
-    with slow_volume(tmp_path, latency_ms=1, mb_per_s=200) as mnt:
+    with slow_volume(tmp_path, latency_ms=1, data_latency_ms=1, mb_per_s=200) as mnt:
         yield mnt
 
 
@@ -237,3 +259,50 @@ def test_the_probe_says_what_it_writes_and_sizes_the_write_to_the_folder(
     err = capsys.readouterr().err
     assert f"probe {tmp_path}: up to 20 small files" in err and "up to 1 MB" in err
     assert "all removed afterwards" in err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.lab
+@pytest.mark.timing  # latencies: nothing else may share the cores
+def test_the_percentiles_are_the_undelayed_lab_s_plus_the_added_latency(tmp_path: Path) -> None:
+    """Issue 39: on the lab at 1 ms, the probe's stat and cold 4 KiB read p50 are the same
+    volume's with nothing added, plus 1 ms for each round trip the daemon counted per
+    operation, within 10 %. Best of three: interference only ever slows an operation."""
+    from helpers.lab import live_ops, needs_fuse, per_item
+
+    from iobench.lab.testing import slow_volume
+
+    if needs_fuse.args[0]:
+        pytest.skip(needs_fuse.kwargs["reason"])
+
+    waited = {"release", "releasedir", "entry_getattr"}  # asynchronous, or free (test_fs)
+
+    def round_trips(before: dict[str, int], after: dict[str, int], n: int) -> float:
+        return sum(v for k, v in per_item(before, after, n).items() if k not in waited)
+
+    def p50s(mnt: Path) -> tuple[float, float, float, float]:
+        """(stat p50, read4k p50 in ms, round trips per stat, per read) on ``mnt``."""
+        (mnt / "d").mkdir()
+        probes.create_files_in(mnt / "d", 400)
+        path = probes.make_read_file(str(mnt / "r.bin"))
+        ops = [live_ops(mnt)]
+        stat = probes.stat_files_in(mnt / "d", 400)
+        ops.append(live_ops(mnt))
+        reads = probes.read_latency(path, 300, None)
+        ops.append(live_ops(mnt))
+        assert stat.latency is not None and reads.latency is not None
+        return (stat.latency.p50_ms, reads.latency.p50_ms,
+                round_trips(ops[0], ops[1], 400), round_trips(ops[1], ops[2], 300))  # fmt: skip
+
+    attempts = []
+    for _ in range(3):
+        with slow_volume(tmp_path, "bare", cache_s=0) as bare:
+            b = p50s(bare)
+        with slow_volume(tmp_path, "slow", latency_ms=1, data_latency_ms=1, cache_s=0) as slow:
+            d = p50s(slow)
+        # every round trip an operation waits for pays 1 ms (a stat's lookup; a read's
+        # getattr, with no attribute cache, and its read)
+        want_stat, want_read = b[0] + d[2] * 1.0, b[1] + d[3] * 1.0
+        attempts.append((round(d[0] / want_stat, 3), round(d[1] / want_read, 3), d, b))
+        if abs(d[0] / want_stat - 1) <= 0.1 and abs(d[1] / want_read - 1) <= 0.1:
+            return
+    pytest.fail(f"p50 / (undelayed + 1 ms per round trip) outside 0.9-1.1: {attempts}")

@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 from helpers import standin
 from helpers.files import only_run_dir, read_csv
+from helpers.lab import needs_fuse
 
 from iobench.__main__ import main
 from iobench.cli import build_parser
 from iobench.cli.run import run_request
 from iobench.errors import LockLostError
+from iobench.lab.testing import slow_volume
 from iobench.run import plan as run_plan
 from iobench.run.runner import Runner
 from iobench.rundir.meta import OVERHEAD_CAUSES
@@ -385,3 +387,34 @@ def test_the_phases_and_samples_end_with_the_trial(tmp_path: Path) -> None:
         assert ttr - sum(phases) < 0.05 * ttr + 0.05, (row["trial_id"], ttr, phases)
         ts = [float(s["t"]) for s in read_csv(run / "samples" / f"{row['trial_id']}.csv")]
         assert ts and ts[-1] <= ttr + 0.2, (row["trial_id"], ts[-3:])
+
+
+@pytest.mark.lab
+@needs_fuse
+def test_a_run_on_a_lab_volume_says_what_the_lab_delivered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39: a volume whose rate no lab reaches (10^6 MB/s): each row records what the lab
+    delivered to the trial's writes and what the options allow, a note under the trial's line
+    and the report's notes say "the lab gave X of the volume's Y MB/s"."""
+    from iobench.report.build import build_report
+
+    path = tmp_path / "standin.toml"
+    path.write_text(
+        '[scenario]\nname = "standin"\nkind = "standin"\nrepeats = 2\n\n'
+        f"[workload]\nfiles = 24\nkb = 1024\n{standin.NAIVE}"
+    )
+    with slow_volume(tmp_path, "vol", mb_per_s=1e6) as vol:
+        assert main(standin.argv(tmp_path, path, target=vol)) == 0
+        rd = only_run_dir(tmp_path / "results")
+        rows = read_csv(rd / "trials.csv")
+    assert len(rows) == 2
+    for row in rows:
+        assert row["lab_volume"] == str(vol) and row["lab_preset"] == ""
+        assert 0 < float(row["lab_write_mb_s"]) < 2e5
+        assert float(row["lab_write_allowed_mb_s"]) > 5 * float(row["lab_write_mb_s"])
+    out = capsys.readouterr().out
+    assert out.count("the lab gave ") == 2 and "of the volume's " in out, out
+    notes = build_report(rd, charts=False).summary.notes
+    said = [n for n in notes if n.startswith("naive: the lab gave ")]
+    assert len(said) == 1 and "to its writes (median of 2 trials)" in said[0], notes
