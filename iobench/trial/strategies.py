@@ -36,36 +36,37 @@ failure removes only what it made.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from iobench import files
-from iobench.errors import IOBenchError, SafetyError
-from iobench.scenario.vocab import PACK_METHODS, STRATEGIES, Strategy
+from iobench.errors import SafetyError
+from iobench.scenario.vocab import STRATEGIES, Strategy
 from iobench.system.scratch import owning_scratch, remove
 from iobench.trial import squashfs
 from iobench.trial.manifest import MANIFEST, MANIFEST_SCHEMA, archive_name, manifest_problem
-
-AUTO_METHODS = ("squashfs", "tar+zstd", "tar")  # "auto" takes the first one available
+from iobench.trial.packmethods import (  # noqa: F401 (the strategies' words)
+    AUTO_METHODS,
+    StrategyError,
+    _archive_kind,
+    _pack_commands,
+    _unpack_commands,
+    available_methods,
+    choose_method,
+    compressor,
+    squashfs_mounter,
+)
 
 #: Runs one command (argv); raises on failure. The trial passes its own, to sample it.
 Runner = Callable[[Sequence[str]], None]
-
-
-class StrategyError(IOBenchError):
-    """A strategy step could not run (missing tool, wrong path, failed command)."""
 
 
 @dataclass(frozen=True)
@@ -99,74 +100,6 @@ def get(name: str) -> Strategy:
         return STRATEGIES[name]
     except KeyError:
         raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}") from None
-
-
-# ---- what this machine can do ---------------------------------------------------------------
-
-
-def _zstd_module() -> bool:
-    return importlib.util.find_spec("zstandard") is not None
-
-
-def compressor() -> str | None:
-    """How tar+zstd would compress here: "zstd binary", "zstandard module", or None."""
-    if shutil.which("zstd"):
-        return "zstd binary"
-    if _zstd_module():
-        return "zstandard module"
-    return None
-
-
-def squashfs_mounter() -> str | None:
-    """How ``--pack-method squashfs`` mounts its image here: "mount -t squashfs" (a loop
-    mount: CAP_SYS_ADMIN), "squashfuse", or None (:mod:`iobench.trial.squashfs`)."""
-    way = squashfs.auto()
-    return squashfs.TOOLS[way] if way else None
-
-
-def available_methods() -> list[str]:
-    """Pack methods ``auto`` chooses from that can run here, best first (the explicit
-    squashfs ways are checked by :func:`choose_method`)."""
-    found = []
-    if shutil.which("mksquashfs") and squashfs_mounter():
-        found.append("squashfs")
-    if compressor():
-        found.append("tar+zstd")
-    if shutil.which("tar"):
-        found.append("tar")
-    return found
-
-
-def choose_method(method: str = "auto", writable: bool = False) -> str:
-    """``auto``: the best available pack method; else check that ``method`` can run here.
-    ``writable``: what is restored is written to (an installer's cache), so not squashfs,
-    whose image mounts read-only."""
-    found = [m for m in available_methods() if not (writable and m == "squashfs")]
-    if writable and method.startswith("squashfs"):
-        raise StrategyError("a cache is written to when restored: pack it with tar or tar+zstd")
-    if method.startswith("squashfs-") and method in PACK_METHODS:
-        lacks = None if shutil.which("mksquashfs") else "mksquashfs is not installed"
-        lacks = lacks or squashfs.missing(method.split("-", 1)[1])
-        if lacks is not None:
-            raise StrategyError(f"pack method {method} cannot run here: {lacks}")
-        return method
-    if method == "auto":
-        if not found:
-            raise StrategyError("cannot pack a venv here: tar is missing")
-        return found[0]
-    if method not in AUTO_METHODS:
-        raise StrategyError(
-            f"unknown pack method {method!r}; known: auto, {', '.join(PACK_METHODS)}"
-        )
-    if method not in found:
-        need = {
-            "squashfs": "mksquashfs, and squashfuse or CAP_SYS_ADMIN to mount",
-            "tar+zstd": "zstd or the zstandard module",
-        }
-        raise StrategyError(
-            f"pack method {method} cannot run here (needs {need.get(method, 'tar')})"
-        )
-    return method
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -221,78 +154,6 @@ def _shell(commands: list[list[str]]) -> str:
     if any(argv[:1] == [sys.executable] for argv in commands):
         return ""  # a Python helper ran, not a line a start script would hold
     return " && ".join(shlex.join(argv) for argv in commands)
-
-
-@lru_cache(maxsize=1)
-def _squashfs_comp() -> list[str]:
-    """zstd at level 3 when this mksquashfs has it (fast to decompress, and to compress: its
-    default level 15 took 339 s for torch's 876 MB on a loaded 2-core VM, level 3 took 6 s,
-    like ``tar -I zstd``), else mksquashfs's default."""
-    r = subprocess.run(["mksquashfs", "-help"], capture_output=True, text=True)
-    if "zstd" in (r.stdout + r.stderr):
-        return ["-comp", "zstd", "-Xcompression-level", "3"]
-    return []
-
-
-def _archive_kind(method: str) -> str:
-    """What a pack method makes: ``squashfs-fuse`` packs the same image as ``squashfs``."""
-    return "squashfs" if method.startswith("squashfs") else method
-
-
-def _pack_commands(method: str, venv: Path, archive: Path) -> tuple[list[list[str]], str]:
-    parent, name = str(venv.parent), venv.name
-    if method == "squashfs":
-        argv = [
-            "mksquashfs",
-            str(venv),
-            str(archive),
-            "-noappend",
-            "-quiet",
-            "-no-progress",
-            *_squashfs_comp(),
-        ]
-        return [argv], "mksquashfs"
-    if method == "tar":
-        return [["tar", "-C", parent, "-cf", str(archive), name]], "tar"
-    tool = compressor()
-    if tool == "zstd binary":
-        return [["tar", "-C", parent, "-I", "zstd -T0", "-cf", str(archive), name]], tool
-    helper = [
-        sys.executable,
-        "-m",
-        "iobench.trial.zstdtar",
-        "zstd-pack",
-        parent,
-        name,
-        str(archive),
-    ]
-    return [helper], str(tool)
-
-
-def _unpack_commands(
-    method: str, tool: str, archive: Path, venv: Path, way: str = ""
-) -> tuple[list[list[str]], str]:
-    """The restore's commands and what runs them; a squashfs image ``way`` (``loop``,
-    ``fuse``, ``extract``; "": the mount this pod allows, :func:`squashfs_mounter`)."""
-    parent = str(venv.parent)
-    if method == "squashfs":
-        if way and squashfs.missing(way):
-            raise StrategyError(f"cannot restore squashfs-{way} here: {squashfs.missing(way)}")
-        mounter = squashfs.TOOLS[way] if way else squashfs_mounter()
-        if mounter is None:
-            raise StrategyError(
-                "cannot mount the squashfs image here (needs CAP_SYS_ADMIN or squashfuse)"
-            )
-        return squashfs.restore_commands(squashfs.way_of(mounter), archive, venv), mounter
-    if method == "tar":
-        return [["tar", "-C", parent, "-xf", str(archive)]], "tar"
-    if compressor() == "zstd binary":
-        return [["tar", "-C", parent, "-I", "zstd -T0", "-xf", str(archive)]], "zstd binary"
-    if not _zstd_module():
-        raise StrategyError(f"{archive} is zstd-compressed; install zstd or the zstandard module")
-    return [
-        [sys.executable, "-m", "iobench.trial.zstdtar", "zstd-unpack", str(archive), parent]
-    ], "zstandard module"
 
 
 def _write_manifest(store: Path, data: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from helpers.venvs import build_wheel, check_venv, make_venv
 from iobench.errors import IOBenchError, SafetyError
 from iobench.scenario import vocab
 from iobench.system.scratch import SENTINEL, Scratch, remove
-from iobench.trial import squashfs, strategies
+from iobench.trial import packmethods, squashfs, strategies
 from iobench.trial.strategies import StrategyError
 
 
@@ -59,7 +59,7 @@ def test_persist_remove_restore_imports_and_leaves_nothing(
     target, local = roles
     if method == "zstd-module":
         pytest.importorskip("zstandard")
-        monkeypatch.setattr(strategies, "compressor", lambda: "zstandard module")
+        monkeypatch.setattr(packmethods, "compressor", lambda: "zstandard module")
         method = "tar+zstd"
     elif method == "squashfuse":
         if not (
@@ -68,7 +68,7 @@ def test_persist_remove_restore_imports_and_leaves_nothing(
             and os.path.exists("/dev/fuse")
         ):
             pytest.skip("squashfuse or mksquashfs missing")
-        monkeypatch.setattr(strategies, "squashfs_mounter", lambda: "squashfuse")
+        monkeypatch.setattr(packmethods, "squashfs_mounter", lambda: "squashfuse")
         method = "squashfs"
     elif method not in ("copy", *strategies.available_methods()):
         pytest.skip(f"{method} cannot run here")
@@ -107,7 +107,7 @@ def test_the_module_compressor_really_uses_zstandard(
     roles: tuple[Scratch, Scratch], wheel: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     zstandard = pytest.importorskip("zstandard")
-    monkeypatch.setattr(strategies, "compressor", lambda: "zstandard module")
+    monkeypatch.setattr(packmethods, "compressor", lambda: "zstandard module")
     target, local = roles
     venv = local.root / "venv"
     make_venv(venv, wheel)
