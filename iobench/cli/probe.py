@@ -130,6 +130,8 @@ def probe_lines(result: ProbeResult) -> list[str]:
         if op == "create" and r is not None:
             label = f"create of {result.file_bytes} B"
         lines.append(_row(label, r.per_s if r and r.count else None, r.latency if r else None))
+        if op == "create" and r is not None and r.opened is not None and r.opened.count:
+            lines.append(_row("  its open(O_CREAT)", None, r.opened))
     if result.fsync and result.fsync.count:
         lines.append(_row("fsync of 4 KiB", None, result.fsync))
     if result.tree is not None:

@@ -419,6 +419,8 @@ def op_to_dict(r: RateResult | None) -> dict[str, Any] | None:
     out.update(total_ios=r.count, runtime=round(r.seconds * 1000, 3), iops=round(r.per_s, 1))
     if r.latency is not None:
         out["clat_ns"] = r.latency.clat_ns()
+    if r.opened is not None:  # a create's open(O_CREAT) alone: fio's filecreate clat
+        out["open_clat_ns"] = r.opened.clat_ns()
     return out
 
 

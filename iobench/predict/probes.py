@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from iobench.predict.latency import Latency
@@ -26,11 +26,14 @@ READ_BLOCK, READ_FILE = 4096, 1 << 20
 
 @dataclass(frozen=True)
 class RateResult:
-    """``count`` operations took ``seconds``; ``latency``: each one's time, where timed."""
+    """``count`` operations took ``seconds``; ``latency``: each one's time, where timed;
+    ``opened``: for a create, its ``open(O_CREAT)`` alone (what fio's ``filecreate`` engine
+    times: its clat leaves out the write and the ``close``)."""
 
     count: int
     seconds: float
     latency: Latency | None = None
+    opened: Latency | None = None
 
     @property
     def per_s(self) -> float:
@@ -111,18 +114,23 @@ def create_files_in(
     data = b"x" * size
     dfd = _dir_fd(folder)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    clock = time.perf_counter_ns
+    opens: list[int] = []
 
     def make(i: int) -> None:
+        t0 = clock()
         fd = os.open(f"f{i}", flags, 0o644, dir_fd=dfd)
+        opens.append(clock() - t0)
         try:
             os.write(fd, data)
         finally:
             os.close(fd)
 
     try:
-        return _timed_loop(range(n), make, seconds)
+        res = _timed_loop(range(n), make, seconds)
     finally:
         os.close(dfd)
+    return replace(res, opened=Latency.of(opens))
 
 
 def stat_files_in(

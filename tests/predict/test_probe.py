@@ -134,13 +134,18 @@ def test_cli_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     fio_keys = {"total_ios", "runtime", "iops", "clat_ns"}  # fio's JSON names, beside the old
     clat = {"min", "max", "mean", "stddev", "N", "percentile"}
     for op in RATES:
-        assert set(one[op]) == {"count", "seconds", "ms_each", *fio_keys} and one[op]["count"] > 0
+        opened = {"open_clat_ns"} if op == "create" else set()  # fio's filecreate clat
+        assert set(one[op]) == {"count", "seconds", "ms_each", *fio_keys, *opened}
+        assert one[op]["count"] > 0
         assert set(one[op]["clat_ns"]) == clat and one[op]["clat_ns"]["N"] == one[op]["count"]
         assert set(one[op]["clat_ns"]["percentile"]) == {
             "50.000000", "95.000000", "99.000000", "99.900000"
         }  # fmt: skip
         assert one[op]["total_ios"] == one[op]["count"]
         assert one[op]["iops"] == pytest.approx(one[op]["count"] / one[op]["seconds"], rel=1e-3)
+    assert one["create"]["open_clat_ns"]["N"] == one["create"]["count"]
+    opened, whole = one["create"]["open_clat_ns"], one["create"]["clat_ns"]
+    assert 0 < opened["min"] <= whole["min"] and opened["mean"] < whole["mean"]
     assert set(one["fsync"]) == {"count", "p50_ms", "p99_ms", "clat_ns"}
     assert one["write"]["timeline"] and all(len(pt) == 2 for pt in one["write"]["timeline"])
     assert set(one["space"]) == {"free_bytes", "total_bytes", "free_inodes", "total_inodes"}
@@ -306,3 +311,73 @@ def test_the_percentiles_are_the_undelayed_lab_s_plus_the_added_latency(tmp_path
         if abs(d[0] / want_stat - 1) <= 0.1 and abs(d[1] / want_read - 1) <= 0.1:
             return
     pytest.fail(f"p50 / (undelayed + 1 ms per round trip) outside 0.9-1.1: {attempts}")
+
+
+def _fio(args: list[str]) -> dict[str, float]:
+    """One fio job's (the direction it reported) count, iops, p50 and p99 in ms."""
+    import subprocess
+
+    out = subprocess.run(
+        ["fio", *args, "--output-format=json"], check=True, capture_output=True, text=True
+    ).stdout
+    job = json.loads(out[out.index("{") :])["jobs"][0]
+    d = job["write"] if job["write"]["total_ios"] else job["read"]
+    q = d["clat_ns"]["percentile"]
+    return {"n": d["total_ios"], "iops": d["iops"],
+            "p50": q["50.000000"] / 1e6, "p99": q["99.000000"] / 1e6}  # fmt: skip
+
+
+@pytest.mark.lab
+@pytest.mark.timing  # latencies and rates: nothing else may share the cores
+def test_create_and_stat_agree_with_fio_on_the_same_lab_volume(tmp_path: Path) -> None:
+    """Issue 39: on one lab volume at 1 ms, fio's filecreate and filestat engines and the
+    probe: the open(O_CREAT) p50 (fio's filecreate clat: the open alone) and the stat p50
+    within 10 %, the create and stat rates (files over the whole loop, the write and close
+    included in both) within 15 %. The p99s are shown, not held: on the shared 2-core
+    machine they are the other work's, not a tool's (the same fio job's filecreate p99 was
+    3.98, 9.50 and 4.49 ms in three runs at load 3.8-4.9; probe/fio p99 0.38-1.38). The volume keeps no attributes (--cache-s 0): fio's
+    filestat lays its files out (stat, unlink, create, write, lstat) just before it stats
+    them, so with any attribute cache its stats are the client's cache (3 us) and never a
+    round trip; the probe's follow a create whose write made the kernel forget the
+    attributes. Recorded (load 1.6-5.5): create p50 2.24-2.47 ms (fio) / 2.27-2.39 (probe),
+    stat p50 2.18-2.31 / 2.16-2.20; probe/fio p50 0.97-1.03, rates 0.90-1.06.
+    Best of three: interference only ever slows an operation."""
+    import shutil
+
+    from helpers.lab import needs_fuse
+
+    from iobench.lab.testing import slow_volume
+
+    if needs_fuse.args[0]:
+        pytest.skip(needs_fuse.kwargs["reason"])
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed (Debian: fio)")
+    n = 400
+    attempts = []
+    with slow_volume(tmp_path, "cmp", latency_ms=1, cache_s=0) as mnt:
+        for k in range(3):
+            common = [f"--name=f{k}", f"--directory={mnt}", f"--nrfiles={n}", "--filesize=4k",
+                      "--bs=4k", "--openfiles=1"]  # fmt: skip
+            fc = _fio([*common, "--ioengine=filecreate", "--fallocate=none"])
+            fs = _fio([*common, "--ioengine=filestat"])
+            (mnt / f"d{k}").mkdir()
+            create = probes.create_files_in(mnt / f"d{k}", n)
+            stat = probes.stat_files_in(mnt / f"d{k}", n)
+            assert create.opened is not None and stat.latency is not None
+            assert fc["n"] == fs["n"] == create.count == stat.count == n
+            ratios = {
+                "create p50": create.opened.p50_ms / fc["p50"],
+                "stat p50": stat.latency.p50_ms / fs["p50"],
+                "create rate": create.per_s / fc["iops"],
+                "stat rate": stat.per_s / fs["iops"],
+            }
+            p99 = {  # shown, not held: see the docstring
+                "create p99": create.opened.p99_ms / fc["p99"],
+                "stat p99": stat.latency.p99_ms / fs["p99"],
+            }
+            attempts.append({k: round(v, 3) for k, v in {**ratios, **p99}.items()})
+            for f in mnt.iterdir():
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+            if all(abs(v - 1) <= (0.15 if "rate" in k else 0.1) for k, v in ratios.items()):
+                return
+    pytest.fail(f"probe / fio p50 outside 0.9-1.1 or rates outside 0.85-1.15: {attempts}")
