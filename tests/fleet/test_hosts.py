@@ -203,3 +203,61 @@ def test_a_taken_name_is_one_line(three, place: Path, capsys: pytest.CaptureFixt
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "up already" in err, err
     assert [s.hosts.name for s in hosts.status() if s.hosts.name == hs.name] == [hs.name]
+
+
+#: the fleet model's bar (issue 40): predicted within 25 % of the measured fleet time, held
+#: where the volume decides (naive at 3: its IOPS); the CPU-bound configs' recorded ratios
+#: spread 0.51-1.22 with the load other work puts on the 2 shared cores (docs/fleet.md;
+#: 0.51: venv-on-tmp at 3 hosts, load 7)
+AGREE = 0.25
+CPU_BOUND = (0.4, 1.6)
+_TIME = re.compile(r"([\d,]+(?:\.\d+)?) s\b")
+
+
+def _predicted(text: str, config: str) -> list[float]:
+    """A config's predicted times, one per fleet size, from ``iobench fleet``'s table."""
+    line = next(x for x in text.splitlines() if x.split()[:1] == [config])
+    return [float(t.replace(",", "")) for t in _TIME.findall(line)]
+
+
+@pytest.mark.timing
+@pytest.mark.timeout(600)  # the wheels built, naive at 1 and 3, a probe: ~4 min
+@pytest.mark.venv
+def test_the_fleet_model_agrees_with_a_fleet_on_three_hosts(three, place: Path) -> None:
+    """The fleet scenario's naive, venv-on-tmp and fan-out on 1 and 3 hosts of a 1 ms,
+    2,000-IOPS lab volume, and ``iobench fleet``'s prediction for the same volume (probed
+    from a host, the fast part from the run's own one-worker trials, the hosts sharing this
+    machine's 2 CPUs): naive, held by the volume's IOPS at 3 workers, within 25 % (recorded:
+    0.88-1.10 at 1-8 hosts, load 2-9); venv-on-tmp and fan-out within what the load on the
+    shared cores left them (recorded 0.51-1.22)."""
+    hs, vol = three
+    configs = "naive,venv-on-tmp,fan-out"
+    results = place / "results"
+    job = mpirun(3, ["run", "--fleet", "--scenario", "fleet", "--configs", configs,
+                     "--ranks", "1,3", "--repeats", "1", "--target", str(vol), "--tmp", "/tmp",
+                     "--results", str(results), "--no-report"],
+                 launch=_launch(hs, place), cwd=place)  # fmt: skip
+    out, _ = job.communicate(timeout=480)
+    assert job.returncode == 0, out[-3000:]
+    run = only_run_dir(results)
+    got = rows(run / "trials.csv")
+    assert {r["status"] for r in got} == {"ok"}, out[-3000:]
+    measured = {
+        (c, n): max(float(r["fleet_ready_s"]) for r in got
+                    if r["config"] == c and r["fleet_size"] == str(n))
+        for c in configs.split(",") for n in (1, 3)
+    }  # fmt: skip
+    # a host sees the volume over sshfs, not as a lab mount: its caps are given, as a user would
+    model = (f"cd {place} && XDG_CACHE_HOME={place / 'cache'} {sys.executable} -m iobench "
+             f"fleet --target {vol} --tmp /tmp --iops 2000 --cpus 2 --workers 1,3 "
+             f"--configs {configs} --fast-from {run}")  # fmt: skip
+    said = subprocess.run([str(hs.agent), hs.hosts[0].name, model], capture_output=True,
+                          text=True, timeout=300, check=True).stdout  # fmt: skip
+    for config in configs.split(","):
+        at_3 = _predicted(said, config)[1]
+        ratio = at_3 / measured[(config, 3)]
+        low, high = (1 - AGREE, 1 + AGREE) if config == "naive" else CPU_BOUND
+        assert low <= ratio <= high, (config, at_3, measured, said)
+    # naive at 3: the volume's IOPS decide it, not one worker's own time
+    assert "iops" in next(x for x in said.splitlines() if x.startswith("naive")), said
+    assert measured[("naive", 3)] > measured[("naive", 1)], measured
