@@ -75,7 +75,8 @@ def measure_lines(scen: str, best: str, pair_s: float) -> tuple[str, ...]:
     return (
         f"iobench run --scenario {scen} --configs naive,{best}",
         f"  {best}: {about}" if about else f"  {best}: the fastest placement predicted",
-        f"  about {max(1, round(minutes))} min ({rounds} rounds of 2 trials){disk};"
+        f"  at least {max(1, round(minutes))} min of trials ({rounds} rounds of 2; the predicted time "
+        f"to ready, before set-up and restarts){disk};"
         " --dry-run prints the plan first",
     )
 
