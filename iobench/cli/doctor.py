@@ -101,7 +101,11 @@ def doctor_lines(report: DoctorReport) -> list[str]:
     ]
     fix = report.fix_script()
     if fix:
-        lines += ["", "fix (paste into your start script):", *(f"  {line}" for line in fix)]
+        lines += ["", "set (paste into your start script):", *(f"  {line}" for line in fix)]
+    measure = report.measure_block()
+    if measure:
+        lines += ["", "to measure (a benchmark run, not for a start script):",
+                  *(f"  {line}" for line in measure)]  # fmt: skip
     return lines
 
 

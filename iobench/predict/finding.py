@@ -14,9 +14,12 @@ EXIT_STATUS = {"ok": 0, "info": 0, "warn": 3, "bad": 4}
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing worth knowing; ``fix`` holds shell lines that would remedy it."""
+    """One thing worth knowing; ``fix`` holds the "set" lines that would remedy it (variables
+    and folders, to paste into a start script); ``measure`` the run that would measure it."""
 
     level: str
     topic: str
     message: str
     fix: tuple[str, ...] = ()
+    #: the run that would measure it, with its cost (not a line to paste into a start script)
+    measure: tuple[str, ...] = ()

@@ -61,6 +61,26 @@ def grade(naive: float, best: float) -> str:
     return "ok"
 
 
+def measure_lines(scen: str, best: str, pair_s: float) -> tuple[str, ...]:
+    """The run that measures ``best`` against everything on the target, and what it costs:
+    the predicted seconds of one trial each, times the scenario's rounds, and its disk."""
+    try:
+        scenario = load_scenario(scen)
+        rounds, mb = scenario.repeats, scenario.size_mb
+        about = next((c.description for c in scenario.configs if c.name == best), "")
+    except IOBenchError:
+        rounds, mb, about = 2, None, ""
+    minutes = rounds * pair_s / 60
+    disk = f", {mb / 1000:.1f} GB on the target and tmp" if mb else ""
+    return (
+        f"iobench run --scenario {scen} --configs naive,{best}",
+        f"  {best}: {about}" if about else f"  {best}: the fastest placement predicted",
+        f"  at least {max(1, round(minutes))} min of trials ({rounds} rounds of 2; the predicted time "
+        f"to ready, before set-up and restarts){disk};"
+        " --dry-run prints the plan first",
+    )
+
+
 def prediction_findings(
     predictions: dict[str, list[dict[str, Any]]],
     again: dict[str, list[dict[str, Any]]] | None = None,
@@ -87,12 +107,12 @@ def prediction_findings(
             if max(naive, later["naive"]) > MOVED_RATIO * min(naive, later["naive"]):
                 text += (f" (~{later['naive']:.0f} s and ~{later[best]:.0f} s at the end of "
                          "this check: the target's speed moved while it was checked)")  # fmt: skip
-        fix = (f"iobench run --scenario {scen} --configs naive,{best}  # measure it; its start "
-               "script sets what to",)  # fmt: skip
+        measure = measure_lines(scen, best, naive + by[best])
         if level == "warn":
-            out.append(Finding("warn", "predict", text, fix))
+            out.append(Finding("warn", "predict", text, measure=measure))
         elif level == "info":
-            out.append(Finding("info", "predict", text + " (near the bar for a warning)", fix))
+            out.append(Finding("info", "predict", text + " (near the bar for a warning)",
+                               measure=measure))  # fmt: skip
         else:
             out.append(
                 Finding("ok", "predict", f"{scen}: fastest {best} ~{by[best]:.0f} s to ready")

@@ -203,8 +203,10 @@ def packed_would_start_faster(locs: Iterable[Place], target: Rates | None) -> li
         f"restored to local disk at the target's {rate:,.0f} MB/s, ~{restore:.1f} s. If its "
         "package list rarely changes, a packed venv would start faster (a packed cache "
         "survives a change: its install runs from local disk)",
-        (f"iobench run --target {shell.quote(venv.mountpoint)} --scenario lifecycle --configs "
-         "persistent-venv,packed-venv,packed-cache  # measure both on this volume",),
+        measure=(f"iobench run --target {shell.quote(venv.mountpoint)} --scenario lifecycle "
+                 "--configs persistent-venv,packed-venv,packed-cache",
+                 "  the venv kept on the volume, packed onto it, or its cache packed: each "
+                 "first start and restart; --dry-run prints the plan and its disk first"),
     )]  # fmt: skip
 
 

@@ -31,11 +31,12 @@ from iobench.report.script import (
     dockerfile_lines,
     env_for,
     export_lines,
-    install_hint,
+    install_command,
     shell_lines,
     stock_difference,
     strategy_lines,
     venv_lines,
+    venv_note,
 )
 from iobench.report.summary import Summary
 from iobench.rundir.meta import RunMeta
@@ -107,6 +108,7 @@ def recommend(summary: Summary, meta: RunMeta, own: Path | None = None) -> Recom
     notes = [
         *place_notes,
         *verdict.notes,
+        venv_note(meta, creator_of(win), stock_difference(summary.table, win, creator_of(win))),
         "network volumes are often mounted only when the pod starts: create the venv in the "
         "start script (or entrypoint), not in a Dockerfile RUN step",
     ]
@@ -219,8 +221,9 @@ def lifecycle_advice(
                f"(not measured here); the script is the cheapest measured one, {config}"
                ] if section.ranking.best.strategy != config else []  # fmt: skip
     head = [f"iobench: {headline}", *cheaper, *trade, *where, *caveats(win, roles), *place_notes]
-    make = venv_lines(meta, creator, stock_difference(summary.table, win, creator))
-    install = install_hint(installer, creator)
+    difference = stock_difference(summary.table, win, creator)
+    make = venv_lines(meta, creator, difference)
+    install = install_command(meta, installer, creator)
     shell = export_lines(pairs, head, installer) + strategy_lines(
         strategy, row, make, install, roles, own
     )
@@ -235,6 +238,7 @@ def lifecycle_advice(
         notes=[
             *place_notes,
             *(f"Trade-off: {t[len('trade-off: ') :]}." for t in trade),
+            venv_note(meta, creator, difference),
             "network volumes are often mounted only when the pod starts: run this in the "
             "start script (or entrypoint), not in a Dockerfile RUN step",
         ],  # fmt: skip

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import posixpath
-import re
 import shlex
 import textwrap
 from collections.abc import Mapping
@@ -25,59 +24,38 @@ import pandas as pd
 
 from iobench import shell
 from iobench.report.placement import same_filesystem
+from iobench.report.places import SCRATCH, iobench_clone, user_path
+from iobench.report.starts import (
+    EXEC_LINE,
+    PATH_LINE,
+    PREWARM_LIST,
+    PREWARM_RECORD,
+    RESTORED,
+    SCRIPTED,
+    STRICT,
+    fan_out_lines,
+    kept_path,
+    kept_venv_lines,
+    packed_cache_lines,
+    prewarm_lines,
+    restore_lines,
+    strategy_lines,
+    user_command,
+)
 from iobench.rundir.meta import RoleInfo, RunMeta
 from iobench.units import fmt_s
 
-SCRATCH = ".iobench-scratch"
+#: the names this module gives (the strategies' bodies and the places live beside it)
+__all__ = [
+    "EXEC_LINE", "PATH_LINE", "PREWARM_LIST", "PREWARM_RECORD", "RESTORED", "SCRATCH",
+    "SCRIPTED", "SCRIPT_NAME", "STOCK_VENV", "STRICT", "VENV_COMMANDS", "caveats", "creator_of",
+    "dockerfile_lines", "env_for", "export_lines", "fan_out_lines", "iobench_clone",
+    "install_command", "install_hint", "kept_path", "packed_cache_lines", "prewarm_lines",
+    "restore_lines", "shell_lines", "stock_difference", "strategy_lines", "user_command",
+    "user_path", "uv_needed", "venv_lines", "venv_note",
+]  # fmt: skip
+
 DOCKER_SHM_MB = 64
-
-
-SCRATCH = ".iobench-scratch"
-DOCKER_SHM_MB = 64
-
-
-def iobench_clone(path: str) -> Path | None:
-    """The iobench source folder that ``path`` lies in, if any: this package's own (an
-    editable install) or any folder above ``path`` holding ``pyproject.toml`` and
-    ``iobench/__init__.py`` (a clone installed with ``pip install .``)."""
-    here = Path(__file__).resolve().parents[2]
-    p = Path(path)
-    for folder in (p, *p.parents):
-        if folder == here or (
-            (folder / "pyproject.toml").is_file() and (folder / "iobench" / "__init__.py").is_file()
-        ):
-            return folder
-    return None
-
-
-def user_path(
-    roles: Mapping[str, RoleInfo], name: str, own: Path | None = None
-) -> tuple[str, str | None]:
-    """A role's folder for the script, and a note when it had to be moved out of iobench's own.
-
-    A path inside a ``.iobench-scratch`` folder becomes the folder holding it; a path inside
-    iobench's clone (``own``) becomes the clone's parent (the same filesystem, the user's).
-    The tmp role (a shared temporary folder: /tmp, /dev/shm) becomes the user's own folder
-    in it (``iobench.shell.per_user``).
-    """
-    raw = roles[name].path if name in roles else ""
-    if not raw:
-        return "/" + name, f"meta.json records no path for role '{name}'; the script uses /{name}"
-    path = posixpath.normpath(str(raw))
-    parts = path.split("/")
-    if SCRATCH in parts:
-        path = "/".join(parts[: parts.index(SCRATCH)]) or "/"
-    own = own or iobench_clone(path)
-    note = None
-    if own is not None and (path == str(own) or path.startswith(str(own) + "/")):
-        path, note = (
-            str(own.parent),
-            (
-                f"role '{name}' was iobench's own folder ({path}); the script uses its parent "
-                f"{own.parent}, on the same filesystem: change it to your own folder on that volume"
-            ),
-        )
-    return (shell.per_user(path) if name == "tmp" else path), note
 
 
 def env_for(
@@ -196,18 +174,6 @@ _CREATOR_NAMES = {
 }
 
 
-#: the first lines of every script: bash, stopping at the first error, an unset variable or a
-#: failed pipe
-STRICT = ["#!/bin/bash", "set -euo pipefail"]
-
-
-PATH_LINE = 'export PATH="$VIRTUAL_ENV/bin:$PATH"'
-
-
-#: the last line: run the command given to the script (a Dockerfile's CMD), if any
-EXEC_LINE = 'if [ "$#" -gt 0 ]; then exec "$@"; fi'
-
-
 #: the file name the Dockerfile fragment copies the start script from
 SCRIPT_NAME = "iobench-start.sh"
 
@@ -240,32 +206,91 @@ def stock_difference(table: pd.DataFrame, config: Mapping[str, Any], creator: st
 
 def venv_lines(meta: RunMeta, creator: str = "virtualenv", difference: str = "") -> list[str]:
     """Make the venv the way the trials did where this machine can, else as a stock python3
-    does (``python3 -m venv``), saying which the trials used and how the other compared."""
+    does (``python3 -m venv``). Which versions the trials used, and how the two ways compared
+    (``difference``), are the report's to say (:func:`venv_note`), not the script's."""
+    test = _CREATOR_PRESENT.get(creator)
+    if test is None:  # python3 -m venv: what a stock python3 has (Debian/Ubuntu: python3-venv)
+        return ["# Debian/Ubuntu: apt-get install python3-venv", STOCK_VENV]
+    return [
+        f"if {test}; then  # as the trials made it",
+        f"    {VENV_COMMANDS[creator]}",
+        "else  # as a stock python3 does (Debian/Ubuntu: apt-get install python3-venv)",
+        f"    {STOCK_VENV}",
+        "fi",
+    ]
+
+
+def venv_note(meta: RunMeta, creator: str = "virtualenv", difference: str = "") -> str:
+    """What the trials made their venvs with (versions), and how python3 -m venv compared."""
     venv = meta.versions.get("venv") or {}
     venv = venv if isinstance(venv, Mapping) else {}
     made = _CREATOR_NAMES[creator]
     if creator == "virtualenv" and venv.get("virtualenv"):
         made = f"virtualenv {venv['virtualenv']}"
     pip = venv.get("pip") if creator == "virtualenv" else None
-    said = f"the trials made venvs with {made}" + (f", seeded with pip {pip}" if pip else "")
-    test = _CREATOR_PRESENT.get(creator)
-    if test is None:  # python3 -m venv: what a stock python3 has (Debian/Ubuntu: python3-venv)
-        return [*_comments([said + "; Debian/Ubuntu: apt-get install python3-venv"]), STOCK_VENV]
-    said += (
-        "; where this machine lacks it (a stock Debian/Ubuntu python3 does), python3 -m venv "
-        "makes it instead (apt-get install python3-venv), seeding the Python's own pip"
-    )
+    said = f"The trials made venvs with {made}" + (f", seeded with pip {pip}" if pip else "")
     said += f"; {difference}" if difference else ""
     if pip:
         said += f"; to match the trials' pip: python3 -m pip install 'pip=={pip}'"
-    return [
-        *_comments([said]),
-        f"if {test}; then",
-        f"    {VENV_COMMANDS[creator]}",
-        "else",
-        f"    {STOCK_VENV}",
-        "fi",
-    ]
+    return said + "."
+
+
+#: what the install line says when the run's packages are iobench's own synthetic wheels
+SYNTHETIC = (
+    "# {names}: iobench's synthetic stand-in ({wheels}), served by the run's own index, not on "
+    "PyPI: EDIT this line to install your packages (e.g. -r requirements.txt)"
+)
+
+
+def extra_indexes(meta: RunMeta) -> list[str]:
+    """The ``--extra-index-url`` values of the run's command line (e.g. the torch CUDA index)."""
+    argv, out = list(meta.command or []), []
+    for i, word in enumerate(argv):
+        if word == "--extra-index-url" and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif word.startswith("--extra-index-url="):
+            out.append(word.split("=", 1)[1])
+    return out
+
+
+def index_words(meta: RunMeta) -> tuple[list[str], str]:
+    """The index arguments of the measured install, and a comment when the script cannot name
+    the index the run used (a loopback index over a wheelhouse, a redacted URL)."""
+    index = meta.index
+    url = ""
+    if index is not None and index.kind == "remote":
+        url = index.url
+    elif index is not None and index.downloaded_from:
+        url = index.downloaded_from
+    elif index is not None and index.kind == "local":
+        return [], (f"# the run installed from {index.source or 'a wheelhouse'} on a loopback "
+                    "index: add --find-links DIR or --index-url URL where this pod finds them")  # fmt: skip
+    words = [] if not url or url == "pip's configured index" else ["--index-url", url]
+    for extra in extra_indexes(meta):
+        words += ["--extra-index-url", extra]
+    if any("***" in w for w in words):
+        return [w for w in words if "***" not in w], (
+            "# the run's index URL held credentials (not printed): add --index-url with yours"
+        )
+    return words, ""
+
+
+def install_command(meta: RunMeta, installer: str = "pip", creator: str = "virtualenv") -> str:
+    """What the run installed, as the script's install (its comment lines above the command):
+    the scenario's packages or the user's ``--package``/``-r`` requirements, from the index the
+    run used, with the installer it measured; for a synthetic scenario, a line to edit."""
+    scenario = meta.scenario or {}
+    packages = [str(p) for p in scenario.get("packages") or ()]
+    words, said = index_words(meta)
+    if scenario.get("wheels"):
+        words, said = [], SYNTHETIC.format(names=", ".join(packages) or "nothing",
+                                           wheels=scenario["wheels"])  # fmt: skip
+    if installer == "uv" or creator == "uv":  # uv venv makes no pip: uv installs into it
+        tool = ["uv", "pip", "install"]
+    else:
+        tool = ["python3", "-m", "pip", "install"]
+    command = " ".join(shlex.quote(w) for w in [*tool, *words, *packages])
+    return "\n".join(filter(None, [*_comments([said.lstrip("# ")] if said else []), command]))
 
 
 def uv_needed(installer: str) -> list[str]:
@@ -310,13 +335,12 @@ def shell_lines(
     creator: str = "virtualenv",
     difference: str = "",
 ) -> list[str]:
-    """The start script: caveats as comments, exports, folders, then the venv and its install."""
+    """The start script: caveats as comments, exports, folders, then the venv (made once in a
+    boot) and what the run installed into it (installed once)."""
+    make = [f"    {x}" for x in venv_lines(meta, creator, difference)]
     return [
         *export_lines(pairs, comments, installer),
-        *venv_lines(meta, creator, difference),
-        PATH_LINE,
-        install_hint(installer, creator),
-        EXEC_LINE,
+        *kept_venv_lines(make, install_command(meta, installer, creator)),
     ]
 
 
@@ -371,206 +395,3 @@ def dockerfile_lines(pairs: list[tuple[str, str]], comments: list[str]) -> list[
     out.append(f'ENTRYPOINT ["/usr/local/bin/{SCRIPT_NAME}"]')
     out.append('CMD ["bash"]')
     return out
-
-
-#: a trial's folder in iobench's scratch, or a fleet trial's shared one (a fan-out's archive)
-_ANY_SCRATCH = re.compile(r"/\.iobench-scratch/[^/\s'\"]+/(?:shared/[^/\s'\"]+|[^/\s'\"]+)")
-
-
-def user_command(command: str, roles: Mapping[str, RoleInfo], own: Path | None = None) -> str:
-    """A measured command in the user's folders: each role's trial folder inside iobench's
-    scratch becomes the role's folder of the script (:func:`user_path`)."""
-    for name in roles:
-        raw = roles[name].path if name in roles else ""
-        if not raw:
-            continue
-        user, _ = user_path(roles, name, own)
-        trial_dir = re.escape(posixpath.normpath(str(raw))) + _ANY_SCRATCH.pattern
-        command = re.sub(trial_dir, user.replace("\\", "\\\\"), command)
-    return _ANY_SCRATCH.sub("", command)
-
-
-def kept_path(command: str, roles: Mapping[str, RoleInfo], own: Path | None = None) -> str | None:
-    """What the persist step wrote on the target (the archive or the copied tree), user's path."""
-    target, _ = user_path(roles, "target", own)
-    words = shlex.split(command) if command else []
-    return next((w for w in words if w.startswith(target.rstrip("/") + "/")), None)
-
-
-#: a measured squashfs restore: the venv's folder made, then the image mounted on it
-_SQUASHFS_RESTORE = re.compile(
-    r"^mkdir (?P<venv>.+?) && (?:mount -t squashfs -o \S+|squashfuse -o \S+) (?P<image>.+) (?P=venv)$"
-)
-
-
-def restore_lines(restore: str) -> list[str]:
-    """The restore as the script runs it. A squashfs image is loop-mounted where the pod
-    allows it (CAP_SYS_ADMIN: most unprivileged pods refuse), else mounted in user space with
-    squashfuse, else unpacked with unsquashfs (squashfs-tools; no mount at all)."""
-    m = _SQUASHFS_RESTORE.match(restore)
-    if m is None:
-        return [restore]
-    venv, image = m["venv"], m["image"]
-    return [
-        f"mkdir {venv}",
-        f"if mount -t squashfs -o loop,ro,nosuid,nodev {image} {venv} 2>/dev/null; then",
-        "    :  # a loop mount (root with CAP_SYS_ADMIN)",
-        "elif command -v squashfuse >/dev/null; then  # in user space",
-        f"    squashfuse -o nosuid,nodev {image} {venv}",
-        "else  # no mount allowed: unpack the image instead (apt-get install squashfs-tools)",
-        f"    rmdir {venv} && unsquashfs -q -n -d {venv} {image}",
-        "fi",
-    ]
-
-
-#: what the first start keeps on the volume goes in a folder of the user's own: an archive
-#: another user planted there would be restored, and its python run, as the script's user
-_STORE_IS_YOURS = "{}  # the store on the volume: yours only"
-#: strategies whose venv is restored from the target at each start
-RESTORED = ("packed-venv", "copied-venv", "fan-out")
-#: strategies whose start script restores what the measured steps kept (their lines)
-SCRIPTED = (*RESTORED, "packed-cache")
-
-
-#: prewarm's list of the files the program's imports open, kept in the venv on the volume
-PREWARM_LIST = '"$VIRTUAL_ENV/.prewarm.list"'
-#: the start script's recording of that list (the venv's python, after the install)
-PREWARM_RECORD = (
-    'python3 -c "$PREWARM_IMPORTS"\'\nimport os, sys\nroot = os.path.realpath(sys.prefix) + os.sep\n'
-    "seen = {os.path.realpath(p) for m in list(sys.modules.values()) for p in "
-    '(getattr(m, "__file__", None), getattr(m, "__cached__", None)) if isinstance(p, str)}\n'
-    'seen |= {f[5].strip() for f in (l.split(None, 5) for l in open("/proc/self/maps")) if len(f) == 6}\n'
-    'sys.stdout.buffer.write(b"".join(os.fsencode(p) + b"\\0" for p in sorted(seen) '
-    "if p.startswith(root) and os.path.isfile(p)))' > " + PREWARM_LIST
-)
-
-
-def prewarm_lines(make: list[str], install: str) -> list[str]:
-    """prewarm's body: persistent-venv's, plus the import set recorded at the first start and
-    read in parallel (32 readers) at every later one, before the program's first import."""
-    return [
-        "# prewarm: the imports your program starts with (what the first start records)",
-        'PREWARM_IMPORTS="${PREWARM_IMPORTS:-import sys}"',
-        "first_start=0",
-        'if [ ! -x "$VIRTUAL_ENV/bin/python" ]; then  # the first start: make the venv once',
-        *make,
-        "    first_start=1",
-        "fi",
-        PATH_LINE,
-        'if [ "$first_start" = 1 ]; then  # install, then record what the imports open',
-        f"    {install}",
-        f"    {PREWARM_RECORD}",
-        f"elif [ -f {PREWARM_LIST} ]; then  # a restart: read the import set in parallel first",
-        f"    xargs -0 -P 32 -n 64 cat -- < {PREWARM_LIST} > /dev/null",
-        "fi",
-        EXEC_LINE,
-    ]
-
-
-def fan_out_lines(
-    kept: str, persist: str, restore: str, make: list[str], install: str
-) -> list[str]:
-    """fan-out's body: the first pod to take the lock (``mkdir`` is atomic, on NFS too) makes
-    the venv, installs, packs and marks the archive done; every other pod waits for the mark
-    and restores, as every pod does at a restart."""
-    done, lock = shell.quote(kept + ".done"), shell.quote(kept + ".lock")
-    again = [f"    {x}" for x in restore_lines(restore)]
-    return [
-        _STORE_IS_YOURS.format(shell.private_dir(posixpath.dirname(kept))),
-        "first_start=0",
-        f"if [ -e {done} ]; then  # a restart, or the fleet's archive is there: restore it",
-        *again,
-        f"elif mkdir {lock} 2>/dev/null; then  # the fleet's first pod: make the venv",
-        *make,
-        "    first_start=1",
-        f"else  # another pod is making it (if that pod died: rm -r {lock})",
-        f"    until [ -e {done} ]; do sleep 1; done",
-        *again,
-        "fi",
-        PATH_LINE,
-        'if [ "$first_start" = 1 ]; then  # install, pack onto the volume, tell the others',
-        f"    {install}",
-        f"    {persist}",
-        f"    touch {done}",
-        "fi",
-        EXEC_LINE,
-    ]
-
-
-def packed_cache_lines(kept: str, persist: str, installer: str, make: list[str],
-                       install: str) -> list[str]:  # fmt: skip
-    """packed-cache's body: a restart unpacks the installer's cache (kept on the volume as one
-    archive) onto local disk before the venv is made and the install runs from it; the
-    archive is written at the first start, and again after an install that added to the
-    cache (a changed package list: only the new packages were downloaded)."""
-    var = "UV_CACHE_DIR" if installer == "uv" else "PIP_CACHE_DIR"
-    zstd = " -I 'zstd -T0'" if " -I " in persist else ""  # as measured: tar+zstd, or tar
-    where = f'-C "$(dirname "${var}")"{zstd}'
-    count = f'find "${var}" -type f 2>/dev/null | wc -l'
-    return [
-        f"CACHE_ARCHIVE={shell.quote(kept)}  # the {var} kept on the volume",
-        _STORE_IS_YOURS.format('private_dir "$(dirname "$CACHE_ARCHIVE")"'),
-        "first_start=0",
-        'if [ -e "$CACHE_ARCHIVE" ]; then  # a restart: the cache back onto local disk',
-        f'    tar {where} -xf "$CACHE_ARCHIVE"',
-        "else",
-        "    first_start=1",
-        "fi",
-        f"cached=$({count})",
-        *make,
-        PATH_LINE,
-        f"{install}  # from the restored cache: only what it lacks is downloaded",
-        f'if [ "$first_start" = 1 ] || [ "$({count})" != "$cached" ]; then  # keep the cache',
-        f'    tar {where} -cf "$CACHE_ARCHIVE.tmp" "$(basename "${var}")"',
-        '    mv "$CACHE_ARCHIVE.tmp" "$CACHE_ARCHIVE"',
-        "fi",
-        EXEC_LINE,
-    ]
-
-
-def strategy_lines(strategy: str, row: Mapping[str, Any], make: list[str], install: str,
-                   roles: Mapping[str, RoleInfo], own: Path | None = None) -> list[str]:  # fmt: skip
-    """The start script's body for one strategy: ``make`` (the venv's lines) and ``install``
-    (the user's install, a comment) at the first start, then at every start what the strategy
-    measured (restore, or nothing); PATH is set once, after the venv exists."""
-    ind = [f"    {x}" for x in make]
-    if strategy == "prewarm":
-        return prewarm_lines(ind, install)
-    if strategy == "layered-venv":  # persistent-venv's, over the image's own packages
-        over = [x.replace(' "$VIRTUAL_ENV"', ' --system-site-packages "$VIRTUAL_ENV"')
-                for x in ind]  # fmt: skip
-        return ["# layered-venv: the venv on the volume holds only what the image lacks",
-                *strategy_lines("persistent-venv", row, [x[4:] for x in over], install, roles, own)]  # fmt: skip
-    if strategy == "persistent-venv":
-        return ["first_start=0",
-                'if [ ! -x "$VIRTUAL_ENV/bin/python" ]; then  # the first start: make the venv once',
-                *ind, "    first_start=1", "fi", PATH_LINE,
-                'if [ "$first_start" = 1 ]; then', f"    {install}", "    :", "fi", EXEC_LINE]  # fmt: skip
-    persist = user_command(str(row.get("persist_command") or ""), roles, own)
-    restore = user_command(str(row.get("restore_command") or ""), roles, own)
-    kept = kept_path(persist, roles, own)
-    if strategy not in SCRIPTED or not (persist and restore and kept):
-        why = [] if strategy == "reinstall" else [
-            f"# {strategy}: its {row.get('persist_method') or 'persist'} step ran through a Python "
-            "module here, so no shell line was measured to print"]  # fmt: skip
-        return [*why, *make, PATH_LINE, install, EXEC_LINE]
-    if strategy == "fan-out":
-        return fan_out_lines(kept, persist, restore, ind, install)
-    if strategy == "packed-cache":
-        return packed_cache_lines(kept, persist, str(row.get("installer") or "pip"), make, install)
-    return [
-        _STORE_IS_YOURS.format(shell.private_dir(posixpath.dirname(kept))),
-        "first_start=0",
-        f"if [ -e {shell.quote(kept)} ]; then  # a restart: restore what the first start kept",
-        *[f"    {x}" for x in restore_lines(restore)],
-        "else  # the first start: make the venv",
-        *ind,
-        "    first_start=1",
-        "fi",
-        PATH_LINE,
-        'if [ "$first_start" = 1 ]; then  # the first start: install, then keep the venv on the volume',
-        f"    {install}",
-        f"    {persist}",
-        "fi",
-        EXEC_LINE,
-    ]

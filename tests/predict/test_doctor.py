@@ -28,6 +28,7 @@ TOP_KEYS = {
     "elapsed_s",
     "findings",
     "fix_script",
+    "to_measure",
     "locations",
     "shm",
     "loop_mount",
@@ -93,16 +94,21 @@ def test_json_schema_busy_gpus_without_p2p(
     target, fast = _dirs(tmp_path)
     code, doc = _doctor_json(["--target", str(target), "--tmp", str(fast), "--offline"], capsys)
     assert set(doc) == TOP_KEYS
-    assert doc["schema"] == "iobench-doctor" and doc["schema_version"] == doctor.SCHEMA_VERSION == 3
+    assert doc["schema"] == "iobench-doctor" and doc["schema_version"] == doctor.SCHEMA_VERSION == 4
     assert (
         doc["verdict"] in doctor.LEVELS
         and code == doc["exit_status"] == doctor.EXIT_STATUS[doc["verdict"]]
     )
     assert code >= 3  # a busy GPU and missing P2P are warnings at least
     for f in doc["findings"]:
-        assert set(f) == {"level", "topic", "message", "fix"} and f["level"] in doctor.LEVELS
+        assert (
+            set(f) == {"level", "topic", "message", "fix", "measure"}
+            and f["level"] in doctor.LEVELS
+        )
         # issue 21: a warning's fix was empty; every warning now comes with one
-        assert f["level"] not in ("warn", "bad") or f["fix"] or f["topic"] == "probe", f
+        assert (
+            f["level"] not in ("warn", "bad") or f["fix"] or f["measure"] or f["topic"] == "probe"
+        ), f
     names = [loc["name"] for loc in doc["locations"]]
     assert names[:7] == [
         "TMPDIR",
@@ -361,7 +367,7 @@ def test_a_prediction_near_the_bar_is_info_so_back_to_back_verdicts_do_not_flip(
             "s": [{"config": "naive", "predicted_s": naive}, {"config": "x", "predicted_s": best}]
         }
         (f,) = outlook.prediction_findings(preds)
-        assert f.level == "ok" or f.fix
+        assert f.level == "ok" or (f.measure and not f.fix)  # a run to measure, not a "set" line
         return f.level
 
     assert level(40.0, 17.0) == "warn"  # 2.35x and 23 s more

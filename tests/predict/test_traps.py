@@ -196,7 +196,7 @@ def test_a_venv_on_the_volume_that_a_packed_one_would_beat_is_said_with_both_fig
     assert [(f.level, f.topic) for f in found] == [("info", "strategy")]
     message = found[0].message
     assert "401 files" in message and "1.00 ms per file" in message and "packed venv" in message
-    assert found[0].fix[0].startswith(f"iobench run --target {slow} --scenario lifecycle")
+    assert found[0].measure[0].startswith(f"iobench run --target {slow} --scenario lifecycle")
     # a volume whose reads are slow beside its round trips: the archive would not win
     assert (
         traps.packed_would_start_faster(locs(venv=venv), Costs({"open_read": 0.01}, None, 0.001))
