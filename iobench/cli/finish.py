@@ -20,7 +20,7 @@ from typing import Any
 
 from iobench.cli import emphasis
 from iobench.errors import IOBenchError
-from iobench.trial.progress import fit, stream_width
+from iobench.trial.progress import fit, shown, stream_width
 
 #: trial statuses that are a result: finished, or ended by --give-up-after with a lower bound
 FINISHED = ("ok", "censored")
@@ -53,15 +53,6 @@ def console_summary(
     from iobench.report.verdict import TIME, console_lines
 
     return console_lines(rows, roles, order=order, measure=measure or TIME)
-
-
-def shown(path: Path | str) -> str:
-    """``path`` as the user reads it: relative to the current folder when below it."""
-    p = Path(path)
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return str(p)
 
 
 def script_of(result: Any) -> list[str]:

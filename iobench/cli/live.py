@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.rundir.records import STALL_WORDS, TrialRow
-from iobench.trial.progress import is_internal, trial_line
+from iobench.trial.progress import is_internal, shown, trial_line
 from iobench.units import fmt_bytes
 
 _RATE_WINDOW_S = 1.0  # write rate: bytes advanced over the newest second of samples
@@ -218,7 +218,7 @@ class LiveProgress:
         self.run_dir, self.n_trials, self.done_before = run_dir, n_trials, done
         self.run_t0 = time.monotonic()
         extra = f" ({done} already done)" if done else ""
-        self._print(f"iobench: {n_trials} trials{extra} -> {run_dir}")
+        self._print(f"iobench: {n_trials} trials{extra} -> {shown(run_dir)}")
         self._start()
 
     def trial_started(self, k: int, n: int, trial_id: str) -> None:

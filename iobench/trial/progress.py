@@ -64,6 +64,17 @@ def stream_width(stream: TextIO) -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 20 else None
 
 
+def shown(path: object) -> str:
+    """``path`` as the user reads it: relative to the current folder when below it."""
+    from pathlib import Path
+
+    p = Path(str(path))
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(p)
+
+
 def _details(row: TrialRow, parts: list[str]) -> list[str]:
     """An ok row's own words (its kind's: ``TrialRow.details``), or the error of another."""
     if row.status == "ok":
@@ -109,7 +120,7 @@ class PlainProgress:
         if not self.quiet:
             extra = f" ({done} already done)" if done else ""
             trials = f"{n_trials} trial{'' if n_trials == 1 else 's'}"
-            self._print(f"iobench: {trials}{extra} -> {run_dir}")
+            self._print(f"iobench: {trials}{extra} -> {shown(run_dir)}")
 
     def trial_started(self, k: int, n: int, trial_id: str) -> None:
         self._in_trial = True
