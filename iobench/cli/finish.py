@@ -109,6 +109,26 @@ def notes_line(notes: Sequence[str], where: Path | None) -> str:
     )
 
 
+#: words of a report's console line that make it an internal (a fleet's knee)
+_INTERNAL_WORDS = ("the knee is at", "no knee up to")
+_WARM_STILL = "; warm still: "
+
+
+def internal(line: str, result: Any) -> tuple[str, str]:
+    """A report's console line split into what is printed and what goes to the notes: the
+    summary's notes, the prediction table (the foresight section), a fleet's knee and a
+    strategy row's warm-still tail are notes. ``(printed, note)``; either may be ''."""
+    if line.startswith("note: "):
+        return "", line.removeprefix("note: ")
+    foresight = {ln for p in result.parts if p.name == "foresight" for ln in p.lines}
+    if line in foresight or any(w in line for w in _INTERNAL_WORDS):
+        return "", line.strip()
+    if _WARM_STILL in line:
+        head, _, tail = line.partition(_WARM_STILL)
+        return head, f"{head.split()[0]}: warm still: {tail}"
+    return line, ""
+
+
 def _report(args: argparse.Namespace, run_dir: Any, cost: Any, notes: list[str]) -> Any:
     """Build the report (its context lines printed, its notes kept); None when there is none."""
     from iobench.cli.export import requested, write_exports
@@ -131,12 +151,14 @@ def _report(args: argparse.Namespace, run_dir: Any, cost: Any, notes: list[str])
     for line in result.context_lines:
         if line.startswith("Report: "):
             continue  # said last, with the verdict
-        if line.startswith("note: "):
-            notes.append(line.removeprefix("note: "))
-            if not verbose:
-                continue
-        if not quiet or line.startswith("warning:"):
-            print(fit(line, width))
+        said, note = internal(line, result)
+        if note:
+            notes.append(note)
+        shown_line = line if verbose else said  # --verbose: every internal whole, in place
+        if shown_line and not quiet:
+            print(fit(shown_line, width))
+        elif shown_line and line.startswith("warning:"):  # --quiet: stdout is the verdict alone
+            print(shown_line, file=sys.stderr)
     for line in write_exports(args, result, getattr(args, "export_stdout", None)):
         if not quiet:
             print(fit(f"export {line}", width))
@@ -176,6 +198,8 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any, notes: Sequenc
     for line in console_summary(compared, meta.roles, meta.config_names, judged):
         if _CONTENTION in line:
             kept.append(line.removeprefix("warning: "))
+            if verbose:
+                table.append(line)
         elif line != verdict.headline:
             table.append(line)
     words = prose_of(result.answer_lines) if result is not None else []
@@ -192,10 +216,7 @@ def finish_run(args: argparse.Namespace, run_dir: Any, cost: Any, notes: Sequenc
     if quiet:
         emphasis.print_answer([], verdict.winner, wrapped([verdict.headline], width))
         return code
-    if verbose:
-        for note in kept:
-            print(fit(f"note: {note}", width))
-    elif kept:
+    if kept and not verbose:  # --verbose printed them where they arose
         print(fit(notes_line(kept, notes_at), width))
     print()
     headline = wrapped([verdict.headline], width)
