@@ -2,8 +2,7 @@
 
 Only here are the project's errors (and, as a last resort, OS errors such as a full disk)
 turned into one ``iobench: error:`` line, and Ctrl-C into exit 130; everything below raises.
-Exit status: 0 success; 1 a runtime failure or failed trials; 2 a usage error (then a usage
-line follows the error); 130 interrupted; 141 output pipe closed.
+Exit status: 0 success; 1 a runtime failure or failed trials; 2 a usage error; 130 interrupted; 141 output pipe closed.
 """
 
 from __future__ import annotations
@@ -11,7 +10,13 @@ from __future__ import annotations
 import sys
 
 from iobench.errors import IOBenchError
-from iobench.units import printable
+
+
+def printable(text: object) -> str:
+    """iobench.units.printable, imported only when there is an error to print."""
+    from iobench.units import printable as clean
+
+    return clean(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,9 +27,6 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(list(sys.argv[1:] if argv is None else argv))
     except IOBenchError as exc:  # one line: nothing in it acts on the terminal
         print(f"iobench: error: {printable(exc)}", file=sys.stderr)
-        usage = getattr(exc, "usage", None)
-        if usage:
-            print(usage, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         if getattr(exc, "quiet", False):  # a fleet's rank other than 0: rank 0 says it

@@ -190,16 +190,19 @@ def _escaped(c: str) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"did you mean 'naive'?"`` for a near miss among ``choices`` (names that start
-    with ``word``, any case, else difflib's closest), or ``""``. One definition for every
-    "unknown name" error: options, configs, scenarios, GPUs."""
+    with ``word``, any case, else the closest by difflib's ratio, a name judged by itself or
+    by its first word: ``H1000`` is nearest ``H100 SXM``'s ``H100``, not ``H200``), or ``""``.
+    One definition for every "unknown name" error: options, configs, scenarios, GPUs."""
     names = list(choices)
     low = word.lower()
     close = [n for n in names if n.lower().startswith(low)] if low else []
-    if not close:
-        by_lower = {n.lower(): n for n in names}
-        close = [
-            by_lower[m] for m in difflib.get_close_matches(low, list(by_lower), n=1, cutoff=0.6)
-        ]
+    if not close and low:
+        scored = []
+        for n in names:
+            keys = {n.lower(), *n.lower().split()[:1]}
+            scored.append((max(difflib.SequenceMatcher(None, low, k).ratio() for k in keys), n))
+        best = max((s for s, _ in scored), default=0.0)
+        close = [n for s, n in scored if s >= max(best, 0.6)]
     if not close:
         return ""
     return "did you mean " + " or ".join(repr(n) for n in close[:2]) + "?"

@@ -25,11 +25,11 @@ from iobench.cli.lab import register as _add_lab
 from iobench.cli.list import _add_list
 from iobench.cli.probe import _add_probe
 from iobench.cli.report import register as _add_report
-from iobench.cli.run import _add_run, console_summary
+from iobench.cli.run_options import _add_run
 from iobench.cli.scenarios import _add_clean, _add_scenarios
 from iobench.cli.wheels import _add_wheels
 
-__all__ = ["EXIT_CODES", "build_parser", "console_summary", "dispatch"]
+__all__ = ["EXIT_CODES", "build_parser", "dispatch"]
 
 EXIT_CODES = """exit status:
   0    every trial succeeded (or the command did what it was asked)

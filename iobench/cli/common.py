@@ -6,10 +6,9 @@ import argparse
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from iobench.errors import UsageError
-from iobench.units import did_you_mean
 
 
 # ---------------------------------------------------------------- validators
@@ -43,7 +42,8 @@ def role_spec(text: str) -> tuple[str, Path]:
 
 
 class ArgumentUsageError(UsageError):
-    """A command line argparse refused: one error line, then the subcommand's usage line."""
+    """A command line argparse refused: one error line, ending with where the options are
+    (``usage`` keeps the subcommand's usage line for a caller that wants it)."""
 
     def __init__(self, message: str, usage: str) -> None:
         super().__init__(message)
@@ -52,6 +52,8 @@ class ArgumentUsageError(UsageError):
 
 def suggest(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'run'?"`` for a near miss among ``choices`` (difflib), else ``""``."""
+    from iobench.units import did_you_mean  # not for --help
+
     hint = did_you_mean(word, choices)
     return f"; {hint}" if hint else ""
 
@@ -65,7 +67,7 @@ class _Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        raise ArgumentUsageError(message, self.short_usage())
+        raise ArgumentUsageError(f"{message} (options: {self.prog} --help)", self.short_usage())
 
     def short_usage(self) -> str:
         """``usage: iobench run [OPTIONS]`` (argparse's own when it fits on one line)."""
@@ -98,6 +100,50 @@ class _Parser(argparse.ArgumentParser):
             else ""
         )
         self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+
+
+class Later:
+    """A help text made when it is shown, so that building the parser (``--help``) imports
+    only the cli wing: ``Later(lambda: f"... {a_constant_of_another_wing}")``. argparse
+    formats help with ``%``; ``mention_env`` appends with ``+`` and asks ``in`` (of what
+    it appended: the made text names no variable)."""
+
+    def __init__(self, make: Any, extra: str = "") -> None:
+        self.make, self.extra = make, extra
+
+    def __str__(self) -> str:
+        return str(self.make()) + self.extra
+
+    def __mod__(self, params: Any) -> str:
+        return str(self) % params
+
+    def __add__(self, more: str) -> Later:
+        return Later(self.make, self.extra + more)
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.extra
+
+    def __getattr__(self, name: str) -> Any:  # what a formatter asks of a str (strip...)
+        return getattr(str(self), name)
+
+
+class LaterChoices:
+    """An option's choices, listed when first asked for (``choices=LaterChoices(lambda:
+    KINDS)``): the wing that owns the names is imported only when the option is used."""
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __iter__(self) -> Any:
+        return iter(self.make())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.make()
+
+
+def later(make: Any) -> str:
+    """A help text ``make()`` returns when shown (``Later``), typed as the str argparse takes."""
+    return cast(str, Later(make))
 
 
 # ---------------------------------------------------------------- environment defaults

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from iobench.cost.checkpoint import MTBF_HOURS
-from iobench.cost.idle import AU_TARGET, CostOptions, options_from_meta
-from iobench.cost.month import strategy_figure
-from iobench.cost.prices import DEFAULT_STARTS_PER_MONTH, known_names
+from iobench.cli.common import later
 from iobench.errors import UsageError
+
+if TYPE_CHECKING:
+    from iobench.cost.idle import CostOptions
 
 
 def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True) -> None:
@@ -28,7 +28,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
     group.add_argument(
         "--gpu",
         metavar="NAME",
-        help="price preset, case-insensitive: " + ", ".join(known_names()),
+        help=later(lambda: "price preset, case-insensitive: " + ", ".join(_prices().known_names())),
     )
     group.add_argument(
         "--gpu-price", metavar="USD", help="price per GPU-hour in USD (overrides the preset)"
@@ -40,7 +40,12 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, storage: bool = True)
         "--starts-per-month",
         "--starts",
         metavar="N",
-        help=f"cold starts per month for the monthly figure (default {DEFAULT_STARTS_PER_MONTH:g})",
+        help=later(
+            lambda: (
+                "cold starts per month for the monthly figure "
+                f"(default {_prices().DEFAULT_STARTS_PER_MONTH:g})"
+            )
+        ),
     )
     _add_workload_figures(group)
     if storage:
@@ -62,14 +67,23 @@ def _add_workload_figures(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--au-target",
         metavar="SHARE",
-        help=f"a dataset run's bar for accelerator utilisation, 0-1 (default {AU_TARGET:g}, "
-        "MLPerf Storage's for ResNet-50 and U-Net3D)",
+        help=later(
+            lambda: (
+                "a dataset run's bar for accelerator utilisation, 0-1 (default "
+                f"{_idle().AU_TARGET:g}, MLPerf Storage's for ResNet-50 and U-Net3D)"
+            )
+        ),
     )
     group.add_argument(
         "--mtbf-hours",
         metavar="H",
-        help=f"a checkpoint run's pod: mean hours between failures, pre-emptions and restarts "
-        f"(default {MTBF_HOURS:g}: a preemptible VM's longest life; docs/checkpoint.md)",
+        help=later(
+            lambda: (
+                "a checkpoint run's pod: mean hours between failures, pre-emptions "
+                f"and restarts (default {_idle().MTBF_HOURS:g}: a preemptible VM's longest "
+                "life; docs/checkpoint.md)"
+            )
+        ),
     )
     group.add_argument(
         "--every-minutes",
@@ -129,14 +143,14 @@ def given_options(args: argparse.Namespace) -> dict[str, object]:
         "mtbf_hours": _number("--mtbf-hours", getattr(args, "mtbf_hours", None), "a number of hours"),
         "every_minutes": _number("--every-minutes", getattr(args, "every_minutes", None), "a number of minutes"),
         "training_hours": _number("--training-hours", getattr(args, "training_hours", None), "a number of hours"),
-        "entered": tuple(strategy_figure(t) for t in figures) if figures else None,
+        "entered": tuple(_month().strategy_figure(t) for t in figures) if figures else None,
     }  # fmt: skip
 
 
 def cost_options_from_args(args: argparse.Namespace, stored: object = None) -> CostOptions:
     """Validated CostOptions from parsed arguments (raises UsageError), on top of what a run
     stored (meta.json's ``pricing``: a report rebuilt later prices the run as it was)."""
-    return options_from_meta(stored, **given_options(args))
+    return _idle().options_from_meta(stored, **given_options(args))
 
 
 def stored_options(meta: Any) -> object:
@@ -162,5 +176,23 @@ def judged_by(meta: Any, rows: list[Any], cost: CostOptions | None = None) -> An
         try:
             cost = cost_options_from_args(argparse.Namespace(), stored_options(meta))
         except UsageError:  # a stored preset this version does not know: unpriced
-            cost = CostOptions()
+            cost = _idle().CostOptions()
     return run_measure(meta.kind, rows, cost, meta.gpu_info)
+
+
+def _prices() -> Any:
+    import iobench.cost.prices as prices
+
+    return prices
+
+
+def _idle() -> Any:
+    import iobench.cost.idle as idle
+
+    return idle
+
+
+def _month() -> Any:
+    import iobench.cost.month as month
+
+    return month

@@ -18,7 +18,6 @@ from typing import Any
 
 from iobench.cli.common import positive_float
 from iobench.errors import UsageError
-from iobench.units import fmt_s
 
 DEFAULT_WORKERS = "1,2,4,8,64,256,1024"
 #: the strategies whose fleet time is all of a worker's start (the others keep something)
@@ -347,3 +346,10 @@ def _duration(seconds: float) -> str:
         return fmt_s(seconds)
     m, s = divmod(round(seconds), 60)
     return f"{m} min {s:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def fmt_s(seconds: float) -> str:
+    """iobench.units.fmt_s, imported when a fleet is predicted (not for --help)."""
+    from iobench.units import fmt_s as fmt
+
+    return fmt(seconds)

@@ -11,9 +11,12 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from iobench.cli.common import LaterChoices
 from iobench.cli.hosts import register as add_hosts
 from iobench.errors import UsageError
-from iobench.lab.options import KINDS, VolumeOptions
+
+if TYPE_CHECKING:
+    from iobench.lab.options import VolumeOptions
 
 if TYPE_CHECKING:  # the handlers import it: `iobench --help` must not pay for it
     from iobench.lab import manage
@@ -57,7 +60,8 @@ def _add_up(p: argparse.ArgumentParser) -> None:
     p.add_argument("mountpoint", help="empty folder to mount on (created if missing)")
     p.add_argument(
         "--kind",
-        choices=KINDS,
+        choices=LaterChoices(lambda: _options().KINDS),
+        metavar="KIND",
         default="fuse",
         help="fuse: Python FUSE passthrough with delays (default); "
         "sshfs: sshd in a private network namespace",
@@ -173,7 +177,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[VolumeOptions, list[str
         for flag in ("size_gib", "credits_gib", "throughput_mib_s"):
             if getattr(args, flag, None) is not None:
                 raise UsageError(f"--{flag.replace('_', '-')} needs --preset")
-        base = VolumeOptions()
+        base = _options().VolumeOptions()
     changed = [
         f"{_FIELD_FLAGS[f]} {v:g} instead of {getattr(base, f) if getattr(base, f) is not None else 'none'}"
         for f, v in given.items()
@@ -259,7 +263,7 @@ def status_lines(entries: list[manage.LabStatus]) -> list[str]:
         return ["no iobench lab volumes"]
     lines = []
     for e in entries:
-        opts = VolumeOptions.from_dict(e.options).describe() if e.options else "?"
+        opts = _options().VolumeOptions.from_dict(e.options).describe() if e.options else "?"
         health = e.problem or "ok"
         line = f"{e.mountpoint}  {e.kind}  {opts}  pid {e.pid or '-'}  {health}"
         if e.stats:
@@ -289,3 +293,9 @@ def delivery_words(d: Delivery, preset: str) -> str:
     if d.pipe_s is None:
         return f"{rate} (no rate limit to hold it to)"
     return f"{rate} ({fmt_bytes(d.bytes)} moved: under {fmt_bytes(MIN_BYTES)}, too little to judge)"
+
+
+def _options() -> Any:
+    import iobench.lab.options as options  # not for --help
+
+    return options

@@ -17,11 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iobench import reading
 from iobench.cli.common import FALLBACKS
 from iobench.errors import RunDirError, UsageError
-from iobench.system import procfs
-from iobench.units import printable
 
 
 @dataclass(frozen=True)
@@ -83,6 +80,8 @@ def read_run(path: Path) -> StoredRun:
     summary = path / "summary.json"
     if summary.is_file():
         try:
+            from iobench import reading
+
             data = json.loads(reading.read_text(summary))  # a FIFO there held `list` for good
             # a report from before "winner" meant the verdict's (its verdict has no
             # fastest_measured) named the fastest measured: the verdict from trials.csv instead
@@ -129,6 +128,8 @@ def _status(run: StoredRun) -> str:
     if run.status != "running" or not run.run_id.rsplit("-", 1)[-1].isdigit():
         return run.status
     pid = int(run.run_id.rsplit("-", 1)[-1])  # the run id ends with the run's pid
+    from iobench.system import procfs
+
     if run.host and run.host == socket.gethostname() and not procfs.alive(pid):
         return "running (gone)"
     return run.status
@@ -164,3 +165,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for line in skipped:
         print(f"iobench: warning: skipped {printable(line)}", file=sys.stderr)  # a received name
     return 0
+
+
+def printable(text: object) -> str:
+    """iobench.units.printable, imported when there is something to print (not for --help)."""
+    from iobench.units import printable as clean
+
+    return clean(text)

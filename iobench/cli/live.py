@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.rundir.records import STALL_WORDS, TrialRow
-from iobench.trial.progress import trial_line
+from iobench.trial.progress import is_internal, shown, trial_line
 from iobench.units import fmt_bytes
 
 _RATE_WINDOW_S = 1.0  # write rate: bytes advanced over the newest second of samples
@@ -95,7 +95,8 @@ class LiveProgress:
         self.durations: list[float] = []
         self.run_t0 = time.monotonic()
         self.trial: _Trial | None = None
-        self._notes: list[str] = []  # a trial's notes, printed under its line
+        self._notes: list[str] = []  # a trial's notes, printed under its line (--verbose)
+        self.notes: list[str] = []  # the run's internals, for its notes line and notes.txt
 
     # ------------------------------------------------------------------ live area
     def _start(self) -> None:
@@ -125,7 +126,7 @@ class LiveProgress:
             self._live.refresh()
 
     def _print(self, text: str | Text) -> None:
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(text, markup=False, highlight=False)  # wrapped to the terminal
 
     def eta_s(self, now: float | None = None, trial: _Trial | None = None) -> float | None:
         """Seconds left: mean finished-trial duration × trials left − the running one's time.
@@ -217,7 +218,7 @@ class LiveProgress:
         self.run_dir, self.n_trials, self.done_before = run_dir, n_trials, done
         self.run_t0 = time.monotonic()
         extra = f" ({done} already done)" if done else ""
-        self._print(f"iobench: {n_trials} trials{extra} -> {run_dir}")
+        self._print(f"iobench: {n_trials} trials{extra} -> {shown(run_dir)}")
         self._start()
 
     def trial_started(self, k: int, n: int, trial_id: str) -> None:
@@ -287,6 +288,10 @@ class LiveProgress:
         self._redraw()
 
     def message(self, text: str) -> None:
+        if is_internal(text):
+            self.notes.append(text.strip())
+            if not self.verbose:
+                return
         if self.trial is not None and text.startswith("  "):
             self._notes.append(text)  # said during a trial: printed under its line
         else:

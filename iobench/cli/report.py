@@ -17,7 +17,6 @@ from typing import Any
 
 from iobench.cli.cost import add_cost_arguments, cost_options_from_args, stored_options
 from iobench.errors import IOBenchError, UsageError
-from iobench.units import printable
 
 FORMATS = ("table", "markdown", "json")
 #: ``compare --fail-slower``: a config slower beyond noise past the bar (the doctor's "it
@@ -54,6 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "directory (or --out).",
     )
     _common(report)
+    report.add_argument(
+        "--script",
+        action="store_true",
+        help="print only the run's start script (what `iobench run` saved as start.sh in the "
+        "run folder), e.g. > start.sh",
+    )
     report.set_defaults(func=report_command)
 
     compare = sub.add_parser(
@@ -89,6 +94,23 @@ def _emit(lines: list[str]) -> None:
     print("\n".join(printable(line) for line in lines), flush=True)
 
 
+def check_run_dirs(dirs: list[Path]) -> None:
+    """Each folder the user named exists and is a run (meta.json), or a fleet's folder
+    (workers/): else one line, exit 2, before anything is read."""
+    for d in dirs:
+        if not d.exists():
+            raise UsageError(f"{d}: no such folder (a run folder is results/<run-id>; "
+                             "`iobench list` shows them)")  # fmt: skip
+        if not d.is_dir():
+            raise UsageError(f"{d}: not a folder (a run folder is results/<run-id>)")
+        if not (d / "meta.json").exists() and not (d / "workers").is_dir():
+            runs = sorted(c.name for c in d.iterdir() if (c / "meta.json").is_file())
+            hint = (f"it contains run folders ({', '.join(runs[:3])}{'...' if len(runs) > 3 else ''}): "
+                    "pass one" if runs else "a run folder is results/<run-id>: `iobench list` "
+                    "shows them")  # fmt: skip
+            raise UsageError(f"{d} is not an iobench run folder (no meta.json; {hint})")
+
+
 def run_cost(args: argparse.Namespace, run_dir: Path) -> Any:
     """The cost options a run is priced with: the ones it was made with (meta.json), with the
     flags given here on top."""
@@ -107,11 +129,16 @@ def report_command(args: argparse.Namespace) -> int:
 
     fmt = _check_format(args)
     dirs: list[Path] = list(args.run_dirs)
+    cost_options_from_args(args)  # every option checked before any folder
+    check_run_dirs(dirs)
     for i, run_dir in enumerate(dirs):
         out = args.out
         if out is not None and len(dirs) > 1:
             out = Path(out) / (run_dir.resolve().name or f"run-{i + 1}")
         result = build_report(run_dir, run_cost(args, run_dir), out)
+        if getattr(args, "script", False):
+            _emit(_script(result, run_dir))
+            continue
         if i and fmt == "table":
             _emit([""])
         _emit(result.format(fmt))
@@ -127,6 +154,8 @@ def compare_command(args: argparse.Namespace) -> int:
     if bar is not None and not (math.isfinite(bar) and bar >= 1.0):
         raise UsageError(f"--fail-slower must be a ratio of 1 or more (1.1: 10% slower), not {bar}")
     dirs = list(args.run_dirs)
+    cost_options_from_args(args)
+    check_run_dirs(dirs)
     result = build_compare(dirs, args.out, [run_cost(args, d) for d in dirs])
     _emit(result.format(fmt))
     if bar is None:
@@ -139,3 +168,22 @@ def compare_command(args: argparse.Namespace) -> int:
     print(printable(f"iobench: {len(found)} config(s) {bar:g}× or more slower beyond noise: "
                     + "; ".join(found)), file=sys.stderr)  # fmt: skip
     return FAIL_SLOWER
+
+
+def printable(text: object) -> str:
+    """iobench.units.printable, imported when there is something to print (not for --help)."""
+    from iobench.units import printable as clean
+
+    return clean(text)
+
+
+def _script(result: Any, run_dir: Path) -> list[str]:
+    """The start script the report advises (the one ``iobench run`` saved), or one line
+    saying why there is none."""
+    from iobench.cli.finish import script_of
+
+    lines = script_of(result)
+    if not lines:
+        raise IOBenchError(f"{run_dir}: its verdict advises no start script (no config won "
+                           "beyond noise, or its kind of work has none)")  # fmt: skip
+    return lines

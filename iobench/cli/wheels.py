@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from iobench import files
 from iobench.cli.common import _Parser, positive_int
 from iobench.errors import UsageError
 
@@ -101,6 +100,8 @@ def cmd_wheels_profile(args: argparse.Namespace) -> int:
     text = profile_to_toml(prof)
     if args.out:
         try:
+            from iobench import files
+
             files.write(args.out, text, 0o644)  # a profile is shared input, not a report
         except OSError as exc:
             raise UsageError(f"--out {args.out}: cannot write ({exc.strerror or exc})") from None

@@ -1,4 +1,4 @@
-"""Start-up cost: `iobench --help` and `iobench run --help` as a user types them (target 0.25 s).
+"""Start-up cost: `iobench --help` and `iobench run --help` as a user types them (target 0.05 s: issue 38).
 
 Each round starts the installed console script in a fresh interpreter, so the figure holds
 the interpreter's own start, the imports of the command line, and building the parser.

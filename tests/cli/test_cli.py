@@ -38,11 +38,11 @@ def _err(capsys) -> str:
 
 
 def _one_error(err: str) -> str:
-    """The error line; a usage line may follow it, nothing else."""
+    """The error line, and nothing else (no `usage:` line after it)."""
     lines = err.strip().splitlines()
     assert lines and lines[0].startswith("iobench: error: "), err
     assert lines[0].count("error:") == 1 and "iobench: error: iobench" not in lines[0], err
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("usage: iobench")), err
+    assert len(lines) == 1, err
     return lines[0]
 
 
@@ -97,16 +97,27 @@ def test_did_you_mean(argv: list[str], suggestion: str, capsys) -> None:
     assert main(argv) == 2
     err = _err(capsys)
     assert suggestion in _one_error(err)
-    usage = err.strip().splitlines()[1]
-    assert usage.startswith("usage: iobench")
 
 
-def test_usage_line_names_the_subcommand(capsys) -> None:
+def test_the_error_line_names_the_subcommands_help(capsys) -> None:
     assert main(["run", "--repeats", "x"]) == 2
-    assert (
-        _err(capsys).strip().splitlines()[1]
-        == "usage: iobench run [OPTIONS]  (all options: iobench run --help)"
-    )
+    assert _one_error(_err(capsys)).endswith("(options: iobench run --help)")
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "--gpu", "H1000", "--dry-run"], "did you mean 'H100 PCIe' or 'H100 SXM'?"),
+        (["compare", "results/nonexistent"], "results/nonexistent: no such folder"),
+        (["report", "."], "is not an iobench run folder"),
+    ],
+)
+def test_what_the_user_typed_wrong_exits_2_in_one_line(
+    argv: list[str], fragment: str, capsys, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert fragment in _one_error(_err(capsys))
 
 
 def test_no_arguments_prints_help_ending_with_where_to_start(capsys) -> None:
@@ -140,8 +151,8 @@ def test_run_help_has_examples_metavars_and_env(capsys) -> None:
 def test_runtime_errors_exit_1(tmp_path: Path, capsys) -> None:
     not_a_run = tmp_path / "plain"
     not_a_run.mkdir()
-    assert main(["report", str(not_a_run)]) == 1
-    assert "not an iobench run directory" in _one_error(_err(capsys))
+    assert main(["report", str(not_a_run)]) == 2  # what the user typed: a usage error
+    assert "not an iobench run folder" in _one_error(_err(capsys))
     assert main(["run", "--resume", str(not_a_run)]) == 1
     assert "no meta.json" in _one_error(_err(capsys))
 
@@ -293,7 +304,7 @@ def test_run_ok_exits_0_and_stdout_is_the_json_export(exported_run: dict) -> Non
         assert data["winner"] == (v["advised"] or v["fastest_measured"]) == v["winner"]
     else:
         assert data["winner"] is None and v["winner"] is None
-    assert "results: " in proc.stderr and "export markdown: " in proc.stderr
+    assert "Report: " in proc.stderr and "export markdown: " in proc.stderr
 
 
 @pytest.mark.run
@@ -585,28 +596,33 @@ def test_the_readme_test_command_is_what_ci_runs():
 
 
 @pytest.mark.charts
-def test_the_answer_is_the_last_thing_on_screen_and_quiet_prints_only_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_the_answer_is_the_last_thing_on_screen_and_quiet_prints_only_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 21 (hyperfine-style): notes, the prediction table, the report's path and the
-    results folder come first; the table and the verdict close the output. --quiet prints
-    the table and the verdict only."""
+    """Issues 21 and 38 (hyperfine-style): the notes are one line, then the table, then the
+    verdict in words, ending with where the start script and the report are; the start
+    script is start.sh in the run folder, not on screen. --quiet prints the verdict only."""
     from helpers import standin
 
+    monkeypatch.chdir(tmp_path)
     path = standin.scenario(tmp_path, repeats=2)
     argv = [a for a in standin.argv(tmp_path, path) if a != "--no-report"]  # the report's lines too
     assert main(argv) == 0
     out = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     head = next(i for i, line in enumerate(out) if line.split()[:3] == ["config", "n", "median"])
-    results = next(i for i, line in enumerate(out) if line.startswith("results: "))
-    report = next(i for i, line in enumerate(out) if line.startswith("Report: "))
-    assert report < results < head, out
-    assert not any(line.startswith(("note:", "Report:", "results:")) for line in out[head:])
-    verdict = out[-1]
-    assert verdict.startswith(("No difference", "One trial", "naive", "venv-on-tmp")), out[head:]
+    assert not any(line.startswith(("note:", "results:", "    ", "#!")) for line in out), out
+    assert sum(line.startswith("notes: ") for line in out[:head]) <= 1
+    assert "Report: " in out[-1] and out[-1].endswith("report.html."), out[head:]
+    assert any(v.startswith(("No difference", "One trial", "naive", "venv-on-tmp"))
+               for v in out[head:]), out[head:]  # fmt: skip
+    run = next((tmp_path / "results").iterdir())
+    if any("Start script: " in line for line in out[head:]):
+        script = (run / "start.sh").read_text()
+        assert script.startswith("#!/bin/bash") and (run / "start.sh").stat().st_mode & 0o100
+        assert main(["report", str(run), "--script"]) == 0
+        assert capsys.readouterr().out == script
     assert main([*argv, "--quiet"]) == 0
-    quiet = [line for line in capsys.readouterr().out.splitlines()
-             if line.strip() and not line.startswith(("warning:", "Same storage:"))]  # fmt: skip
-    assert quiet[0].split()[:3] == ["config", "n", "median"], quiet
-    assert not any(line.startswith(("note:", "Report:", "results:", "[", "iobench:", "probe"))
+    quiet = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert quiet and quiet[0].startswith(("No difference", "One trial", "naive", "venv-on-tmp"))
+    assert not any(line.startswith(("config", "note", "Report:", "[", "iobench:", "probe"))
                    for line in quiet), quiet  # fmt: skip

@@ -245,35 +245,44 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_the_winner_is_emphasised_on_a_terminal_plain_when_piped_and_scripts_never_wrap(
+def test_the_winner_is_emphasised_on_a_terminal_plain_when_piped_and_lines_kept_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from iobench.cli.emphasis import print_answer
 
-    script = "    export PIP_CACHE_DIR=" + "/very/long/path" * 8
+    script = "Start script: " + "/very/long/path" * 8
     lines = ["config  n  median", "naive  3  4.9 s  baseline", "fast  3  2.5 s  1.9× faster",
-             "fast is 1.9× faster than naive.", "Set (start script, bash):", script]  # fmt: skip
+             "fast is 1.9× faster than naive.", script]  # fmt: skip
+    monkeypatch.delenv("OMPI_COMM_WORLD_RANK", raising=False)
     piped = io.StringIO()
-    print_answer(lines, "fast", lines[3], piped)
+    print_answer(lines, "fast", lines[3:4], piped)
     assert piped.getvalue() == "\n".join(lines) + "\n"  # plain, every line as it was
     monkeypatch.setenv("COLUMNS", "60")
     monkeypatch.delenv("NO_COLOR", raising=False)
     tty = _Tty()
-    print_answer(lines, "fast", lines[3], tty)
+    print_answer(lines, "fast", lines[3:4], tty)
     text = tty.getvalue()
     assert "\x1b[1" in text and script in text  # bold somewhere; the script line unbroken
     plain = [ln for ln in text.splitlines() if "naive  3" in ln]
     assert plain and "\x1b[1" not in plain[0]
 
 
-def test_a_trial_s_notes_print_under_its_line_not_before_it() -> None:
-    """Issue 21: contention notes printed before the trial they belong to."""
+def test_a_trial_s_notes_are_kept_not_printed_and_verbose_prints_them_under_its_line() -> None:
+    """Issue 38: a trial's notes (contention...) are internals: kept for the run's notes
+    line; with --verbose under the trial's line (issue 21: not before it)."""
     out = io.StringIO()
     p = PlainProgress(out)
+    p.trial_started(1, 2, "naive-r1")
+    p.message("  naive-r1: other processes did disk I/O meanwhile (MB): iobench[4242]:7.5")
+    p.trial_finished(1, 2, _row("naive-r1", "ok", time_to_ready_s=1.0))
+    assert len(out.getvalue().splitlines()) == 1 and len(p.notes) == 1
+    out = io.StringIO()
+    p = PlainProgress(out, verbose=True)
     p.trial_started(1, 2, "naive-r1")
     p.message("  naive-r1: other processes did disk I/O meanwhile (MB): iobench[4242]:7.5")
     p.message("warning: a run-level line prints at once")
     p.trial_finished(1, 2, _row("naive-r1", "ok", time_to_ready_s=1.0))
     lines = out.getvalue().splitlines()
+    lines = [ln for ln in lines if "started" not in ln]
     assert lines[0].startswith("warning:") and lines[1].startswith("[1/2] naive-r1")
     assert lines[2] == "  naive-r1: other processes did disk I/O meanwhile (MB): iobench[4242]:7.5"

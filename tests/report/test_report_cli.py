@@ -39,8 +39,8 @@ def test_cli_report_ok(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.mark.parametrize(
     ("case", "extra", "error", "match"),
     [
-        ("not-a-run", [], RunDirError, r"not-a-run is not an iobench run directory \(no meta.json\)"),
-        ("missing", [], RunDirError, r"missing: no such folder"),
+        ("not-a-run", [], UsageError, r"not-a-run is not an iobench run folder \(no meta.json"),
+        ("missing", [], UsageError, r"missing: no such folder"),
         ("all-failed", [], RunDirError, r"no successful trial to report \(4 failed\); first error: ERROR: Could not install"),
         ("ok", ["--gpu", "Voodoo5"], UsageError, r"unknown --gpu 'Voodoo5' \(known: RTX 4090, .*H100 SXM, H200.*p5\.48xlarge"),
         ("ok", ["--gpu-price", "-2"], UsageError, r"--gpu-price must not be negative \(got -2\)"),
