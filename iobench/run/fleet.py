@@ -153,7 +153,7 @@ class FleetRun:
         results = [mine]
         for rank, payload in sorted(got.items()):
             try:  # a rank's word is checked: it names files and rows of rank 0's run
-                results.append(_result(payload, replace(spec, rank=rank)))
+                results.append(_result(payload, replace(spec, rank=rank), type(mine.row)))
             except RunDirError as exc:
                 f.lost[rank] = f"sent a row rank 0 cannot trust ({exc})"
         for r in sorted(set(f.lost) - lost_before):
@@ -254,14 +254,15 @@ def _payload(result: TrialResult) -> dict[str, Any]:
 MAX_SAMPLES = 2_000_000
 
 
-def _result(payload: Any, spec: TrialSpec) -> TrialResult:
+def _result(payload: Any, spec: TrialSpec, row_type: type[TrialRow] = TrialRow) -> TrialResult:
     """A rank's result as rank 0 reads it: every cell checked as trials.csv's are, the row
     this very rank's row of this very trial, the samples and stalls plain numbers and text
-    in their known columns (RunDirError otherwise)."""
+    in their known columns (RunDirError otherwise). ``row_type``: rank 0's own row's, the
+    run's kind's (the core alone would drop the kind's columns of every other rank)."""
     where = f"rank {spec.rank}'s row of {spec.slot}"
     if not isinstance(payload, dict) or not isinstance(payload.get("row"), dict):
         raise RunDirError(f"{where}: not a row")
-    row = from_cells(TrialRow, _texts(payload["row"], where), where)
+    row = from_cells(row_type, _texts(payload["row"], where), where)
     if (row.trial_id, row.rank, row.config, row.repeat) != (
         spec.trial_id, spec.rank, spec.config.name, spec.repeat,
     ):  # fmt: skip
