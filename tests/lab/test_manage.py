@@ -128,7 +128,8 @@ def test_a_backing_folder_that_is_a_mount_point_can_be_taken_down(tmp_path: Path
     backing = tmp_path / "disk"
     backing.mkdir()
     subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m", "iobench-test-backing", str(backing)], check=True
+        ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "iobench-test-backing", str(backing)],
+        check=True,
     )
     try:
         mnt = tmp_path / "mnt"

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -579,6 +580,7 @@ def test_resuming_a_schema_2_dataset_run_writes_its_old_header(tmp_path: Path) -
         (tmp_path / role).mkdir()
         data["roles"][role]["path"] = str(tmp_path / role)
     data["status"], data["ended_at"] = "interrupted", None
+    data["venv_python"] = sys.executable  # the interpreter here, not the one that made it
     (old / "meta.json").write_text(json.dumps(data, indent=2))
     assert main(["run", "--resume", str(old), "--no-report", "--quiet"]) == 0
     text = (old / "trials.csv").read_text().splitlines()
