@@ -97,7 +97,9 @@ def setup_script(name: str, foreign: Sequence[str], at: str, hosts_file: Path) -
     /tmp and /dev/shm; the folder its volume mounts on; its /etc/hosts."""
     q = shlex.quote
     lines = ["set -e", f"hostname {q(name)}"]
-    lines += [f"umount -l {q(m)}" for m in foreign]
+    # a mount gone since the list was read (another test's, or one whose folder was removed:
+    # the kernel then detaches it here too) is let go of already; one still there must go
+    lines += [f"umount -l {q(m)} || ! mountpoint -q {q(m)}" for m in foreign]
     lines += [
         "mount -t tmpfs -o mode=1777,nosuid,nodev iobench-host-tmp /tmp",
         "mount -t tmpfs -o mode=1777,nosuid,nodev iobench-host-shm /dev/shm",

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iobench.fleet import serve
 from iobench.fleet.netns import foreign_mounts
 
 MOUNTINFO = """\
@@ -33,3 +41,25 @@ def test_a_host_lets_go_of_volumes_namespaces_and_test_mounts_deepest_first() ->
     # folder, and block devices (a /home or /data holds what the hosts run)
     kept = {"/", "/proc", "/sys", "/sys/fs/cgroup", "/dev", "/run", "/run/user/0", "/data"}
     assert not kept & set(gone)
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root")
+def test_a_mount_gone_since_the_list_was_read_does_not_stop_a_new_host(tmp_path: Path) -> None:
+    """The list is read a moment before the host lets go: a mount another test removed in
+    between (its folder too, which detaches it in every namespace) is already let go of; one
+    still there goes, and the host's set-up runs on (the CI failure of stop 42)."""
+    there, gone = tmp_path / "there", tmp_path / "gone"
+    there.mkdir()
+    script = serve.setup_script("h", [str(gone), str(there)], str(tmp_path / "vol"), Path("/x"))
+    lets_go = [line for line in script.splitlines() if line.startswith("umount")]
+    inside = "\n".join([
+        "set -e",
+        f"mount -t tmpfs iobench-test {there}",
+        *lets_go,
+        f"! mountpoint -q {there}",
+        "echo held",
+    ])  # fmt: skip
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", inside],
+                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.strip() == "held", r.stderr
