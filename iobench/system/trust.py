@@ -33,6 +33,9 @@ from iobench.files import TRUSTED_UIDS, problem_on_the_way, user_name
 #: the per-user folders that pip, uv, virtualenv and iobench read code or configuration
 #: from, and the temporary folder iobench's own measurements build venvs in
 USER_DIRS = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "TMPDIR")
+#: the configuration files the tools read when named in the environment (an index URL, a
+#: find-links folder, a constraint: what root installs and then imports)
+CONFIG_FILES = ("PIP_CONFIG_FILE", "UV_CONFIG_FILE", "VIRTUALENV_CONFIG_FILE")
 
 
 def trust_owners(uids: set[int]) -> None:
@@ -87,9 +90,10 @@ def strict_modes_problem(path: Path, what: str, fix: str = "", harm: str = "") -
 
 
 def check_user_dirs(env: Mapping[str, str] | None = None) -> None:
-    """Refuse a run whose ``HOME`` (or an XDG base folder that is set) another user could
-    change: the tools iobench runs read their configuration and seed wheels there, and
-    iobench keeps its generated wheels there. ``sudo`` without ``-H`` keeps the calling
+    """Refuse a run whose ``HOME`` (or an XDG base folder that is set), or a configuration
+    file the environment names to pip, uv or virtualenv, another user could change: the tools
+    iobench runs read their configuration and seed wheels there, and iobench keeps its
+    generated wheels there. ``sudo`` without ``-H`` keeps the calling
     user's ``HOME`` on some systems, which is exactly this case."""
     env = os.environ if env is None else env
     for name in USER_DIRS:
@@ -100,6 +104,15 @@ def check_user_dirs(env: Mapping[str, str] | None = None) -> None:
             Path(value),
             f"the configuration, caches and wheels that pip, uv, virtualenv and iobench read from {name}",
             fix=f"set {name} to a folder of your own (sudo -H)" if name == "HOME" else "",
+        )
+        if problem:
+            raise SafetyError(f"{name}={value}: {problem}")
+    for name in CONFIG_FILES:
+        value = env.get(name)
+        if not value or value == os.devnull:  # /dev/null: no configuration at all
+            continue
+        problem = strict_modes_problem(
+            Path(os.path.abspath(value)), f"the configuration {name} names"
         )
         if problem:
             raise SafetyError(f"{name}={value}: {problem}")
@@ -138,6 +151,7 @@ def private_dir_problem(path: Path) -> str | None:
 
 __all__ = [
     "TRUSTED_UIDS",
+    "CONFIG_FILES",
     "USER_DIRS",
     "check_user_dirs",
     "private_dir_problem",

@@ -627,6 +627,42 @@ def test_a_home_another_user_owns_is_refused_before_anything_runs(
     assert main(standin.argv(tmp_path, path, "--trust-owner", "nobody", "--quiet")) == 0
 
 
+@pytest.mark.parametrize("var", ["PIP_CONFIG_FILE", "UV_CONFIG_FILE", "VIRTUALENV_CONFIG_FILE"])
+def test_a_tool_configuration_another_user_can_change_is_refused(
+    var: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hostile round of stop 43: ``PIP_CONFIG_FILE`` naming a file in a folder of uid
+    65534 was read by the run's pip as root (with a remote index, their ``extra-index-url``
+    is what root installs and the ready check imports); their file in a folder of ours, too.
+    /dev/null (no configuration) and a file of ours go ahead."""
+    theirs = _nobody_owns(tmp_path / "theirs")
+    conf = theirs / "tool.conf"
+    conf.write_text("[global]\n")
+    path = standin.scenario(tmp_path, repeats=1)
+    monkeypatch.setenv(var, str(conf))
+    assert main(standin.argv(tmp_path, path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"iobench: error: {var}={conf}: {theirs} belongs to user nobody"), err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "results").exists()
+    ours = tmp_path / "ours.conf"
+    ours.write_text("[global]\n")
+    os.chown(ours, 65534, 65534)  # their file in our folder: they can rewrite it
+    monkeypatch.setenv(var, str(ours))
+    assert main(standin.argv(tmp_path, path)) == 2
+    assert f"{var}={ours}: " in capsys.readouterr().err
+    os.chown(ours, os.geteuid(), os.getegid())
+    for fine in (str(ours), os.devnull):
+        monkeypatch.setenv(var, fine)
+        assert (
+            main(
+                standin.argv(
+                    tmp_path, path, "--quiet", "--results", str(tmp_path / fine.replace("/", "-"))
+                )
+            )
+            == 0
+        )
+
+
 def test_runs_creating_one_scratch_at_once_all_adopt_it(tmp_path: Path) -> None:
     """A fleet's ranks on one host make the same scratch folder at the same moment: none may
     read the other's folder between its mkdir and its sentinel as "not iobench's" (seen under
