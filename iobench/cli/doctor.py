@@ -4,9 +4,7 @@ verdict, the export lines that fix what it found, and an exit status to gate a s
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,6 +70,8 @@ def _default_target() -> Path:
 
 def _default_tmp() -> Path:
     shm = Path("/dev/shm")
+    import tempfile
+
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
 
 
@@ -121,6 +121,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             raise UsageError(f"{name} {d}: not writable (the probe writes a scratch folder there)")
     report = run_doctor(target, tmp, args.seconds, args.index_url, args.offline, args.timeout)
     if args.format == "json":
+        import json
+
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print("\n".join(doctor_lines(report)))

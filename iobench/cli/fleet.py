@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from iobench.cli.common import positive_float
 from iobench.errors import UsageError
@@ -84,8 +83,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=handle_fleet)
 
 
-@dataclass(frozen=True)
-class Volume:
+class Volume(NamedTuple):
     """What the model is given: the volume's costs, its caps, and where each came from."""
 
     name: str
@@ -110,7 +108,7 @@ def handle_fleet(args: argparse.Namespace) -> int:
                          "wheel profile (such as fleet, smoke, torch-like)")  # fmt: skip
     volume = _volume(args)
     if args.fast_from is not None:
-        volume = replace(volume, fast_s=fast_from(args.fast_from, scenario))
+        volume = volume._replace(fast_s=fast_from(args.fast_from, scenario))
         volume.said.append(f"the fast part: {args.fast_from}'s one-worker trials, median")
     for line in fleet_lines(scenario, volume, args.workers, _pack_method(args.pack_method),
                             args.cpus):  # fmt: skip
@@ -158,6 +156,8 @@ def _volume(args: argparse.Namespace) -> Volume:
 
 
 def _caps(options: Any, args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
     from iobench.predict.fleet import Caps
 
     caps = Caps()

@@ -10,19 +10,15 @@ meta.json, trials.csv and summary.json are read: pandas and matplotlib are not i
 from __future__ import annotations
 
 import argparse
-import json
-import socket
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from iobench.cli.common import FALLBACKS
 from iobench.errors import RunDirError, UsageError
 
 
-@dataclass(frozen=True)
-class StoredRun:
+class StoredRun(NamedTuple):
     """One run directory as `iobench list` shows it."""
 
     path: Path
@@ -80,6 +76,8 @@ def read_run(path: Path) -> StoredRun:
     summary = path / "summary.json"
     if summary.is_file():
         try:
+            import json
+
             from iobench import reading
 
             data = json.loads(reading.read_text(summary))  # a FIFO there held `list` for good
@@ -128,6 +126,8 @@ def _status(run: StoredRun) -> str:
     if run.status != "running" or not run.run_id.rsplit("-", 1)[-1].isdigit():
         return run.status
     pid = int(run.run_id.rsplit("-", 1)[-1])  # the run id ends with the run's pid
+    import socket
+
     from iobench.system import procfs
 
     if run.host and run.host == socket.gethostname() and not procfs.alive(pid):
@@ -155,7 +155,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     # the default folder before the first run: no runs yet, not an error
     runs, skipped = stored_runs(results) if given or results.exists() else ([], [])
     if args.format == "json":
-        data = [{**r.__dict__, "path": str(r.path), "winner": r.winner or None} for r in runs]
+        import json
+
+        data = [{**r._asdict(), "path": str(r.path), "winner": r.winner or None} for r in runs]
         print(json.dumps(data, indent=2))
     elif runs:
         print("\n".join(list_lines(runs)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -259,5 +258,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
                 for pt in res.write.timeline:
                     print(f"    t={pt.t:6.2f} s  {pt.mbps:8.1f} MB/s")
     if args.format == "json":
+        import json
+
         print(json.dumps(results_to_dict(results), indent=2))
     return 0

@@ -522,6 +522,39 @@ def test_help_and_run_parsing_import_no_report_library() -> None:
     assert "HEAVY []" in proc.stderr, proc.stderr
 
 
+def test_help_imports_only_the_cli_wing_and_the_standard_library() -> None:
+    """``iobench --help`` (0.05 s at most: issue 38) loads the cli wing and the standard
+    library, nothing else of iobench's or of anyone's; and not the standard modules that cost
+    it a third of that time (shutil with zlib, bz2 and lzma; dataclasses with inspect and ast;
+    json, socket, tempfile): the commands that need them import them when they run."""
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "from iobench.__main__ import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('NEW', *sorted(set(sys.modules) - before), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_quiet_env()
+    )
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("NEW ")]
+    assert line, proc.stderr
+    new = line[0].split()[1:]
+    ours = [m for m in new if m == "iobench" or m.startswith("iobench.")]
+    allowed = {"iobench", "iobench.__main__", "iobench.errors", "iobench.cli"}
+    assert [m for m in ours if m not in allowed and not m.startswith("iobench.cli.")] == []
+    others = [m for m in new if m not in ours]
+    assert [m for m in others if m.split(".")[0].lstrip("_") not in _STDLIB] == []
+    kept_out = {"shutil", "lzma", "bz2", "dataclasses", "inspect", "json", "socket", "tempfile"}
+    assert sorted(kept_out & set(new)) == []
+
+
+_STDLIB = {name.lstrip("_") for name in sys.stdlib_module_names}
+
+
 def test_broken_report_library_is_one_line_not_a_vanished_command(tmp_path: Path) -> None:
     fake = tmp_path / "site"
     (fake / "pandas").mkdir(parents=True)
