@@ -51,6 +51,17 @@ BACKGROUND_MIN_CPUS = 4
 #: renames run here, without a watched child process (a fork of the runner costs 10-40 ms
 #: on 2 cores, four of them a trial: most of the default run's cleanup)
 LOCAL_FSTYPES = ("tmpfs", "ramfs", "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "overlay")
+#: disk filesystems, where a removal leaves the kernel work that slows the next trial's creates
+#: on the same filesystem: ext4 without a journal skips every inode freed in the last 1 to 5
+#: minutes when it allocates one, reading each one's table block (the default run's naive
+#: went 1.6 -> 3.3 s a trial across its rounds, its system time 13 -> 33 % of 2 cores, 18 %
+#: of all samples in that scan); xfs and btrfs finish removals in threads of their own. Their
+#: trash waits for the run's end while the volume has room (``ROOM_TRIALS``).
+WAIT_FSTYPES = ("ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs")
+#: trash waits only while the volume keeps room for this many of its largest trials so far
+#: (and ``ROOM_MIN_BYTES``): one torch trial is 1.5-3 GB, and a full target fails the next
+ROOM_TRIALS = 3
+ROOM_MIN_BYTES = 1 << 30
 
 
 def bounded(fn: Callable[[], object], quiet_s: float = QUIET_S, what: str = "") -> str:
@@ -257,9 +268,18 @@ class Remover:
         return bounded(fn, self.quiet_s, f"cleaning up in {volume}")
 
 
+def free_bytes(path: Path) -> int:
+    """The bytes an unprivileged writer may still use on ``path``'s filesystem."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
 class Reaper:
     """Empties the trash in a background thread, only on volumes that no trial is using, and
     only on a machine with ``BACKGROUND_MIN_CPUS`` or more (else all of it between trials).
+    On a disk filesystem (``WAIT_FSTYPES``) the trash waits for the run's end instead, while
+    the volume keeps room for ``ROOM_TRIALS`` of its largest trials: removed between trials
+    there, it slowed the trials after them.
 
     The runner calls ``hold(volumes)`` before a trial and ``release()`` after it; ``drain()``
     stops the thread and empties what is left. ``hold`` stops the background removal on the
@@ -283,11 +303,27 @@ class Reaper:
         self.current: int | None = None  # the filesystem being removed on now
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
+        self.waits: set[int] = set()  # disk filesystems: trash waits while there is room
+        self.largest: dict[int, int] = {}  # filesystem -> its largest trial so far, bytes
+        self.free_at_start: dict[Path, int] = {}  # held scratch folder -> free bytes at hold
 
     def watch(self, volumes: Iterable[Path]) -> None:
         """The run's scratch folders, once made: their filesystems, and which are local."""
         self.devices = {v: os.stat(v).st_dev for v in volumes}
         self.remover.know(self.devices)
+        for volume, dev in self.devices.items():
+            mount = procfs.mount_of(volume)
+            if mount is not None and mount.fstype in WAIT_FSTYPES:
+                self.waits.add(dev)
+
+    def may_wait(self, volume: Path) -> bool:
+        """Whether ``volume``'s trash may wait for the run's end: a disk filesystem with room
+        for ``ROOM_TRIALS`` of its largest trials so far."""
+        dev = self.devices.get(volume, -1)
+        if dev not in self.waits:
+            return False
+        room = max(ROOM_MIN_BYTES, ROOM_TRIALS * self.largest.get(dev, 0))
+        return free_bytes(volume) >= room
 
     def hold(self, volumes: Iterable[Path]) -> list[str]:
         """No background removal on these scratch folders' filesystems until ``release``;
@@ -301,10 +337,18 @@ class Reaper:
             while self.current is not None and self.current in self.busy:
                 self.cond.wait(_POLL_S)
             held = [v for v, dev in self.devices.items() if dev in self.busy]
-        return self.remover.empty(held) if held else []
+        now = [v for v in held if not self.may_wait(v)]
+        errors = self.remover.empty(now) if now else []
+        self.free_at_start = {v: free_bytes(v) for v in held if self.devices[v] in self.waits}
+        return errors
 
     def release(self) -> None:
-        """No trial runs: remove on any volume, in the background."""
+        """No trial runs: remove on any volume, in the background (a disk's trash waits)."""
+        for volume, before in self.free_at_start.items():  # what the trial took there
+            dev = self.devices[volume]
+            used = before - free_bytes(volume)
+            self.largest[dev] = max(self.largest.get(dev, 0), used)
+        self.free_at_start = {}
         with self.cond:
             self.busy = set()
             if not self.background:
@@ -332,7 +376,8 @@ class Reaper:
     def _next(self) -> tuple[Path, Path] | None:
         with self.remover.lock:
             for item, volume in self.remover.trash.items():
-                if self.devices.get(volume, -1) not in self.busy:
+                dev = self.devices.get(volume, -1)
+                if dev not in self.busy and dev not in self.waits:
                     return item, volume
         return None
 
@@ -375,10 +420,14 @@ class Reaper:
 __all__ = [
     "BACKGROUND_MIN_CPUS",
     "QUIET_S",
+    "ROOM_MIN_BYTES",
+    "ROOM_TRIALS",
     "TRASH",
+    "WAIT_FSTYPES",
     "WORKERS",
     "Reaper",
     "Remover",
     "bounded",
+    "free_bytes",
     "remove_tree",
 ]
