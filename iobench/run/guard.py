@@ -99,6 +99,23 @@ def check_interpreters(python: str | None, workload: Mapping[str, Any]) -> list[
     return notes
 
 
+def check_inputs(scenario: str | None, wheelhouse: Path | None, requirements: Path | None) -> None:
+    """Refuse an input another user could change whose content the run executes or installs:
+    a scenario file given by path (its ready check and workload run as you), a
+    ``--wheelhouse`` (its wheels are installed and imported) and a ``--requirements`` file
+    (its lines may name an index). A shipped scenario's name is iobench's own."""
+    given: list[tuple[str, Path, str]] = []
+    if scenario and (path := Path(scenario)).is_file():
+        given.append(("--scenario", path, "the scenario, whose ready check and workload run"))
+    if wheelhouse is not None:
+        given.append(("--wheelhouse", wheelhouse, "the wheels installed and imported"))
+    if requirements is not None:
+        given.append(("--requirements", requirements, "the requirements installed"))
+    for flag, path, what in given:
+        if problem := strict_modes_problem(Path(os.path.abspath(path)), what):
+            raise SafetyError(f"{flag} {path}: {problem}")
+
+
 def loaded_from(exe: Path) -> list[tuple[Path, str]]:
     """What an interpreter runs code from as it starts, with what each is: the program, its
     prefix's ``lib`` (the standard library, site-packages and their ``.pth`` files), and
@@ -123,6 +140,7 @@ def loaded_from(exe: Path) -> list[tuple[Path, str]]:
 
 __all__ = [
     "RUN_FILES",
+    "check_inputs",
     "check_interpreters",
     "check_places",
     "interpreters",

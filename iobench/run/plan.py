@@ -178,6 +178,7 @@ def check(request: RunRequest) -> RunPlan:
     guard.check_places(req.results or Path("results"), req.fleet_dir, req.resume)
     results = (req.results or Path("results")).resolve()  # phases run elsewhere: absolute
     named = guard.check_interpreters(req.python, scenario.workload)  # before any of them runs
+    guard.check_inputs(req.scenario, req.wheelhouse, req.requirements)
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
         scenario=scenario,

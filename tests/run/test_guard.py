@@ -344,3 +344,33 @@ def test_a_venv_of_root_s_whose_home_is_another_user_s_is_not_run(
                     "--results", str(results), "--no-report", "--quiet"], capsys)  # fmt: skip
     assert f"{home.parent} belongs to user nobody" in err and "base interpreter" in err, err
     assert not proof.exists()
+
+
+def test_a_scenario_wheelhouse_or_requirements_another_user_could_change_is_refused(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hostile round of stop 43: a scenario file in a folder of uid 65534 ran (its
+    ``ready`` is code root runs in every trial); a ``--wheelhouse`` of theirs is what root
+    installs and imports, a ``--requirements`` of theirs may name their index. Each refused
+    in one line before anything is made; a scenario of theirs trusted on purpose runs."""
+    mine = standin.scenario(tmp_path, repeats=1)
+    folder = theirs(shared / "their-scenarios")
+    path = folder / "standin.toml"
+    shutil.copy(mine, path)
+    os.chown(path, NOBODY, NOBODY)
+    argv = standin.argv(tmp_path, path, "--quiet")
+    err = _refused(argv, capsys)
+    assert err.startswith(f"iobench: error: --scenario {path}: {folder} belongs to user nobody")
+    results = Path(argv[argv.index("--results") + 1])
+    assert not results.exists()
+    assert main([*argv, "--trust-owner", "nobody"]) == 0
+    where = standin.argv(tmp_path, mine)[3:]  # --target DIR ... --no-report
+    real = ["run", "--scenario", "torch", "--configs", "naive", "--repeats", "1", *where]
+    wheels = theirs(shared / "their-wheels")
+    err = _refused([*real, "--wheelhouse", str(wheels)], capsys)
+    assert f"--wheelhouse {wheels}: {wheels} belongs to user nobody" in err, err
+    reqs = shared / "requirements.txt"
+    reqs.write_text("smoke-core\n")
+    reqs.chmod(0o666)
+    err = _refused([*real, "--requirements", str(reqs)], capsys)
+    assert f"--requirements {reqs}: " in err and "writable by other users" in err, err
