@@ -94,9 +94,12 @@ def test_give_up_censors_the_slow_config_and_auto_stops(slow: Path, tmpfs, tmp_p
             assert min(fast) - 0.05 <= basis <= max(fast) + 0.05  # the error rounds to 0.1 s
         # the venv was removed with the rest of the trial's scratch
         assert not list(slow.glob(f".iobench-scratch/*/{r['trial_id']}"))
-    # probed at the start; every pip config has a prediction
+    # probed at the start; the storage-bound config has a prediction
     assert (run / "probe.json").is_file()
-    assert all(float(r["predicted_s"]) > 0 for r in rows)
+    # (a mostly-CPU config's first trial goes unpredicted on a busy machine: held back until
+    # a trial of the run gives the model its fast part, docs/prediction.md; two CPU burners
+    # beside the suite left venv-on-tmp-r1's empty)
+    assert all(float(r["predicted_s"]) > 0 for r in rows if r["config"] == "naive")
     # once a trial finished, its phases are the model's fast part: the all-on-tmp config's
     # second trial is predicted at about its first one's time (tmpfs adds no storage part)
     first, second = by["venv-on-tmp-r1"], by["venv-on-tmp-r2"]
