@@ -55,6 +55,21 @@ def trust(names: list[str], meta: RunMeta | None) -> list[str]:
     return sorted(names)
 
 
+def preflight(
+    req: Any, workload: Mapping[str, Any], meta: RunMeta | None
+) -> tuple[list[str], list[str]]:
+    """Every check of whom the run would let change what it writes, runs or installs, in
+    order, before anything is made: ``--trust-owner`` first, then the folders written into
+    (as given: a link on the way judged, not resolved away), the interpreters, and what
+    they run or install. ``req``: the run's request (``iobench.run.plan.RunRequest``).
+    Returns the trusted owners' names and the plan's notes on interpreters."""
+    owners = trust(req.trust_owner, meta)
+    check_places(req.results or Path("results"), req.fleet_dir, req.resume)
+    named = check_interpreters(req.python, workload)
+    check_inputs(req.scenario, req.wheelhouse, req.requirements)
+    return owners, named
+
+
 def check_places(results: Path, fleet_dir: Path | None, resume: Path | None) -> None:
     """The folders the run writes into: the results folder (or the default ``./results``
     below the current folder), a ``--fleet-dir``, a resumed run's folder."""
@@ -145,5 +160,6 @@ __all__ = [
     "check_places",
     "interpreters",
     "loaded_from",
+    "preflight",
     "trust",
 ]

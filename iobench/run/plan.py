@@ -173,12 +173,8 @@ def check(request: RunRequest) -> RunPlan:
     # a scenario that says repeats = "auto:N" repeats until settled unless --repeats says more
     auto = auto or (state is None and req.repeats is None and scenario.repeats_auto)
     _check_size(scenario, repeats)
-    owners = guard.trust(req.trust_owner, meta)
-    # before anything is made there, as given (a link on the way judged, not resolved away)
-    guard.check_places(req.results or Path("results"), req.fleet_dir, req.resume)
+    owners, named = guard.preflight(req, scenario.workload, meta)  # before anything is made
     results = (req.results or Path("results")).resolve()  # phases run elsewhere: absolute
-    named = guard.check_interpreters(req.python, scenario.workload)  # before any of them runs
-    guard.check_inputs(req.scenario, req.wheelhouse, req.requirements)
     roles, notes = run_roles.resolve(req.target, req.tmp, req.path, state, scenario)
     plan = RunPlan(
         scenario=scenario,
