@@ -111,15 +111,16 @@ def heavy_command(argv: object) -> str | None:
     if not words:
         return None
     name = os.path.basename(words[0])
+    asks_help = bool({"--help", "-h"} & set(words))  # `iobench run --help` runs nothing
     if name in _PROGRAMS:
         return _PROGRAMS[name]
     if "-m" in words[:-1]:
         module = words[words.index("-m") + 1]
         if module in _MODULES:
             return _MODULES[module]
-        if module == "iobench" and "run" in words:
+        if module == "iobench" and "run" in words and not asks_help:
             return "run"
-    if name == "iobench" and words[1:2] == ["run"]:
+    if name == "iobench" and words[1:2] == ["run"] and not asks_help:
         return "run"
     return None
 

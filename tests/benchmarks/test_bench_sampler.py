@@ -77,6 +77,7 @@ def _install(venv: Path, tmp: Path, index: LocalIndex, hz: float | None) -> None
         sampler.stop()
 
 
+@pytest.mark.venv  # each round makes a venv and installs into it
 @pytest.mark.benchmark(group="sampler-overhead")
 @pytest.mark.parametrize("hz", [None, 10.0], ids=["unsampled", "sampled-10hz"])
 def test_install_smoke(benchmark, index, work: Path, hz: float | None) -> None:
@@ -104,6 +105,7 @@ def test_tick_cost(benchmark, tmp_path: Path) -> None:
         proc.wait()
 
 
+@pytest.mark.venv
 @pytest.mark.benchmark(group="sampler-overhead-paired")
 def test_overhead_paired(benchmark, index, work: Path) -> None:
     """Pairs in ABBA order, so drift in background load hits both arms alike; the median of
