@@ -29,8 +29,14 @@ def read_bytes(path: Path | str, limit: int = MAX_BYTES) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        data = fh.read(limit + 1) if st.st_size <= limit else b""
-        if st.st_size > limit or len(data) > limit:
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
+        # the size fstat gave, and one byte more to see a file that grew since: read(limit)
+        # allocated the whole limit first, 512 MiB for every sample file of a report
+        data = fh.read(st.st_size + 1)
+        if len(data) > st.st_size:
+            data += fh.read(limit + 1 - len(data))
+        if len(data) > limit:
             raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
         return data
 
