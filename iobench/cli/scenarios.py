@@ -33,6 +33,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         print(f"{name}: {s.description} (repeats {s.repeats}{restarts})")
         for c in s.configs:
             print(f"  {c.name:<24} {c.summary()}")
+        if s.default_configs:
+            print(f"  runs by default: {', '.join(s.default_configs)} (the others: --configs)")
     print("show one's TOML: iobench scenarios show NAME")
     return 0
 

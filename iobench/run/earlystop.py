@@ -112,7 +112,9 @@ def settled(
     more than K x best) by every value of W lying below every value or bound of C; and (2)
     the headline ratio ``baseline / W`` is known within ±``RATIO_TOLERANCE``: the interval
     the verdict prints (``stats.compare``) lies inside it, or the baseline's median is censored (the ratio is
-    then reported as ``> b / W``).
+    then reported as ``> b / W``); when the runner-up is alike ``W`` and also told from the
+    baseline, the verdict may name it instead (the one with fewer changes), so its headline
+    ratio must be known as well.
     """
     have = {c: list(v) for c, v in by_config.items() if v}
     if len(have) < 2 or not all(len(v) >= min_rounds or given_up(v) for v in have.values()):
@@ -143,8 +145,24 @@ def settled(
         lead = f"{w} {best} beyond noise" + (f" (alike: {', '.join(alike)})" if alike else "")
     if baseline == w or baseline not in have:
         return f"ranking settled after {n} rounds ({lead})"
-    head = _headline(have, w, baseline, len(order) - 1)
-    return f"ranking and headline ratio settled after {n} rounds ({lead}; {head})" if head else None
+    heads = [_headline(have, w, baseline, len(order) - 1)]
+    runner = order[1]
+    if runner in alike and runner != baseline and _told(have, runner, baseline, len(order) - 1):
+        heads.append(_headline(have, runner, baseline, len(order) - 1))
+    if not all(heads):
+        return None
+    return f"ranking and headline ratio settled after {n} rounds ({lead}; {'; '.join(heads)})"  # type: ignore[arg-type]
+
+
+def _told(have: Mapping[str, list[Outcome]], c: str, baseline: str, k: int) -> bool:
+    """Whether ``c`` is faster than the baseline beyond noise: a runner-up alike ``W`` that
+    is may be the config the verdict names (of two tied configs, the one with fewer changes:
+    docs/verdicts.md), so its headline ratio must be known too."""
+    fast, base = have[c], have[baseline]
+    if config_median(base)[1]:
+        return True
+    return compare(c, [o.seconds for o in fast], baseline, [o.seconds for o in base], k,
+                   ([o.round for o in fast], [o.round for o in base])).distinguishable  # fmt: skip
 
 
 def _headline(have: Mapping[str, list[Outcome]], w: str, baseline: str, k: int) -> str | None:

@@ -350,6 +350,8 @@ def _scenario(req: RunRequest, state: ResumeState | None) -> tuple[Scenario, int
     else:
         scenario = load_scenario(req.scenario or "smoke")
         repeats = req.repeats or scenario.repeats
+        if not req.configs:  # the scenario's default set, before the axes rename its configs
+            scenario = scenario.by_default()
         if scenario.wheels and not req.package and (req.index_url or req.wheelhouse):
             # the synthetic names (smoke-core, ...) must never be fetched from a real index
             raise UsageError(

@@ -57,6 +57,7 @@ SCENARIO_KEYS = (
     "description",
     "size_mb",
     "image",
+    "default_configs",
 )
 SIZE_MB_MAX = 10_000_000.0  # 10 TB
 # the default name of a matrix config: "venv-target_tmpdir-tmp_cache-off_state-cold"
@@ -84,6 +85,9 @@ class Scenario:
     workload: dict = field(default_factory=dict)  # the [workload] table: the kind's settings
     repeats_auto: bool = False  # repeats = "auto[:N]": repeat until settled, ``repeats`` at most
     image: tuple[str, ...] = ()  # what the pod's image holds (layered-venv's base)
+    #: the configs a run measures when ``--configs`` names none (empty: every config); the
+    #: others stay declared, for ``--configs`` to name
+    default_configs: tuple[str, ...] = ()
 
     @property
     def installs(self) -> bool:
@@ -119,7 +123,11 @@ class Scenario:
                 )
             seen.add(n)
         picked = tuple(self.config(n) for n in names)
-        return Scenario(**{**self.__dict__, "configs": picked})
+        return Scenario(**{**self.__dict__, "configs": picked, "default_configs": ()})
+
+    def by_default(self) -> Scenario:
+        """The configs a run without ``--configs`` measures (``default_configs``, else all)."""
+        return self.select(list(self.default_configs)) if self.default_configs else self
 
     def with_packages(self, packages: list[str]) -> Scenario:
         """The same scenario installing other requirements (e.g. a pinned torch). A scenario
@@ -145,6 +153,8 @@ class Scenario:
         data = asdict(self)
         if data.pop("repeats_auto"):
             data["repeats"] = f"auto:{self.repeats}"
+        if not data["default_configs"]:
+            data.pop("default_configs")
         return data
 
 
@@ -327,6 +337,7 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
     _check_workload(spec, workload, configs, where(src, "workload"))
     image = _packages(s["image"], src, "scenario.image") if s.get("image") else ()
     spec.check(configs, image, src)
+    default = _default_configs(s.get("default_configs"), configs, src)
     return Scenario(
         name=name,
         source=src,
@@ -341,7 +352,25 @@ def scenario_from_dict(data: dict, src: str, legacy_names: bool = False) -> Scen
         size_mb=size_mb if size_mb is not None else spec.size_mb(workload),
         workload=workload,
         image=image,
+        default_configs=default,
     )
+
+
+def _default_configs(value: object, configs: tuple[Config, ...], src: str) -> tuple[str, ...]:
+    """``default_configs``: names of the scenario's own configs, each once."""
+    if value is None:
+        return ()
+    key = where(src, "scenario.default_configs")
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ScenarioError(f"{key}: expected a non-empty list of config names")
+    names = [c.name for c in configs]
+    for v in value:
+        if v not in names:
+            hint = did_you_mean(v[:80], names)
+            raise ScenarioError(f"{key}: no config '{v[:80]}'{': ' + hint if hint else ''}")
+    if len(set(value)) != len(value):
+        raise ScenarioError(f"{key}: a config named twice")
+    return tuple(value)
 
 
 def shipped() -> list[str]:

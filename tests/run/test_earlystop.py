@@ -101,6 +101,32 @@ def test_two_configs_alike_within_the_tolerance_do_not_hold_the_run() -> None:
     assert settled(by, "naive") is None
 
 
+def rounds(*xs: float) -> list[Outcome]:
+    return [Outcome(x, False, i + 1) for i, x in enumerate(xs)]
+
+
+def test_a_runner_up_alike_the_winner_needs_its_headline_known_too() -> None:
+    """A default run (2026-12-06, 4 rounds, times in s) stopped on "naive /
+    warm-cache-on-target = 1.46x, 95%: 1.24-1.70x" while its verdict named the tied
+    venv-on-tmp (fewer changes, then the name) and printed 1.09-1.92x: the verdict may name
+    either of two alike configs, so both headline ratios must be settled."""
+    by = {
+        "naive": rounds(2.30, 2.55, 2.58, 2.74),
+        "tmp-fix": rounds(2.46, 2.61, 2.54, 2.42),
+        "venv-on-tmp": rounds(1.87, 1.64, 1.81, 1.72),
+        "warm": rounds(1.59, 1.90, 1.65, 1.85),
+    }
+    assert settled(by, "naive") is None
+    steady = {**by, "venv-on-tmp": rounds(1.60, 1.89, 1.66, 1.84)}  # pairs as warm's do
+    why = settled(steady, "naive")
+    assert why is not None and "naive / warm = " in why and "naive / venv-on-tmp = " in why
+    # a runner-up alike W but not told from the baseline is never named: W's headline suffices
+    far = {"naive": rounds(2.0, 2.1, 2.05), "w": rounds(1.0, 1.02, 0.99),
+           "twin": rounds(1.1, 2.3, 1.2)}  # fmt: skip
+    why = settled(far, "naive")
+    assert why is not None and "alike: twin" in why and "naive / twin" not in why
+
+
 def test_not_settled_while_the_headline_ratio_is_wide() -> None:
     # the ranking is clear (2x at least) but naive's spread leaves its ratio to w open
     by = {"w": ok(10.0, 10.1, 10.0), "naive": ok(25.0, 60.0, 40.0)}

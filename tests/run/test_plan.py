@@ -308,3 +308,22 @@ def test_too_many_trials_are_refused_and_an_unknown_config_s_line_stays_short(
         run_plan.check(_args("--scenario", big, *roles, "--configs", "nope" * 1000))
     assert len(str(info.value)) < 600 and "(and 1,588 more)" in str(info.value)
     _created_nothing(tmp_path, results)
+
+
+def test_a_run_without_configs_measures_the_scenario_s_default_set(tmp_path: Path) -> None:
+    """smoke declares four configs and runs three unless --configs names others: its
+    warm-cache-on-target measured alike venv-on-tmp in every default run (a loopback index
+    leaves a warm cache no download to save), a fourth trial a round for no answer."""
+    target, tmp, results = _dirs(tmp_path)
+    where = ["--target", str(target), "--tmp", str(tmp), "--results", str(results)]
+    assert load_scenario("smoke").default_configs == ("naive", "tmp-fix", "venv-on-tmp")
+    plan = run_plan.check(_args(*where))
+    assert [c.name for c in plan.scenario.configs] == ["naive", "tmp-fix", "venv-on-tmp"]
+    assert "default_configs" not in plan.scenario.to_dict()  # the run's stored set is its own
+    plan = run_plan.check(_args(*where, "--configs", "warm-cache-on-target,naive"))
+    assert [c.name for c in plan.scenario.configs] == ["warm-cache-on-target", "naive"]
+    # the axes cross the default set, not the declared one
+    plan = run_plan.check(_args(*where, "--matrix", "compile=on,off"))
+    assert len(plan.scenario.configs) == 6
+    assert not any("warm-cache" in c.name for c in plan.scenario.configs)
+    _created_nothing(tmp_path, results)

@@ -232,7 +232,7 @@ def test_scenario_from_meta_roundtrip() -> None:
     assert scenario_from_meta(_meta()) == s
     legacy = _meta()
     legacy["configs"][0]["name"] = "venv=target-tmpdir=tmp"  # an old default matrix name
-    del legacy["extra"], legacy["size_mb"]
+    del legacy["extra"], legacy["size_mb"], legacy["default_configs"]  # an old run had none
     assert scenario_from_meta(legacy).configs[0].name == "venv=target-tmpdir=tmp"
 
 
@@ -312,7 +312,7 @@ def test_unknown_scenario_keys_are_errors(tmp_path: Path) -> None:
     p = _write(tmp_path, BASE + "repeat = 3\n" + f"[configs.a]\n{CFG}")
     with pytest.raises(
         ScenarioError,
-        match=r"s\.toml: scenario: unknown key\(s\) repeat \(known: description, image, kind",
+        match=r"s\.toml: scenario: unknown key\(s\) repeat \(known: default_configs, description, image, kind",
     ):
         load_scenario(str(p))
 
@@ -428,3 +428,30 @@ def test_meta_json_takes_the_pack_methods_and_cache_modes_the_scenario_knows() -
     fields = {f.name: f.metadata for f in dataclasses.fields(RunMeta)}
     assert fields["pack_method"]["choices"] == ("auto", *PACK_METHODS)
     assert fields["cache_mode"]["choices"] == MODES
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ('["a", "b"]', None),
+        ('["b"]', None),
+        ('["c"]', r"scenario\.default_configs: no config 'c'"),
+        ('["a", "a"]', r"scenario\.default_configs: a config named twice"),
+        ("[]", r"scenario\.default_configs: expected a non-empty list"),
+        ('"a"', r"scenario\.default_configs: expected a non-empty list"),
+    ],
+)
+def test_default_configs_name_the_scenario_s_own(
+    tmp_path: Path, value: str, message: str | None
+) -> None:
+    body = BASE + f"default_configs = {value}\n[configs.a]\n{CFG}[configs.b]\n{CFG}"
+    path = _write(tmp_path, body)
+    if message is not None:
+        with pytest.raises(ScenarioError, match=message):
+            load_scenario(str(path))
+        return
+    s = load_scenario(str(path))
+    assert [c.name for c in s.by_default().configs] == json.loads(value)
+    stored = json.loads(json.dumps(s.to_dict()))
+    assert scenario_from_meta(stored).default_configs == s.default_configs
+    assert s.by_default().by_default() == s.by_default()  # selected: its own default set
