@@ -217,6 +217,7 @@ def check(request: RunRequest) -> RunPlan:
     plan.same_storage = run_roles.same_storage(scenario, roles)
     plan.notes += [run_roles.same_storage_note(group, roles) for group in plan.same_storage]
     plan.notes += run_roles.results_note(plan.results_root, roles["target"])
+    plan.notes += run_roles.recent_deletions(plan.results_root, roles)
     return plan
 
 

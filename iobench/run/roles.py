@@ -9,17 +9,21 @@ its defaults and same-filesystem rules are read by themselves (and tested by the
   would compare a disk with itself): then ``/dev/shm`` when it exists and has room.
 - Roles on one filesystem (same device and mount) are grouped: configs that differ only in
   them measure the same storage, which the plan says in a note.
+- A role on an ext4 without a journal where a run here ended minutes ago is said in a
+  warning: such a filesystem creates files slower while the run's clean-up is recent.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
-from iobench.errors import UsageError
+from iobench.errors import IOBenchError, UsageError
 from iobench.run import facts, space
 from iobench.run.resume import ResumeState
+from iobench.rundir.folder import RunDir
 from iobench.scenario.load import Scenario
 from iobench.system import procfs
 from iobench.system.scratch import SCRATCH_NAME, check_role_dir, check_scratch
@@ -141,6 +145,71 @@ def results_note(results: Path, target: Path) -> list[str]:
             "so that iobench's own logs do not share the volume under test"
         ]
     return []
+
+
+#: an ext4 without a journal skips, when it allocates an inode, every inode freed in the last
+#: minute (six while its inode-table block is unwritten: fs/ext4/ialloc.c, recently_deleted)
+RECENTLY_DELETED_S = 360
+_EXT = ("ext2", "ext3", "ext4")
+
+
+def recent_deletions(results: Path, roles: dict[str, Path], now: float | None = None) -> list[str]:
+    """A warning for each ext4 without a journal that holds a role and a role of a run in
+    ``results`` that ended less than ``RECENTLY_DELETED_S`` ago. Its clean-up freed its
+    trials' inodes, and until they age the kernel reads past them at every file created
+    there: default runs started within a minute of another took 2.3-3.9 s a naive trial
+    against 1.5-1.6 s six minutes later, and named a winner where there was none."""
+    ended = _last_run(results)
+    if ended is None:
+        return []
+    rid, at, used = ended
+    ago = (now if now is not None else datetime.now(timezone.utc).timestamp()) - at
+    if not 0 <= ago < RECENTLY_DELETED_S:
+        return []
+    out, seen = [], set()
+    for role, path in roles.items():
+        mount = procfs.mount_of(path)
+        if mount is None or mount.mountpoint in seen or mount.mountpoint not in used:
+            continue
+        seen.add(mount.mountpoint)
+        if mount.fstype in _EXT and journal_less(mount.source):
+            out.append(
+                f"warning: {role} is {mount.fstype} without a journal, and run {rid} there ended "
+                f"{ago:.0f} s ago: until the files it deleted are {RECENTLY_DELETED_S // 60} "
+                f"minutes old, the kernel looks past them at every file created there, so "
+                f"trials on {role} run slower than this machine does (start "
+                f"{RECENTLY_DELETED_S - ago:.0f} s later for its own figures; docs/running.md)"
+            )
+    return out
+
+
+def journal_less(device: str) -> bool:
+    """True for a mounted ext2/3/4 device that runs without a journal (sysfs says
+    ``<none>`` for its journal's task); False when it has one or sysfs cannot tell."""
+    name = os.path.basename(os.path.realpath(device))  # /dev/mapper/x -> dm-0, as sysfs names it
+    try:
+        return Path("/sys/fs/ext4", name, "journal_task").read_text().strip() == "<none>"
+    except OSError:
+        return False
+
+
+def _last_run(results: Path) -> tuple[str, float, set[str]] | None:
+    """The run in ``results`` that ended last (of the newest few by name, which begins with
+    its start): its id, its end (epoch seconds) and the mount points its roles were on."""
+    try:
+        names = sorted((p.name for p in results.iterdir() if p.is_dir()), reverse=True)[:5]
+    except OSError:
+        return None
+    best: tuple[str, float, set[str]] | None = None
+    for name in names:
+        try:
+            meta = RunDir.open(results / name).meta()
+            at = datetime.fromisoformat(str(meta.ended_at).replace("Z", "+00:00")).timestamp()
+        except (IOBenchError, OSError, ValueError):
+            continue
+        if best is None or at > best[1]:
+            best = (meta.run_id, at, {r.mountpoint for r in meta.roles.values()})
+    return best
 
 
 def check_roles_used(scenario: Scenario, roles: dict[str, Path]) -> None:
