@@ -655,7 +655,14 @@ def test_the_answer_is_the_last_thing_on_screen_and_quiet_prints_only_the_verdic
         assert main(["report", str(run), "--script"]) == 0
         assert capsys.readouterr().out == script
     assert main([*argv, "--quiet"]) == 0
-    quiet = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    said = capsys.readouterr()
+    quiet = [line for line in said.out.splitlines() if line.strip()]
     assert quiet and quiet[0].startswith(("No difference", "One trial", "naive", "venv-on-tmp"))
-    assert not any(line.startswith(("config", "note", "Report:", "[", "iobench:", "probe"))
-                   for line in quiet), quiet  # fmt: skip
+    assert not any(line.startswith(("config", "note", "Report:", "[", "iobench:", "probe",
+                                    "warning:")) for line in quiet), quiet  # fmt: skip
+    from iobench.run.roles import journal_less
+    from iobench.system.procfs import mount_of
+
+    mount = mount_of(tmp_path)  # the first run ended seconds ago: said, on stderr
+    if mount is not None and mount.fstype == "ext4" and journal_less(mount.source):
+        assert "warning: target is ext4 without a journal" in said.err, said.err
