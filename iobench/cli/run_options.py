@@ -183,7 +183,10 @@ def _add_output(p: argparse.ArgumentParser) -> None:
     )
     loud = out.add_mutually_exclusive_group()
     loud.add_argument(
-        "--quiet", "-q", action="store_true", help="only failures and the final table"
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="the verdict alone on stdout; warnings and failures on stderr",
     )
     loud.add_argument("--verbose", "-v", action="store_true", help="a line for every phase")
 
