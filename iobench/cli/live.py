@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.rundir.records import STALL_WORDS, TrialRow
-from iobench.trial.progress import is_internal, shown, trial_line
+from iobench.trial.progress import fit, is_internal, shown, trial_line
 from iobench.units import fmt_bytes
 
 _RATE_WINDOW_S = 1.0  # write rate: bytes advanced over the newest second of samples
@@ -126,6 +126,8 @@ class LiveProgress:
             self._live.refresh()
 
     def _print(self, text: str | Text) -> None:
+        if isinstance(text, str):  # wrapped as the plain lines are: later lines indented
+            text = fit(text, self.console.width)
         self.console.print(text, markup=False, highlight=False)  # wrapped to the terminal
 
     def eta_s(self, now: float | None = None, trial: _Trial | None = None) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import pty
 import re
@@ -286,3 +287,22 @@ def test_a_trial_s_notes_are_kept_not_printed_and_verbose_prints_them_under_its_
     lines = [ln for ln in lines if "started" not in ln]
     assert lines[0].startswith("warning:") and lines[1].startswith("[1/2] naive-r1")
     assert lines[2] == "  naive-r1: other processes did disk I/O meanwhile (MB): iobench[4242]:7.5"
+
+
+def test_a_long_message_on_a_live_terminal_wraps_as_the_plain_lines_do() -> None:
+    """A warning wider than the terminal: every line fits and the later ones are indented, as
+    PlainProgress writes them (rich's own wrap started them at column 0)."""
+    buf = io.StringIO()
+    p = _live(buf)
+    p.run_started("results/x", 1, 0)
+    text = ("warning: target is ext4 without a journal, and run 20261206-055546-vm-smoke-3597 "
+            "there ended 4 s ago: until the files it deleted are 6 minutes old, the kernel looks "
+            "past them at every file created there")  # fmt: skip
+    p.message(text)
+    p.run_finished()
+    lines = [ln for ln in ANSI.sub("", buf.getvalue()).splitlines() if ln.strip()]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("warning: target"))
+    said = [lines[start]]
+    said += [ln for ln in itertools.takewhile(lambda ln: ln.startswith("  "), lines[start + 1 :])]
+    assert len(said) >= 2 and all(len(ln) <= p.console.width for ln in said), said
+    assert " ".join(ln.strip() for ln in said) == text, said
