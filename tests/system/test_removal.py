@@ -110,17 +110,23 @@ def test_reaper_removes_only_on_volumes_no_trial_holds(tmp_path: Path) -> None:
     assert list((a.run_root / TRASH).iterdir()) == [] and remover.trash == {}
 
 
-def test_trials_on_one_volume_never_hold_more_than_one_trial_s_trash(tmp_path: Path) -> None:
-    s = _scratch(tmp_path, "target")
-    remover = Remover()
-    reaper = Reaper(remover, {s.root: 3}, background=True)
-    for r in range(1, 5):  # every trial on the one volume, back to back as the runner runs them
+def _trials_back_to_back(reaper: Reaper, remover: Remover, s: Scratch, n: int) -> None:
+    """``n`` trials on the scratch folder ``s``, held and released as the runner does; each
+    finds no earlier trial's trash beside it."""
+    for r in range(1, n + 1):
         assert reaper.hold([s.root]) == []
         trash = s.run_root / TRASH
         assert not trash.exists() or not list(trash.iterdir()), f"trial {r} beside old trash"
         _venv_like(s.run_root / f"naive-r{r}" / "venv", packages=3)
         remover.defer(s.run_root / f"naive-r{r}", s.run_root / TRASH, s.root)
         reaper.release()
+
+
+def test_trials_on_one_volume_never_hold_more_than_one_trial_s_trash(tmp_path: Path) -> None:
+    s = _scratch(tmp_path, "target")
+    remover = Remover()
+    reaper = Reaper(remover, {s.root: 3}, background=True)
+    _trials_back_to_back(reaper, remover, s, 4)  # every trial on the one volume
     assert reaper.drain() == [] and not list((s.run_root / TRASH).iterdir())
 
 
@@ -307,11 +313,5 @@ def test_a_disk_without_room_for_its_trash_empties_it_between_trials(
     remover = Remover()
     reaper = Reaper(remover, {}, background=False)
     reaper.watch([s.root])
-    for r in range(1, 4):
-        assert reaper.hold([s.root]) == []
-        trash = s.run_root / TRASH
-        assert not trash.exists() or not list(trash.iterdir()), f"trial {r} beside old trash"
-        _venv_like(s.run_root / f"naive-r{r}" / "venv", packages=3)
-        remover.defer(s.run_root / f"naive-r{r}", s.run_root / TRASH, s.root)
-        reaper.release()
+    _trials_back_to_back(reaper, remover, s, 3)
     assert reaper.drain() == []
