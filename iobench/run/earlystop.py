@@ -149,9 +149,10 @@ def settled(
     runner = order[1]
     if runner in alike and runner != baseline and _told(have, runner, baseline, len(order) - 1):
         heads.append(_headline(have, runner, baseline, len(order) - 1))
-    if not all(heads):
+    known = [h for h in heads if h is not None]
+    if len(known) < len(heads):
         return None
-    return f"ranking and headline ratio settled after {n} rounds ({lead}; {'; '.join(heads)})"  # type: ignore[arg-type]
+    return f"ranking and headline ratio settled after {n} rounds ({lead}; {'; '.join(known)})"
 
 
 def _told(have: Mapping[str, list[Outcome]], c: str, baseline: str, k: int) -> bool:
