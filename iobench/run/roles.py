@@ -203,7 +203,7 @@ def _last_run(results: Path) -> tuple[str, float, set[str]] | None:
     best: tuple[str, float, set[str]] | None = None
     for name in names:
         try:
-            meta = RunDir.open(results / name).meta()
+            meta = RunDir(results / name).meta()  # one read of meta.json, checked
             at = datetime.fromisoformat(str(meta.ended_at).replace("Z", "+00:00")).timestamp()
         except (IOBenchError, OSError, ValueError):
             continue

@@ -179,7 +179,7 @@ class Remover:
         self.hung: list[Path] = []  # role scratch folders that stopped answering
         self.left: list[Path] = []  # what could not be removed
         self.trash: dict[Path, Path] = {}  # what waits in a trash folder -> its scratch folder
-        self._serial: dict[Path, int] = {}  # scratch folder -> its local threads (know), 0: none
+        self._threads: dict[Path, int] = {}  # scratch folder -> threads here (know); 0: a child
         self.lock = threading.Lock()  # guards ``trash`` (the Reaper's thread reads it)
         self._names = itertools.count(1)
 
@@ -191,8 +191,8 @@ class Remover:
         if self.is_hung(path):
             self.left.append(path)
             return f"{volume} does not answer"
-        if self._is_serial(volume):
-            threads = self._serial[volume]
+        if self._is_local(volume):
+            threads = self._threads[volume]
             return self._failed(path, volume, _here(lambda: remove_tree(path, threads)))
 
         def work() -> None:
@@ -207,12 +207,12 @@ class Remover:
         """Look up which scratch folders lie on local filesystems, while they answer (a run's
         start): looked up later, in this process, a hung volume would hold the lookup."""
         for volume in volumes:
-            self._serial[volume] = local_workers(volume)
+            self._threads[volume] = local_workers(volume)
 
-    def _is_serial(self, volume: Path) -> bool:
+    def _is_local(self, volume: Path) -> bool:
         """True when ``volume`` is known (``know``) to lie on a local filesystem; an unknown
         one is treated as a volume that may hang."""
-        return self._serial.get(volume, 0) > 0
+        return self._threads.get(volume, 0) > 0
 
     def defer(self, path: Path, trash: Path, volume: Path) -> str:
         """Move ``path`` into the folder ``trash`` (same filesystem: one rename) to be removed
@@ -235,7 +235,7 @@ class Remover:
             return "moved", str(dest)
 
         try:
-            if self._is_serial(volume):
+            if self._is_local(volume):
                 how, where = move()
             else:
                 how, where = child.call(move, self.quiet_s, what=f"moving {path} to the trash")

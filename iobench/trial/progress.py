@@ -106,8 +106,9 @@ class PlainProgress:
         self.stream = stream or sys.stdout
         self.verbose = verbose
         self.quiet = quiet
-        # --quiet: stdout is the verdict alone; what went wrong goes to stderr
-        self.aside = sys.stderr if quiet and stream is None else self.stream
+        # where its lines go: --quiet keeps stdout for the verdict alone, what went wrong
+        # goes to stderr
+        self.out = sys.stderr if quiet and stream is None else self.stream
         self._warned_stall: set[str] = set()
         self._in_trial = False
         self._notes: list[str] = []  # a trial's notes, printed under its line (--verbose)
@@ -116,8 +117,7 @@ class PlainProgress:
         self.width = stream_width(self.stream)
 
     def _print(self, text: str) -> None:
-        out = self.aside if self.quiet else self.stream
-        print(fit(text, self.width), file=out, flush=True)
+        print(fit(text, self.width), file=self.out, flush=True)
 
     def run_started(self, run_dir: str, n_trials: int, done: int) -> None:
         if not self.quiet:
@@ -143,8 +143,7 @@ class PlainProgress:
 
     def trial_finished(self, k: int, n: int, row: TrialRow) -> None:
         if not self.quiet or row.get("status") != "ok":
-            out = self.aside if self.quiet else self.stream
-            print(trial_line(k, n, row, self.width), file=out, flush=True)
+            print(trial_line(k, n, row, self.width), file=self.out, flush=True)
         for note in self._notes:  # a trial's notes after its line, where they belong
             self._print(note)
         self._notes, self._in_trial = [], False
@@ -152,8 +151,7 @@ class PlainProgress:
     def rank_finished(self, k: int, n: int, row: TrialRow) -> None:
         """Another fleet rank's share of trial k, gathered by rank 0: its line, as wide as ours."""
         if not self.quiet or row.get("status") != "ok":
-            out = self.aside if self.quiet else self.stream
-            print(trial_line(k, n, row, self.width), file=out, flush=True)
+            print(trial_line(k, n, row, self.width), file=self.out, flush=True)
 
     def message(self, text: str) -> None:
         if self.quiet and not text.lstrip().startswith(("warning:", "iobench:")):

@@ -182,7 +182,7 @@ def test_local_removals_use_threads_on_a_disk_and_one_in_memory(tmp_path: Path) 
     _venv_like(s.run_root / "t-r1")
     remover = Remover()
     remover.know([s.root])
-    assert remover._serial[s.root] == local_workers(tmp_path)
+    assert remover._threads[s.root] == local_workers(tmp_path)
     assert remover.remove(s.run_root / "t-r1", s.root) == ""
     assert not (s.run_root / "t-r1").exists()
 
